@@ -1,0 +1,35 @@
+"""Perturb-and-Correct (P&C): post-hoc epistemic ensembles from one trained network."""
+
+from pnc.mlp import GaussianMLP, MLPConfig, forward, gaussian_nll, hidden_activations, init_params
+from pnc.predictive import Predictive, aleatoric_variance, epistemic_variance, mixture
+from pnc.train import (
+    Standardizer,
+    TrainConfig,
+    TrainedModel,
+    fit_params,
+    load_model,
+    save_model,
+    train,
+)
+
+__all__ = [
+    "GaussianMLP",
+    "MLPConfig",
+    "Predictive",
+    "Standardizer",
+    "TrainConfig",
+    "TrainedModel",
+    "aleatoric_variance",
+    "epistemic_variance",
+    "fit_params",
+    "forward",
+    "gaussian_nll",
+    "hidden_activations",
+    "init_params",
+    "load_model",
+    "mixture",
+    "save_model",
+    "train",
+]
+
+__version__ = "0.1.0"
