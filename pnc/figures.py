@@ -1,0 +1,468 @@
+"""Figures of the MuJoCo study (matplotlib, Agg backend), written as PDF and PNG.
+
+- :func:`frontier_figure`: the ID/OOD frontier (paper Figure 1A), ID RMSE against Far NLL for every
+  method at every hyperparameter configuration it was evaluated at (seed means from
+  ``results/all_configs.csv``), the selected configuration highlighted, one panel per environment;
+  a line joins each method's Pareto-optimal configurations (no other configuration of that method
+  has both lower ID RMSE and lower Far NLL).
+- :func:`metrics_figure`: one environment's four headline metrics (ID RMSE, Far NLL, Far AUROC,
+  Far Spearman) for every method: each seed as a small point, the seed mean as a large marker with a
+  +- one standard deviation bar (no bar for a single seed).
+
+Every method has its own colour (Okabe-Ito, colour-blind safe), marker, line style and hatch
+(:data:`METHOD_STYLE`), so the figures stay readable in grayscale.
+
+CLI::
+
+    python -m pnc.figures frontier results/all_configs.csv --out figures/frontier/Ant-v5 --env Ant-v5
+    python -m pnc.figures metrics results/results.csv --out figures/metrics/Ant-v5 --env Ant-v5
+
+write ``STEM.pdf`` and ``STEM.png`` (``--env`` may repeat; omitted = every environment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from pnc import stats as st  # noqa: E402
+
+#: Per-method style: colour, marker, line style and hatch (distinct in every channel).
+METHOD_STYLE: dict[str, dict[str, object]] = {
+    "deep_ensemble": {"color": "#0072B2", "marker": "s", "linestyle": "-", "hatch": "//"},
+    "mc_dropout": {"color": "#E69F00", "marker": "v", "linestyle": "--", "hatch": "\\\\"},
+    "swag": {"color": "#009E73", "marker": "D", "linestyle": "-.", "hatch": "xx"},
+    "laplace": {"color": "#CC79A7", "marker": "^", "linestyle": ":", "hatch": ".."},
+    "subspace": {"color": "#56B4E9", "marker": "P", "linestyle": (0, (5, 1)), "hatch": "++"},
+    "pnc": {"color": "#D55E00", "marker": "o", "linestyle": "-", "hatch": ""},
+    "pnc_nocorr": {"color": "#6E6E6E", "marker": "X", "linestyle": (0, (1, 1)), "hatch": "oo"},
+}
+SHORT_LABELS = {
+    "deep_ensemble": "DE",
+    "mc_dropout": "MCD",
+    "swag": "SWAG",
+    "laplace": "Lapl.",
+    "subspace": "Sub.",
+    "pnc": "P&C",
+    "pnc_nocorr": "P&C w/o Corr",
+}
+RC_PARAMS = {
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.5,
+    "pdf.fonttype": 42,
+}
+FORMATS = ("pdf", "png")
+PNG_DPI = 150
+#: Metrics drawn on a linear axis with a reference line (AUROC 0.5, Spearman 0).
+BOUNDED_METRICS = ("auroc", "auroc_epistemic", "spearman")
+
+
+class FigureError(ValueError):
+    """The requested figure cannot be drawn from the table (the message says why)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+def metric_label(split: str, metric: str) -> str:
+    arrow = "↑" if st.HIGHER_IS_BETTER[metric] else "↓"
+    return f"{st.SPLIT_LABELS[split]} {st.METRIC_LABELS[metric]} ({arrow} better)"
+
+
+def choose_scale(values: np.ndarray) -> str:
+    """``"log"`` for positive values spanning more than 1.5 decades, ``"symlog"`` for values of
+    both signs with magnitudes above 100, else ``"linear"``."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if v.size < 2:
+        return "linear"
+    if v.min() > 0 and v.max() / v.min() > 10**1.5:
+        return "log"
+    if v.min() <= 0 and np.abs(v).max() > 100:
+        return "symlog"
+    return "linear"
+
+
+def _set_scale(ax, axis: str, values: np.ndarray) -> None:
+    scale = choose_scale(values)
+    setter = ax.set_xscale if axis == "x" else ax.set_yscale
+    if scale == "symlog":
+        setter("symlog", linthresh=1.0)
+    else:
+        setter(scale)
+
+
+def pareto_front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Indices of the points no other point beats in both coordinates (lower is better), by x.
+
+    Args:
+        x, y: ``[n]`` coordinates.
+
+    Returns:
+        ``[k]`` indices of the non-dominated points sorted by increasing ``x``.
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    keep = [
+        i
+        for i in range(x.size)
+        if not np.any((x <= x[i]) & (y <= y[i]) & ((x < x[i]) | (y < y[i])))
+    ]
+    return np.asarray(sorted(keep, key=lambda i: (x[i], y[i])), dtype=int)
+
+
+def _panel_grid(n: int, width: float, height: float, max_cols: int = 4):
+    ncols = min(n, max_cols)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+def _check_envs(df: pd.DataFrame, envs: Sequence[str] | None) -> list[str]:
+    available = st.env_order(df)
+    if not envs:
+        return available
+    unknown = [e for e in envs if e not in available]
+    if unknown:
+        raise FigureError(f"env(s) {unknown} not in the table; it has {available}")
+    return list(envs)
+
+
+def save(fig, stem: str | Path) -> list[Path]:
+    """Write ``stem.pdf`` and ``stem.png`` and close the figure; returns the paths."""
+    stem = Path(stem)
+    if stem.suffix in (".pdf", ".png"):
+        stem = stem.with_suffix("")
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in FORMATS:
+        path = stem.with_name(f"{stem.name}.{ext}")
+        fig.savefig(path, dpi=PNG_DPI if ext == "png" else None, bbox_inches="tight")
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+# --------------------------------------------------------------------------------------------
+# ID/OOD frontier
+# --------------------------------------------------------------------------------------------
+
+
+def frontier_points(all_configs: pd.DataFrame) -> pd.DataFrame:
+    """Seed-averaged (ID RMSE, Far NLL) per (env, method, config).
+
+    Args:
+        all_configs: validated ``all_configs`` table (with ``selected``).
+
+    Returns:
+        Columns ``env, method, config, id_rmse, far_nll, selected, n_seeds``.
+    """
+    sel = all_configs[
+        ((all_configs.split == "id") & (all_configs.metric == "rmse"))
+        | ((all_configs.split == "far") & (all_configs.metric == "nll"))
+    ]
+    if sel.empty:
+        raise FigureError("the table holds neither id/rmse nor far/nll rows")
+    group = ["env", "method", "config"]
+    means = (
+        sel.groupby(group + ["split", "metric"], sort=False)["value"]
+        .mean()
+        .unstack(["split", "metric"])
+    )
+    for col in (("id", "rmse"), ("far", "nll")):
+        if col not in means.columns:
+            raise FigureError(f"the table lacks {st.key(*col)} rows")
+    holes = means[list(means.columns)].isna().any(axis=1)
+    if holes.any():
+        raise FigureError(
+            f"configurations lack id/rmse or far/nll: {[('/'.join(map(str, i))) for i in means.index[holes]]}"
+        )
+    out = pd.DataFrame(
+        {"id_rmse": means[("id", "rmse")], "far_nll": means[("far", "nll")]}
+    ).reset_index()
+    flags = all_configs.groupby(group, sort=False)["selected"].agg(["any", "all"])
+    mixed = flags[flags["any"] != flags["all"]]
+    if len(mixed):
+        raise FigureError(
+            f"'selected' differs across rows of one configuration: {list(mixed.index)}"
+        )
+    out["selected"] = [bool(flags.loc[tuple(r), "any"]) for r in out[group].to_numpy()]
+    out["n_seeds"] = (
+        sel.groupby(group, sort=False)["seed"]
+        .nunique()
+        .reindex(out.set_index(group).index)
+        .to_numpy()
+    )
+    return out
+
+
+def _draw_frontier(ax, points: pd.DataFrame, env: str) -> None:
+    pts = points[points.env == env]
+    for method in st.methods_present(pts):
+        style = METHOD_STYLE[method]
+        m = pts[pts.method == method]
+        x, y = m["id_rmse"].to_numpy(), m["far_nll"].to_numpy()
+        front = pareto_front(x, y)
+        if front.size > 1:
+            ax.plot(
+                x[front],
+                y[front],
+                color=style["color"],
+                linestyle=style["linestyle"],
+                linewidth=1.2,
+                alpha=0.8,
+                zorder=2,
+            )
+        other = ~m["selected"].to_numpy()
+        ax.scatter(
+            x[other],
+            y[other],
+            s=28,
+            marker=style["marker"],
+            facecolors="none",
+            edgecolors=style["color"],
+            linewidths=1.1,
+            zorder=3,
+        )
+        chosen = m["selected"].to_numpy()
+        ax.scatter(
+            x[chosen],
+            y[chosen],
+            s=90,
+            marker=style["marker"],
+            color=style["color"],
+            edgecolors="black",
+            linewidths=1.2,
+            zorder=4,
+        )
+    _set_scale(ax, "x", pts["id_rmse"].to_numpy())
+    _set_scale(ax, "y", pts["far_nll"].to_numpy())
+    ax.set_title(env)
+    ax.set_xlabel("ID RMSE (↓ better)")
+    ax.set_ylabel("Far NLL (↓ better)")
+
+
+def _legend_handles(methods: Sequence[str], *, frontier: bool) -> list[Line2D]:
+    handles = [
+        Line2D(
+            [],
+            [],
+            color=METHOD_STYLE[m]["color"],
+            marker=METHOD_STYLE[m]["marker"],
+            linestyle=METHOD_STYLE[m]["linestyle"] if frontier else "none",
+            markeredgecolor="black",
+            markersize=7,
+            label=st.METHOD_LABELS[m],
+        )
+        for m in methods
+    ]
+    if frontier:
+        handles += [
+            Line2D(
+                [],
+                [],
+                color="0.3",
+                marker="o",
+                linestyle="none",
+                markeredgecolor="black",
+                markersize=8,
+                label="selected configuration",
+            ),
+            Line2D(
+                [],
+                [],
+                color="0.3",
+                marker="o",
+                linestyle="none",
+                markerfacecolor="none",
+                markersize=5,
+                label="other configurations",
+            ),
+            Line2D([], [], color="0.3", linestyle="-", label="Pareto front of a method"),
+        ]
+    return handles
+
+
+def frontier_figure(all_configs: pd.DataFrame, envs: Sequence[str] | None = None):
+    """The ID/OOD frontier, one panel per environment.
+
+    Args:
+        all_configs: validated ``all_configs`` table (:func:`pnc.stats.validate_results` with
+            ``require_selected=True``).
+        envs: environments to draw (default: all, in table order).
+
+    Returns:
+        The matplotlib figure.
+    """
+    envs = _check_envs(all_configs, envs)
+    points = frontier_points(all_configs)
+    with plt.rc_context(RC_PARAMS):
+        fig, axes = _panel_grid(len(envs), 4.0, 3.4)
+        for ax, env in zip(axes, envs, strict=True):
+            _draw_frontier(ax, points, env)
+        methods = st.methods_present(points[points.env.isin(envs)])
+        fig.legend(
+            handles=_legend_handles(methods, frontier=True),
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncol=2 if len(envs) == 1 else min(5, len(methods) + 3),
+            frameon=False,
+        )
+        fig.suptitle("ID/OOD frontier: every evaluated configuration (seed means)", y=1.0)
+        fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Per-environment headline metrics
+# --------------------------------------------------------------------------------------------
+
+
+def metrics_figure(results: pd.DataFrame, env: str, pairs: Sequence[tuple[str, str]] = st.HEADLINE):
+    """One environment's headline metrics across methods with the spread over seeds.
+
+    Args:
+        results: validated selected-results table.
+        env: the environment.
+        pairs: the (split, metric) panels (default: ID RMSE, Far NLL, Far AUROC, Far Spearman).
+
+    Returns:
+        The matplotlib figure.
+    """
+    (env,) = _check_envs(results, [env])
+    df = results[results.env == env]
+    methods = st.methods_present(df)
+    rng = np.random.default_rng(0)  # jitter of the seed points only
+    with plt.rc_context(RC_PARAMS):
+        fig, axes = _panel_grid(len(pairs), 2.9, 3.1)
+        for ax, (split, metric) in zip(axes, pairs, strict=True):
+            sel = df[(df.split == split) & (df.metric == metric)]
+            if sel.empty:
+                ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
+            for i, method in enumerate(methods):
+                vals = sel.loc[sel.method == method, "value"].to_numpy()
+                if vals.size == 0:
+                    continue
+                style = METHOD_STYLE[method]
+                jitter = rng.uniform(-0.3, 0.3, vals.size)
+                if vals.size > 1:
+                    ax.scatter(
+                        i + jitter,
+                        vals,
+                        s=12,
+                        marker=style["marker"],
+                        facecolors="none",
+                        edgecolors=style["color"],
+                        linewidths=0.7,
+                        alpha=0.8,
+                        zorder=2,
+                    )
+                std = vals.std(ddof=1) if vals.size > 1 else 0.0
+                ax.errorbar(
+                    i,
+                    vals.mean(),
+                    yerr=std if vals.size > 1 else None,
+                    fmt=style["marker"],
+                    color=style["color"],
+                    markeredgecolor="black",
+                    markersize=8,
+                    capsize=4,
+                    elinewidth=1.4,
+                    ecolor="black",
+                    zorder=3,
+                )
+            if metric in BOUNDED_METRICS:  # chance level / no correlation as a reference line
+                ax.axhline(0.5 if metric.startswith("auroc") else 0.0, color="0.5", lw=0.8, ls="--")
+            else:
+                _set_scale(ax, "y", sel["value"].to_numpy())
+            ax.set_xticks(
+                range(len(methods)),
+                [SHORT_LABELS[m] for m in methods],
+                rotation=40,
+                ha="right",
+                rotation_mode="anchor",
+                fontsize=7,
+            )
+            ax.set_xlim(-0.6, len(methods) - 0.4)
+            ax.set_title(metric_label(split, metric))
+            ax.grid(axis="x", visible=False)
+        n_seeds = df["seed"].nunique()
+        spread = (
+            f"mean ± std over {n_seeds} seeds (small hollow markers: individual seeds)"
+            if n_seeds > 1
+            else "1 seed (no spread)"
+        )
+        fig.suptitle(f"{env}: headline metrics, {spread}", y=1.0)
+        fig.legend(
+            handles=_legend_handles(methods, frontier=False),
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncol=len(methods),
+            frameon=False,
+        )
+        fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pnc.figures", description="Figures of the MuJoCo study (PDF and PNG)."
+    )
+    sub = parser.add_subparsers(dest="kind", required=True)
+    fr = sub.add_parser("frontier", help="ID/OOD frontier from all_configs.csv")
+    fr.add_argument("table", help="all_configs.csv (needs a boolean 'selected' column)")
+    me = sub.add_parser("metrics", help="one environment's headline metrics from results.csv")
+    me.add_argument("table", help="results.csv")
+    for p in (fr, me):
+        p.add_argument("--out", required=True, help="output stem: writes STEM.pdf and STEM.png")
+        p.add_argument("--env", action="append", help="environment (repeatable; default: all)")
+    args = parser.parse_args(argv)
+    try:
+        if args.kind == "frontier":
+            df = st.load_results(args.table, require_selected=True)
+            fig = frontier_figure(df, args.env)
+        else:
+            df = st.load_results(args.table)
+            envs = _check_envs(df, args.env)
+            if len(envs) != 1:
+                raise FigureError(f"the metrics figure needs exactly one --env; got {envs}")
+            fig = metrics_figure(df, envs[0])
+    except (st.ResultsError, FigureError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for path in save(fig, args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,718 @@
+"""The paper's MuJoCo tables as LaTeX (booktabs), Markdown and CSV of the same numbers.
+
+Five tables are built from a validated results table and the statistics of
+:func:`pnc.stats.compute_statistics`:
+
+- ``cross_env`` (paper Table 1): mean rank +- standard deviation and wins per headline metric
+  (ID RMSE, Far NLL, Far AUROC, Far Spearman), best mean rank in bold, Wilcoxon-Holm arrows;
+- ``wilcoxon``: the tests behind the arrows, raw and Holm-adjusted p-values;
+- ``hparams`` (Appendix Table 3): the selected configuration per (env, method);
+- ``per_env`` (Appendix Table 4): mean +- std over seeds of ID RMSE, Far NLL, Far AUROC;
+- ``spearman`` (Appendix Table 5): Spearman per split, negatives in italics, ``--`` where an
+  environment has no such split.
+
+Bold marks the best seed mean among the six ranked methods (every exactly tied best is bold). Where
+a single seed leaves the standard deviation undefined, only the mean is printed (and the caption
+says so). The LaTeX needs ``\\usepackage{booktabs,longtable}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pnc import stats as st
+
+METRIC_DEFINITIONS: dict[str, str] = {
+    "rmse": "ID RMSE: root mean squared error of the predictive mean on the held-out ID evaluation "
+    "split, in original target units.",
+    "nll": "NLL: Gaussian negative log-likelihood of the moment-matched predictive (mean of the "
+    "member means; mean of the member variances plus variance of the member means), averaged "
+    "over points and target dimensions, in standardised units.",
+    "auroc": "AUROC: ID evaluation points against the shifted split's points, scored by the total "
+    "predictive variance summed over target dimensions (shifted = positive).",
+    "spearman": "Spearman: per split, rank correlation between each point's total predictive "
+    "variance and its squared error (both summed over target dimensions).",
+}
+SHORT_METHOD = {
+    "deep_ensemble": "DE",
+    "mc_dropout": "MCD",
+    "swag": "SWAG",
+    "laplace": "Lap.",
+    "subspace": "Sub.",
+    "pnc": "P&C",
+    "pnc_nocorr": "P&C w/o Corr",
+}
+#: Abbreviations of hyperparameter names in the selected-configuration table (paper Table 3).
+HPARAM_ABBREVIATIONS = {
+    "n_members": "n",
+    "members": "n",
+    "ensemble_size": "n",
+    "rate": "dr",
+    "dropout_rate": "dr",
+    "dropout_prob": "dr",
+    "dropout": "dr",
+    "scale": "sws",
+    "prior_precision": "prior",
+    "prior": "prior",
+    "temperature": "T",
+    "ridge": "lreg",
+    "bootstrap_frac": "bf",
+    "sigma": "ps",
+    "perturbation_size": "ps",
+    "rank": "K",
+    "n_samples": "S",
+}
+#: Metrics in [-1, 1] or [0, 1], always printed with three decimals.
+BOUNDED_METRICS = ("auroc", "auroc_epistemic", "spearman")
+PER_ENV_COLUMNS: tuple[tuple[str, str], ...] = (("id", "rmse"), ("far", "nll"), ("far", "auroc"))
+SINGLE_SEED_NOTE = (
+    "Where an environment has a single seed the standard deviation is undefined and only the "
+    "mean is shown."
+)
+ARROW = {"up": "↑", "down": "↓"}
+LATEX_ARROW = {"up": r"$^{\uparrow}$", "down": r"$^{\downarrow}$"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """One rendered table.
+
+    Attributes:
+        name: file stem (``DIR/{name}.tex|.md|.csv``).
+        caption: plain-text caption (also the LaTeX caption after escaping).
+        data: the numbers shown, one row per table row (written as CSV).
+        latex: the LaTeX source (booktabs ``tabular`` or ``longtable``).
+        markdown: a Markdown pipe table preceded by its caption.
+    """
+
+    name: str
+    caption: str
+    data: pd.DataFrame
+    latex: str
+    markdown: str
+
+
+# --------------------------------------------------------------------------------------------
+# Formatting helpers
+# --------------------------------------------------------------------------------------------
+
+
+_LATEX_SPECIALS = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX's special characters in plain text (arrows become math arrows)."""
+    out = "".join(_LATEX_SPECIALS.get(ch, ch) for ch in str(text))
+    return out.replace("↑", r"$\uparrow$").replace("↓", r"$\downarrow$").replace("±", r"$\pm$")
+
+
+def md_escape(text: str) -> str:
+    return str(text).replace("|", r"\|")
+
+
+def decimals_for(value: float, significant: int = 3, lo: int = 3, hi: int = 6) -> int:
+    """Decimals that show ``significant`` digits of ``value``, clipped to ``[lo, hi]``."""
+    if not math.isfinite(value) or value == 0.0:
+        return lo
+    return int(np.clip(significant - 1 - math.floor(math.log10(abs(value))), lo, hi))
+
+
+def fmt(value: float, decimals: int, minus: str = "-") -> str:
+    """Fixed-point number; ``minus`` replaces the sign (LaTeX text mode wants ``$-$``)."""
+    text = f"{value:.{decimals}f}"
+    if text.startswith("-"):
+        text = minus + text[1:] if float(text) != 0.0 else text[1:]
+    return text
+
+
+def mean_std_cell(
+    mean: float,
+    std: float,
+    decimals: int,
+    *,
+    latex: bool,
+    bold: bool = False,
+    italic: bool = False,
+    superscript: str = "",
+) -> str:
+    """``mean ± std`` (only ``mean`` where ``std`` is NaN) with bold/italic markup."""
+    minus = "$-$" if latex else "−"
+    text = fmt(mean, decimals, minus)
+    if not (isinstance(std, float) and math.isnan(std)) and std is not None:
+        text += (r" $\pm$ " if latex else " ± ") + fmt(std, decimals, minus)
+    if latex:
+        if italic:
+            text = rf"\textit{{{text}}}"
+        if bold:
+            text = rf"\textbf{{{text}}}"
+    else:
+        if italic and bold:
+            text = f"***{text}***"
+        elif bold:
+            text = f"**{text}**"
+        elif italic:
+            text = f"*{text}*"
+    return text + superscript
+
+
+def column_label(split: str, metric: str) -> str:
+    """E.g. ``Far NLL ↓``."""
+    arrow = "↑" if st.HIGHER_IS_BETTER[metric] else "↓"
+    return f"{st.SPLIT_LABELS[split]} {st.METRIC_LABELS[metric]} {arrow}"
+
+
+def column_id(split: str, metric: str) -> str:
+    return f"{split}_{metric}"
+
+
+def best_mask(values: pd.Series, higher_is_better: bool) -> pd.Series:
+    """True where a value equals the best one (all exact ties)."""
+    best = values.max() if higher_is_better else values.min()
+    return values == best
+
+
+# --------------------------------------------------------------------------------------------
+# Captions
+# --------------------------------------------------------------------------------------------
+
+
+def describe_study(df: pd.DataFrame) -> str:
+    """E.g. ``"2 MuJoCo environments (offline behaviour datasets), 3 seeds per environment"``."""
+    envs = st.env_order(df)
+    sources = df.groupby("env")["data_source"].first()
+    names = {
+        "minari": "Minari MuJoCo datasets",
+        "offline": "offline behaviour datasets",
+        "unspecified": "data source not recorded",
+    }
+    used = list(dict.fromkeys(sources.reindex(envs)))
+    if len(used) == 1:
+        source = names[used[0]]
+    else:
+        source = "; ".join(
+            f"{names[s]}: {', '.join(e for e in envs if sources[e] == s)}" for s in used
+        )
+    seeds = df.groupby("env")["seed"].nunique()
+    lo, hi = int(seeds.min()), int(seeds.max())
+    seed_text = f"{lo} seed{'s' if lo != 1 else ''}" if lo == hi else f"{lo}-{hi} seeds"
+    n = len(envs)
+    return f"{n} MuJoCo environment{'s' if n != 1 else ''} ({source}), {seed_text} per environment"
+
+
+def metric_definitions(metrics: Sequence[str]) -> str:
+    return " ".join(
+        METRIC_DEFINITIONS[m] for m in dict.fromkeys(metrics) if m in METRIC_DEFINITIONS
+    )
+
+
+def _has_single_seed(summary: pd.DataFrame) -> bool:
+    return bool((summary["n_seeds"] < 2).any())
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------------------------
+
+
+def _latex_tabular(
+    caption: str,
+    label: str,
+    colspec: str,
+    header: list[str],
+    rows: list[list[str]],
+    *,
+    size: str = r"\small",
+) -> str:
+    body = [" & ".join(r) + r" \\" for r in rows]
+    return "\n".join(
+        [
+            r"% requires \usepackage{booktabs}",
+            r"\begin{table}[t]",
+            r"  \centering",
+            f"  {size}",
+            f"  \\caption{{{latex_escape(caption)}}}",
+            f"  \\label{{{label}}}",
+            f"  \\begin{{tabular}}{{{colspec}}}",
+            r"    \toprule",
+            *[f"    {h}" for h in header],
+            r"    \midrule",
+            *[f"    {b}" for b in body],
+            r"    \bottomrule",
+            r"  \end{tabular}",
+            r"\end{table}",
+            "",
+        ]
+    )
+
+
+def _latex_longtable(
+    caption: str, label: str, colspec: str, header: str, groups: list[tuple[str, list[list[str]]]]
+) -> str:
+    ncol = len(colspec.replace("@{\\hskip 1.5em}", ""))
+    lines = [
+        r"% requires \usepackage{booktabs,longtable}",
+        r"\begingroup",
+        r"\small",
+        f"\\begin{{longtable}}{{{colspec}}}",
+        f"\\caption{{{latex_escape(caption)}}}",
+        f"\\label{{{label}}}\\\\",
+        r"\toprule",
+        header,
+        r"\midrule",
+        r"\endfirsthead",
+        r"\caption[]{(continued)}\\",
+        r"\toprule",
+        header,
+        r"\midrule",
+        r"\endhead",
+        r"\midrule",
+        f"\\multicolumn{{{ncol}}}{{r}}{{\\emph{{Continued on next page}}}} \\\\",
+        r"\endfoot",
+        r"\bottomrule",
+        r"\endlastfoot",
+    ]
+    for i, (title, rows) in enumerate(groups):
+        if i:
+            lines.append(r"\midrule")
+        lines.append(f"\\multicolumn{{{ncol}}}{{l}}{{{title}}} \\\\")
+        lines += ["    " + " & ".join(r) + r" \\" for r in rows]
+    lines += [r"\end{longtable}", r"\endgroup", ""]
+    return "\n".join(lines)
+
+
+def _markdown(caption: str, header: list[str], rows: list[list[str]]) -> str:
+    lines = [f"Table: {md_escape(caption)}", ""]
+    lines.append("| " + " | ".join(md_escape(h) for h in header) + " |")
+    lines.append("|" + "|".join(["---"] * len(header)) + "|")
+    lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# Table 1: cross-environment summary
+# --------------------------------------------------------------------------------------------
+
+
+def _significance_notes(stats: dict[str, Any], pairs: Sequence[tuple[str, str]]) -> list[str]:
+    notes = []
+    tested = [stats["wilcoxon"].get(st.key(s, m)) for s, m in pairs]
+    if not any(tested):
+        return ["P&C or every baseline is absent, so no Wilcoxon-Holm comparisons are made."]
+    unattainable = {
+        (t["n_envs"], t["n_comparisons"]) for t in tested if t and not t["significance_attainable"]
+    }
+    for n_envs, n_comp in sorted(unattainable):
+        notes.append(st.significance_note(n_envs, n_comp, stats["alpha"]))
+    return notes
+
+
+def cross_env_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
+    """Paper Table 1: mean rank +- std and wins of the six methods per headline metric."""
+    pairs = [(s, m) for s, m in st.HEADLINE if st.key(s, m) in stats["ranks"]]
+    methods = stats["ranked_methods"]
+    caption = (
+        f"Cross-environment summary across {describe_study(df)}. Entries report mean rank ± "
+        "standard deviation across environments (ranks within each environment on the seed mean, "
+        "1 = best, ties share the average rank) and win counts (environments where the method "
+        f"ranks best; {st.TIE_RULE}). Lower rank is better; the best mean rank is in bold. Header "
+        "arrows give the preferred direction of the underlying metric; superscript arrows give "
+        "two-sided Wilcoxon signed-rank tests over environments on the per-environment means "
+        f"against P&C, Holm-corrected across the baselines at alpha = {stats['alpha']:g}: ↑ means "
+        "P&C is significantly better than the baseline, ↓ the reverse (p-values in the Wilcoxon "
+        "table). The ablation P&C w/o Corr is not ranked. "
+        + metric_definitions([m for _, m in pairs])
+    )
+    notes = _significance_notes(stats, pairs)
+    caption = " ".join([caption, *notes])
+
+    records: list[dict[str, Any]] = []
+    md_rows: list[list[str]] = []
+    tex_rows: list[list[str]] = []
+    best_rank = {
+        st.key(s, m): min(stats["ranks"][st.key(s, m)]["mean_rank"].values()) for s, m in pairs
+    }
+    for method in methods:
+        rec: dict[str, Any] = {"method": method, "label": st.METHOD_LABELS[method]}
+        md_row, tex_row = [st.METHOD_LABELS[method]], [latex_escape(st.METHOD_LABELS[method])]
+        for split, metric in pairs:
+            k, cid = st.key(split, metric), column_id(split, metric)
+            r = stats["ranks"][k]
+            mean_rank = r["mean_rank"][method]
+            std = r["rank_std"][method]
+            std = float("nan") if std is None else std
+            wins, n_envs = r["wins"][method], r["n_envs"]
+            test = stats["wilcoxon"].get(k, {}).get("tests", {}).get(method)
+            arrow = test["arrow"] if test else None
+            bold = mean_rank == best_rank[k]
+            rec |= {
+                f"{cid}_mean_rank": mean_rank,
+                f"{cid}_rank_std": std,
+                f"{cid}_wins": wins,
+                f"{cid}_n_envs": n_envs,
+                f"{cid}_best": bold,
+                f"{cid}_p": test["p"] if test else None,
+                f"{cid}_p_holm": test["p_holm"] if test else None,
+                f"{cid}_arrow": arrow,
+            }
+            md_row += [
+                mean_std_cell(mean_rank, std, 2, latex=False, bold=bold)
+                + (ARROW[arrow] if arrow else ""),
+                f"{wins} / {n_envs}",
+            ]
+            tex_row += [
+                mean_std_cell(
+                    mean_rank,
+                    std,
+                    2,
+                    latex=True,
+                    bold=bold,
+                    superscript=LATEX_ARROW[arrow] if arrow else "",
+                ),
+                f"{wins} / {n_envs}",
+            ]
+        records.append(rec)
+        md_rows.append(md_row)
+        tex_rows.append(tex_row)
+
+    tex_header = [
+        "Method & "
+        + " & ".join(
+            f"\\multicolumn{{2}}{{c}}{{{latex_escape(column_label(s, m))}}}" for s, m in pairs
+        )
+        + r" \\",
+        " & " + " & ".join(["mean rank & wins"] * len(pairs)) + r" \\",
+    ]
+    md_header = ["Method"]
+    for s, m in pairs:
+        md_header += [f"{column_label(s, m)} mean rank", f"{column_label(s, m)} wins"]
+    return Table(
+        name="cross_env",
+        caption=caption,
+        data=pd.DataFrame.from_records(records),
+        latex=_latex_tabular(
+            caption, "tab:mujoco-cross-env", "l" + "rr" * len(pairs), tex_header, tex_rows
+        ),
+        markdown=_markdown(caption, md_header, md_rows),
+    )
+
+
+def wilcoxon_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
+    """The Wilcoxon signed-rank tests of P&C against each baseline, with Holm-adjusted p-values."""
+    pairs = [(s, m) for s, m in st.HEADLINE if st.key(s, m) in stats["wilcoxon"]]
+    caption = (
+        f"P&C against each baseline across {describe_study(df)}: two-sided Wilcoxon signed-rank "
+        "tests over environments on the per-environment seed means (zero differences dropped), "
+        f"Holm-corrected across the baselines within each metric at alpha = {stats['alpha']:g}. "
+        "R+ (R-) is the signed-rank sum of environments where P&C (the baseline) is better. "
+        + metric_definitions([m for _, m in pairs])
+        + " "
+        + " ".join(_significance_notes(stats, pairs))
+    )
+    records, rows = [], []
+    for split, metric in pairs:
+        w = stats["wilcoxon"][st.key(split, metric)]
+        for baseline, t in w["tests"].items():
+            verdict = (
+                f"P&C better {ARROW['up']}"
+                if t["arrow"] == "up"
+                else f"baseline better {ARROW['down']}"
+                if t["arrow"] == "down"
+                else "not significant"
+            )
+            records.append(
+                {
+                    "split": split,
+                    "metric": metric,
+                    "baseline": baseline,
+                    "n_envs": w["n_envs"],
+                    "n_nonzero": t["n_nonzero"],
+                    "r_plus": t["r_plus"],
+                    "r_minus": t["r_minus"],
+                    "statistic": t["statistic"],
+                    "p": t["p"],
+                    "p_holm": t["p_holm"],
+                    "significant": t["significant"],
+                    "arrow": t["arrow"],
+                    "test": t["test"],
+                }
+            )
+            rows.append(
+                [
+                    column_label(split, metric),
+                    st.METHOD_LABELS[baseline],
+                    str(w["n_envs"]),
+                    f"{t['r_plus']:g}",
+                    f"{t['r_minus']:g}",
+                    f"{t['p']:.4f}",
+                    f"{t['p_holm']:.4f}",
+                    verdict,
+                ]
+            )
+    header = ["Metric", "Baseline", "Envs", "R+", "R-", "p", "p (Holm)", "Result"]
+    return Table(
+        name="wilcoxon",
+        caption=caption,
+        data=pd.DataFrame.from_records(records, columns=list(records[0]) if records else None),
+        latex=_latex_tabular(
+            caption,
+            "tab:mujoco-wilcoxon",
+            "llrrrrrl",
+            [" & ".join(latex_escape(h) for h in header) + r" \\"],
+            [[latex_escape(c) for c in r] for r in rows],
+        ),
+        markdown=_markdown(caption, header, rows),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Table 3: selected hyperparameters
+# --------------------------------------------------------------------------------------------
+
+
+def abbreviate_config(config: str) -> str:
+    """``"sigma=16,bootstrap_frac=0.1,ridge=0.0001"`` -> ``"ps=16, bf=0.1, lreg=0.0001"``."""
+    if config in ("", "default"):
+        return "default"
+    parts = []
+    for item in config.split(","):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        parts.append(f"{HPARAM_ABBREVIATIONS.get(name, name)}={value.strip()}" if sep else item)
+    return ", ".join(parts)
+
+
+def hparams_table(df: pd.DataFrame) -> Table:
+    """Appendix Table 3: the selected configuration per (env, method)."""
+    methods = st.methods_present(df)
+    envs = st.env_order(df)
+    configs = df.groupby(["env", "method"])["config"].first()
+    used = {
+        HPARAM_ABBREVIATIONS.get(item.partition("=")[0].strip(), item.partition("=")[0].strip())
+        for c in configs
+        for item in str(c).split(",")
+        if "=" in item
+    }
+    legend = {
+        "n": "ensemble members",
+        "dr": "dropout rate",
+        "sws": "SWAG scale",
+        "prior": "Laplace prior precision",
+        "T": "Subspace temperature",
+        "lreg": "P&C ridge (Tikhonov) regulariser",
+        "bf": "P&C per-member bootstrap fraction",
+        "ps": "P&C perturbation size",
+        "K": "rank (P&C perturbation rank; SWAG/Subspace deviation columns)",
+        "S": "predictive samples",
+    }
+    caption = (
+        f"Selected hyperparameter configuration per (env, method) across {describe_study(df)}, "
+        "chosen by the lowest mean validation NLL across seeds (NLL as in the per-environment "
+        "table, on the held-out validation slice of the training data). "
+        + "; ".join(f"{a}: {legend[a]}" for a in legend if a in used)
+        + ("." if used else "")
+        + " 'default': the method has no tuned hyperparameters."
+    )
+    data = pd.DataFrame([{"env": e} | {m: configs.get((e, m), "") for m in methods} for e in envs])
+    header = ["Env"] + [SHORT_METHOD[m] for m in methods]
+    rows = [
+        [e] + [abbreviate_config(configs[(e, m)]) if (e, m) in configs else "--" for m in methods]
+        for e in envs
+    ]
+    return Table(
+        name="hparams",
+        caption=caption,
+        data=data,
+        latex=_latex_tabular(
+            caption,
+            "tab:mujoco-selected-hparams",
+            "l" * len(header),
+            [" & ".join(latex_escape(h) for h in header) + r" \\"],
+            [[latex_escape(c) for c in r] for r in rows],
+            size=r"\scriptsize",
+        ),
+        markdown=_markdown(caption, header, rows),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Tables 4 and 5: per-environment metrics, Spearman per split
+# --------------------------------------------------------------------------------------------
+
+
+def _grouped(
+    df: pd.DataFrame,
+    summary: pd.DataFrame,
+    pairs: Sequence[tuple[str, str]],
+    *,
+    decimals: int | None,
+    italic_negative: bool,
+) -> tuple[list[dict[str, Any]], list[tuple[str, list[list[str]]]], list[list[str]]]:
+    """Rows grouped by environment: CSV records, LaTeX groups and Markdown rows."""
+    methods = st.methods_present(df, st.RANKED_METHODS)
+    seeds = df.groupby("env")["seed"].nunique()
+    indexed = summary.set_index(["env", "method", "split", "metric"])
+    records, groups, md_rows = [], [], []
+    for env in st.env_order(df):
+        cells: dict[tuple[str, str], pd.DataFrame] = {}
+        for split, metric in pairs:
+            try:
+                cells[(split, metric)] = indexed.loc[
+                    (env, slice(None), split, metric), :
+                ].droplevel([0, 2, 3])
+            except KeyError:
+                continue
+        bold = {
+            sm: best_mask(c["mean"].reindex(methods).dropna(), st.HIGHER_IS_BETTER[sm[1]])
+            for sm, c in cells.items()
+        }
+        tex_rows = []
+        for method in methods:
+            rec: dict[str, Any] = {"env": env, "method": method}
+            tex_row, md_row = (
+                [latex_escape(st.METHOD_LABELS[method])],
+                [env, st.METHOD_LABELS[method]],
+            )
+            for split, metric in pairs:
+                cid = column_id(split, metric)
+                c = cells.get((split, metric))
+                if c is None or method not in c.index:
+                    rec |= {f"{cid}_mean": None, f"{cid}_std": None, f"{cid}_best": False}
+                    tex_row.append("--")
+                    md_row.append("--")
+                    continue
+                mean, std = float(c.loc[method, "mean"]), float(c.loc[method, "std"])
+                is_best = bool(bold[(split, metric)].get(method, False))
+                italic = italic_negative and mean < 0
+                if decimals is not None:
+                    dec = decimals
+                elif metric in BOUNDED_METRICS:
+                    dec = 3
+                else:
+                    dec = decimals_for(mean)
+                rec |= {
+                    f"{cid}_mean": mean,
+                    f"{cid}_std": std,
+                    f"{cid}_n_seeds": int(c.loc[method, "n_seeds"]),
+                    f"{cid}_best": is_best,
+                }
+                tex_row.append(
+                    mean_std_cell(mean, std, dec, latex=True, bold=is_best, italic=italic)
+                )
+                md_row.append(
+                    mean_std_cell(mean, std, dec, latex=False, bold=is_best, italic=italic)
+                )
+            records.append(rec)
+            tex_rows.append(tex_row)
+            md_rows.append(md_row)
+        n = int(seeds[env])
+        title = f"\\textit{{{latex_escape(env)}}} ($n={n}$ seed{'s' if n != 1 else ''})"
+        groups.append((title, tex_rows))
+    return records, groups, md_rows
+
+
+def per_env_table(
+    df: pd.DataFrame, summary: pd.DataFrame, pairs: Sequence[tuple[str, str]] = PER_ENV_COLUMNS
+) -> Table:
+    """Appendix Table 4: per-environment mean +- std over seeds, best per column in bold."""
+    caption = (
+        f"Per-environment headline metrics across {describe_study(df)}. Cells report mean ± "
+        "standard deviation across seeds for the validation-NLL-selected configuration. Header "
+        "arrows indicate the preferred direction. Within each environment, the best value(s) in "
+        "each metric column are shown in bold. "
+        + metric_definitions([m for _, m in pairs])
+        + (" " + SINGLE_SEED_NOTE if _has_single_seed(summary) else "")
+    )
+    records, groups, md_rows = _grouped(df, summary, pairs, decimals=None, italic_negative=False)
+    labels = [column_label(s, m) for s, m in pairs]
+    header = "Method & " + " & ".join(latex_escape(lab) for lab in labels) + r" \\"
+    return Table(
+        name="per_env",
+        caption=caption,
+        data=pd.DataFrame.from_records(records),
+        latex=_latex_longtable(
+            caption, "tab:mujoco-per-env", "l" + "r" * len(pairs), header, groups
+        ),
+        markdown=_markdown(caption, ["Env", "Method", *labels], md_rows),
+    )
+
+
+def spearman_table(df: pd.DataFrame, summary: pd.DataFrame) -> Table:
+    """Appendix Table 5: Spearman per split, best in bold, negatives in italics, ``--`` if absent."""
+    pairs = [(s, "spearman") for s in st.SPLITS]
+    caption = (
+        f"Spearman rank correlation between predicted variance and squared error across "
+        f"{describe_study(df)}, computed per seed and reported as mean ± standard deviation "
+        "across seeds. Header arrows indicate that higher is better. Within each environment, "
+        "the best value(s) in each split column are shown in bold. Negative correlations are "
+        "italicised to indicate anti-informative uncertainty signals; '--' marks a split the "
+        "environment does not have. "
+        + METRIC_DEFINITIONS["spearman"]
+        + (" " + SINGLE_SEED_NOTE if _has_single_seed(summary) else "")
+    )
+    records, groups, md_rows = _grouped(df, summary, pairs, decimals=2, italic_negative=True)
+    labels = [f"{st.SPLIT_LABELS[s]} ↑" for s, _ in pairs]
+    header = "Method & " + " & ".join(latex_escape(lab) for lab in labels) + r" \\"
+    return Table(
+        name="spearman",
+        caption=caption,
+        data=pd.DataFrame.from_records(records),
+        latex=_latex_longtable(
+            caption, "tab:mujoco-spearman", "l@{\\hskip 1.5em}rrrr", header, groups
+        ),
+        markdown=_markdown(caption, ["Env", "Method", *labels], md_rows),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# All tables
+# --------------------------------------------------------------------------------------------
+
+
+def build_tables(df: pd.DataFrame, stats: dict[str, Any]) -> list[Table]:
+    """All five tables from a validated results table and its statistics."""
+    summary = st.summarise(df)
+    return [
+        cross_env_table(df, stats),
+        wilcoxon_table(df, stats),
+        hparams_table(df),
+        per_env_table(df, summary),
+        spearman_table(df, summary),
+    ]
+
+
+TABLE_NAMES: tuple[str, ...] = ("cross_env", "wilcoxon", "hparams", "per_env", "spearman")
+TABLE_FORMATS: tuple[str, ...] = ("tex", "md", "csv")
+
+
+def write_tables(tables: Sequence[Table], out_dir: str | Path) -> list[Path]:
+    """Write ``{name}.tex``, ``{name}.md`` and ``{name}.csv`` for every table; returns the paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for t in tables:
+        for ext, text in (("tex", t.latex), ("md", t.markdown)):
+            path = out_dir / f"{t.name}.{ext}"
+            path.write_text(text, encoding="utf-8")
+            paths.append(path)
+        path = out_dir / f"{t.name}.csv"
+        t.data.to_csv(path, index=False)
+        paths.append(path)
+    return paths

@@ -1,0 +1,124 @@
+"""Figures: frontier data, Pareto fronts, axis scales, grayscale-distinct styles, files and CLI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from synthetic_results import make_results
+
+from pnc import figures as fg
+from pnc import stats as st
+
+
+@pytest.fixture(scope="module")
+def tables():
+    results, all_configs = make_results(envs=("Ant-v5", "Swimmer-v5"), seeds=(0, 1))
+    return (
+        st.validate_results(results),
+        st.validate_results(all_configs, require_selected=True),
+        all_configs,
+    )
+
+
+def test_frontier_points_are_seed_means_per_configuration(tables):
+    _, all_configs, raw = tables
+    pts = fg.frontier_points(all_configs)
+    n_configs = raw.groupby(["env", "method"])["config"].nunique().sum()
+    assert len(pts) == n_configs
+    assert (pts.groupby(["env", "method"])["selected"].sum() == 1).all()
+    row = pts[(pts.env == "Ant-v5") & (pts.method == "swag") & (pts.config == "scale=1.0")].iloc[0]
+    src = raw[(raw.env == "Ant-v5") & (raw.method == "swag") & (raw.config == "scale=1.0")]
+    expected = src[(src.split == "far") & (src.metric == "nll")]["value"].mean()
+    assert row["far_nll"] == pytest.approx(expected)
+    assert not row["selected"] and row["n_seeds"] == 2
+
+
+def test_frontier_needs_selected_column(tables):
+    _, _, raw = tables
+    with pytest.raises(st.ResultsError, match="selected"):
+        st.validate_results(raw.drop(columns="selected"), require_selected=True)
+
+
+def test_pareto_front():
+    x = np.array([1.0, 2.0, 3.0, 2.5, 0.5])
+    y = np.array([5.0, 2.0, 1.0, 3.0, 6.0])
+    # (2.5, 3) is dominated by (2, 2); the rest trade off
+    np.testing.assert_array_equal(fg.pareto_front(x, y), [4, 0, 1, 2])
+
+
+@pytest.mark.parametrize(
+    "values,scale",
+    [
+        ([0.1, 0.5, 0.9], "linear"),
+        ([0.01, 5.0, 100.0], "log"),
+        ([-1.3, 2.0, 3000.0], "symlog"),
+        ([-1.0, 0.5, 2.0], "linear"),
+    ],
+)
+def test_choose_scale(values, scale):
+    assert fg.choose_scale(np.array(values)) == scale
+
+
+def test_styles_distinct_in_every_channel():
+    methods = st.METHODS
+    assert set(fg.METHOD_STYLE) == set(methods)
+    for channel in ("color", "marker", "hatch"):
+        values = [str(fg.METHOD_STYLE[m][channel]) for m in methods]
+        assert len(set(values)) == len(methods), channel
+
+
+def test_figures_are_written_as_pdf_and_png(tmp_path, tables):
+    results, all_configs, _ = tables
+    paths = fg.save(fg.frontier_figure(all_configs), tmp_path / "frontier_all")
+    paths += fg.save(fg.metrics_figure(results, "Swimmer-v5"), tmp_path / "metrics" / "Swimmer-v5")
+    assert [p.suffix for p in paths] == [".pdf", ".png"] * 2
+    for p in paths:
+        head = p.read_bytes()[:8]
+        assert head.startswith(b"%PDF") if p.suffix == ".pdf" else head == b"\x89PNG\r\n\x1a\n"
+
+
+def test_frontier_panels_one_per_env(tables):
+    _, all_configs, _ = tables
+    fig = fg.frontier_figure(all_configs)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["Ant-v5", "Swimmer-v5"]
+    # every configuration is drawn: hollow (other) + filled (selected) scatter points
+    n_points = sum(len(c.get_offsets()) for c in visible[0].collections)
+    assert n_points == len(fg.frontier_points(all_configs).query("env == 'Ant-v5'"))
+    fg.plt.close(fig)
+
+
+def test_metrics_figure_panels_and_single_seed(tmp_path):
+    results, _ = make_results(envs=("A",), no_mid=(), seeds=(0,), methods=("pnc", "swag"))
+    fig = fg.metrics_figure(st.validate_results(results), "A")
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert titles == [fg.metric_label(s, m) for s, m in st.HEADLINE]
+    assert "1 seed (no spread)" in fig._suptitle.get_text()
+    fg.plt.close(fig)
+
+
+def test_cli_errors(tmp_path, capsys, tables):
+    results, _, raw = tables
+    path = tmp_path / "results.csv"
+    results.to_csv(path, index=False)
+    assert fg.main(["metrics", str(path), "--out", str(tmp_path / "m"), "--env", "Nope-v5"]) == 2
+    assert "Nope-v5" in capsys.readouterr().err
+    assert fg.main(["metrics", str(path), "--out", str(tmp_path / "m")]) == 2
+    assert "exactly one --env" in capsys.readouterr().err
+    # results.csv has no 'selected' column: the frontier needs all_configs.csv
+    assert fg.main(["frontier", str(path), "--out", str(tmp_path / "f")]) == 2
+    assert "selected" in capsys.readouterr().err
+    cfg = tmp_path / "all_configs.csv"
+    raw.to_csv(cfg, index=False)
+    assert fg.main(["frontier", str(cfg), "--out", str(tmp_path / "f"), "--env", "Ant-v5"]) == 0
+    assert (tmp_path / "f.png").is_file() and (tmp_path / "f.pdf").is_file()
+
+
+def test_frontier_rejects_inconsistent_selected_flags(tables):
+    _, all_configs, _ = tables
+    bad = all_configs.copy()
+    first = bad.index[(bad.method == "pnc") & bad.selected][0]
+    bad.loc[first, "selected"] = False
+    with pytest.raises(fg.FigureError, match="selected"):
+        fg.frontier_points(pd.DataFrame(bad))
