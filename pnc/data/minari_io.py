@@ -1,0 +1,323 @@
+"""Reading and writing Minari datasets under an explicit root, and turning episodes into transitions.
+
+Minari locates datasets through ``$MINARI_DATASETS_PATH``; :func:`using_root` sets it for the
+duration of one call so every function here takes the root as an argument. With
+``download=False`` and the dataset present locally, no network is touched.
+
+A transition is ``(s_t, a_t) -> s_{t+1} - s_t`` with input ``x = concat(s_t, a_t)``; transitions are
+formed inside each episode only (Minari stores ``T + 1`` observations per episode of ``T`` steps,
+the last being the observation after the final step), so none crosses an episode boundary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pnc.data.errors import DatasetMissingError, DimensionMismatchError, NonFiniteDataError
+
+#: Key under which the data layer records how a dataset it wrote was made.
+PROVENANCE_KEY = "pnc_provenance"
+
+
+@dataclasses.dataclass(frozen=True)
+class Episode:
+    """One episode of a Box-observation, Box-action environment.
+
+    Attributes:
+        observations: ``[T + 1, obs]``, including the observation after the last step.
+        actions: ``[T, act]``.
+        rewards: ``[T]``.
+        terminations: ``[T]`` bools.
+        truncations: ``[T]`` bools.
+        seed: the reset seed, if known.
+    """
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        t = len(self.actions)
+        if self.observations.ndim != 2 or self.actions.ndim != 2:
+            raise ValueError(
+                f"observations and actions must be 2-D, got {self.observations.shape}, "
+                f"{self.actions.shape}"
+            )
+        if len(self.observations) != t + 1:
+            raise ValueError(
+                f"an episode of {t} steps needs {t + 1} observations, got {len(self.observations)}"
+            )
+        if not (len(self.rewards) == len(self.terminations) == len(self.truncations) == t):
+            raise ValueError("rewards, terminations and truncations need one entry per step")
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    @property
+    def episode_return(self) -> float:
+        return float(np.sum(self.rewards))
+
+
+def resolve_root(root: str | Path | None) -> Path:
+    """The Minari root: ``root`` if given, else ``$MINARI_DATASETS_PATH``, else Minari's default."""
+    if root is not None:
+        return Path(root).expanduser().resolve()
+    env = os.environ.get("MINARI_DATASETS_PATH")
+    if env:
+        return Path(env).expanduser().resolve()
+    return Path.home() / ".minari" / "datasets"
+
+
+@contextlib.contextmanager
+def using_root(root: str | Path | None) -> Iterator[Path]:
+    """Point Minari at ``root`` (see :func:`resolve_root`) inside the ``with`` block."""
+    path = resolve_root(root)
+    previous = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(path)
+    try:
+        yield path
+    finally:
+        if previous is None:
+            os.environ.pop("MINARI_DATASETS_PATH", None)
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = previous
+
+
+def dataset_exists(dataset_id: str, root: str | Path | None) -> bool:
+    """Whether ``dataset_id`` is stored under ``root``."""
+    return (resolve_root(root) / dataset_id / "data").is_dir()
+
+
+def load_dataset(dataset_id: str, *, root: str | Path | None = None, download: bool = False):
+    """Open a Minari dataset stored under ``root`` (downloading it only if ``download``).
+
+    Raises:
+        DatasetMissingError: the dataset is absent and ``download`` is false; the message lists
+            the ways to provide it.
+    """
+    import minari
+
+    with using_root(root) as path:
+        if not download and not dataset_exists(dataset_id, path):
+            raise DatasetMissingError(
+                f"Minari dataset {dataset_id!r} not found under {path} and downloading is disabled. "
+                "Fix: pass --download (needs access to Minari's remote storage), point "
+                "--minari-root / $MINARI_DATASETS_PATH at a directory holding a copy, or use "
+                "--source offline to train on behaviour datasets generated locally."
+            )
+        return minari.load_dataset(dataset_id, download=download)
+
+
+def read_provenance(dataset_id: str, root: str | Path | None) -> dict[str, Any] | None:
+    """The provenance record this package wrote into a dataset's metadata (``None`` if absent)."""
+    if not dataset_exists(dataset_id, root):
+        return None
+    from minari.dataset.minari_storage import MinariStorage
+
+    meta = MinariStorage.read_raw_metadata(resolve_root(root) / dataset_id / "data")
+    return meta.get(PROVENANCE_KEY)
+
+
+def read_episodes(dataset) -> list[Episode]:
+    """All episodes of an opened Minari dataset (Box spaces only), in storage order."""
+    episodes = []
+    for ep in dataset.iterate_episodes():
+        obs, act = ep.observations, ep.actions
+        if not isinstance(obs, np.ndarray) or not isinstance(act, np.ndarray):
+            raise TypeError(
+                f"dataset {dataset.id}: only Box observation/action spaces are supported"
+            )
+        episodes.append(
+            Episode(
+                observations=obs.reshape(len(obs), -1),
+                actions=act.reshape(len(act), -1),
+                rewards=np.asarray(ep.rewards).reshape(-1),
+                terminations=np.asarray(ep.terminations).reshape(-1),
+                truncations=np.asarray(ep.truncations).reshape(-1),
+            )
+        )
+    return episodes
+
+
+def load_episodes(
+    dataset_id: str, *, root: str | Path | None = None, download: bool = False
+) -> list[Episode]:
+    """:func:`load_dataset` followed by :func:`read_episodes`."""
+    return read_episodes(load_dataset(dataset_id, root=root, download=download))
+
+
+def episode_transitions(episode: Episode) -> tuple[np.ndarray, np.ndarray]:
+    """The ``T`` transitions of one episode: ``x [T, obs + act]``, ``y = s_{t+1} - s_t [T, obs]`` (float64)."""
+    obs = np.asarray(episode.observations, np.float64)
+    act = np.asarray(episode.actions, np.float64)
+    return np.concatenate([obs[:-1], act], axis=1), obs[1:] - obs[:-1]
+
+
+def transitions(episodes: Sequence[Episode]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stack the transitions of ``episodes``.
+
+    Returns:
+        ``x [N, obs + act]``, ``y [N, obs]`` (float64) and ``episode [N]``, the position in
+        ``episodes`` each row came from.
+    """
+    if not episodes:
+        raise ValueError("no episodes given")
+    pairs = [episode_transitions(ep) for ep in episodes]
+    x = np.concatenate([p[0] for p in pairs])
+    y = np.concatenate([p[1] for p in pairs])
+    index = np.repeat(np.arange(len(episodes)), [len(ep) for ep in episodes])
+    return x, y, index
+
+
+def episode_dims(dataset_id: str, episodes: Sequence[Episode]) -> tuple[int, int]:
+    """``(obs_dim, act_dim)`` shared by all ``episodes`` (raises if they disagree)."""
+    dims = {(ep.observations.shape[1], ep.actions.shape[1]) for ep in episodes}
+    if len(dims) != 1:
+        raise DimensionMismatchError(f"{dataset_id}: episodes disagree on (obs, act) sizes {dims}")
+    return dims.pop()
+
+
+def check_dims(named_dims: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """Require every dataset in ``named_dims`` (id -> ``(obs, act)``) to have the same sizes."""
+    distinct = set(named_dims.values())
+    if len(distinct) != 1:
+        listing = ", ".join(f"{k}: obs={o}, act={a}" for k, (o, a) in named_dims.items())
+        raise DimensionMismatchError(
+            "datasets of one environment disagree on observation/action sizes "
+            f"({listing}); they must come from the same environment configuration"
+        )
+    return distinct.pop()
+
+
+def check_finite(dataset_id: str, episodes: Sequence[Episode]) -> None:
+    """Raise :class:`NonFiniteDataError` with counts if any observation or action is NaN/inf."""
+    bad_obs = sum(int(np.sum(~np.isfinite(ep.observations))) for ep in episodes)
+    bad_act = sum(int(np.sum(~np.isfinite(ep.actions))) for ep in episodes)
+    bad_eps = sum(
+        1
+        for ep in episodes
+        if not (np.all(np.isfinite(ep.observations)) and np.all(np.isfinite(ep.actions)))
+    )
+    if bad_obs or bad_act:
+        raise NonFiniteDataError(
+            f"{dataset_id}: {bad_obs} non-finite observation values and {bad_act} non-finite "
+            f"action values in {bad_eps} of {len(episodes)} episodes; refusing to use the data"
+        )
+
+
+def content_hash(*arrays: np.ndarray) -> str:
+    """SHA-256 over dtype, shape and bytes of each array (order matters)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def episodes_hash(episodes: Sequence[Episode]) -> str:
+    """Content hash of a list of episodes (observations, actions, rewards, flags)."""
+    h = hashlib.sha256()
+    for ep in episodes:
+        h.update(
+            content_hash(
+                ep.observations, ep.actions, ep.rewards, ep.terminations, ep.truncations
+            ).encode()
+        )
+    return h.hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def write_dataset(
+    dataset_id: str,
+    episodes: Sequence[Episode],
+    *,
+    gym_id: str,
+    root: str | Path | None,
+    provenance: dict[str, Any],
+    algorithm_name: str,
+    description: str,
+    force: bool = False,
+):
+    """Write ``episodes`` as a Minari dataset with :func:`minari.create_dataset_from_buffers`.
+
+    The provenance record (with the episodes' content hash added as ``content_sha256``) is stored in
+    the dataset metadata under :data:`PROVENANCE_KEY`. An existing dataset with the same content is
+    kept as it is; one with different content is replaced only when ``force``.
+
+    Returns:
+        ``(dataset, status)`` with ``status`` in ``{"created", "reused", "replaced"}``.
+
+    Raises:
+        CacheConflictError: the dataset exists with different content and ``force`` is false.
+    """
+    import gymnasium as gym
+    import minari
+    import mujoco
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    from pnc.data.errors import CacheConflictError
+
+    check_finite(dataset_id, episodes)
+    provenance = dict(provenance, content_sha256=episodes_hash(episodes))
+    status = "created"
+    with using_root(root) as path:
+        if dataset_exists(dataset_id, path):
+            old = read_provenance(dataset_id, path) or {}
+            if old.get("content_sha256") == provenance["content_sha256"]:
+                return minari.load_dataset(dataset_id), "reused"
+            if not force:
+                raise CacheConflictError(
+                    f"dataset {dataset_id!r} under {path} exists with different content "
+                    f"(stored content hash {old.get('content_sha256')}, new "
+                    f"{provenance['content_sha256']}); pass --force to replace it"
+                )
+            minari.delete_dataset(dataset_id)
+            status = "replaced"
+        buffers = [
+            EpisodeBuffer(
+                id=i,
+                seed=ep.seed,
+                observations=np.asarray(ep.observations),
+                actions=np.asarray(ep.actions),
+                rewards=list(np.asarray(ep.rewards, np.float64)),
+                terminations=list(np.asarray(ep.terminations, bool)),
+                truncations=list(np.asarray(ep.truncations, bool)),
+            )
+            for i, ep in enumerate(episodes)
+        ]
+        env = gym.make(gym_id)
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*author_email.*")
+                dataset = minari.create_dataset_from_buffers(
+                    dataset_id=dataset_id,
+                    buffer=buffers,
+                    env=env,
+                    eval_env=env,
+                    algorithm_name=algorithm_name,
+                    author="pnc",
+                    code_permalink="pnc.data",
+                    description=description,
+                    ref_min_score=None,
+                    requirements=[f"gymnasium=={gym.__version__}", f"mujoco=={mujoco.__version__}"],
+                )
+        finally:
+            env.close()
+        dataset.storage.update_metadata({PROVENANCE_KEY: provenance})
+    return dataset, status
