@@ -1,5 +1,124 @@
-"""Uncertainty methods behind one interface, looked up by id (see :mod:`pnc.methods.base`)."""
+"""Uncertainty methods behind one interface, looked up by id (see :mod:`pnc.methods.base`).
+
+Every method turns standardised inputs into ``S`` Gaussian predictive samples
+(:class:`pnc.Predictive`, ``[S, N, D]``):
+
+============== ======================================= ================ ==================
+id             method                                  training run     ``S``
+============== ======================================= ================ ==================
+pnc            Perturb-and-Correct (Section 3)         ``base``         ``M = 50``
+pnc_nocorr     P&C without correction                  ``base``         ``M = 50``
+deep_ensemble  Deep Ensemble                           ``deep_ensemble`` ``M = 5``
+mc_dropout     MC Dropout                              one per rate     100
+swag           SWAG                                    ``base``         100
+laplace        KFAC Laplace                            ``base``         100
+subspace       Subspace Inference (ESS)                ``base``         100
+============== ======================================= ================ ==================
+
+Usage::
+
+    method = pnc.methods.get("swag")
+    config = method.make_config({"scale": 0.3})      # clear error on unknown keys / bad values
+    method.config_id(config)                         # "scale=0.3"
+    run = method.train(method.training_spec(config), x_raw, y_raw,
+                       model_config=..., train_config=..., key=...)
+    posterior = method.build(run, config, x_std, y_std, key=...)
+    pred = method.predict(posterior, x_test_std, key=...)
+"""
+
+from __future__ import annotations
 
 from pnc.methods.base import Method, TrainingRun, TrainingSpec
+from pnc.methods.common import config_id, make_config
+from pnc.methods.deep_ensemble import DeepEnsemble, DeepEnsembleConfig
+from pnc.methods.laplace import Laplace, LaplaceConfig
+from pnc.methods.mc_dropout import MCDropout, MCDropoutConfig
+from pnc.methods.pnc_method import (
+    PerturbAndCorrect,
+    PerturbNoCorrection,
+    PnCMethodConfig,
+    PnCNoCorrConfig,
+)
+from pnc.methods.subspace import Subspace, SubspaceConfig
+from pnc.methods.swag import SWAG, SWAGCollection, SWAGConfig, base_spec, train_base
 
-__all__ = ["Method", "TrainingRun", "TrainingSpec"]
+_REGISTRY: dict[str, Method] = {
+    m.id: m
+    for m in (
+        PerturbAndCorrect(),
+        PerturbNoCorrection(),
+        DeepEnsemble(),
+        MCDropout(),
+        SWAG(),
+        Laplace(),
+        Subspace(),
+    )
+}
+
+#: The registered method ids.
+METHOD_IDS: tuple[str, ...] = tuple(_REGISTRY)
+
+
+class UnknownMethodError(KeyError, ValueError):
+    """An unknown method id (a ``KeyError`` and a ``ValueError``); the message lists the valid ids."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def get(method_id: str) -> Method:
+    """The method registered under ``method_id``.
+
+    Raises:
+        UnknownMethodError: (a ``KeyError`` and ``ValueError``) listing :data:`METHOD_IDS`.
+    """
+    try:
+        return _REGISTRY[method_id]
+    except (KeyError, TypeError):
+        raise UnknownMethodError(
+            f"unknown method {method_id!r}; valid ids: {', '.join(METHOD_IDS)}"
+        ) from None
+
+
+def train_run(spec: TrainingSpec, x, y, *, model_config, train_config, key) -> TrainingRun:
+    """Train any run by its spec (``base``, ``deep_ensemble``, ``mc_dropout``) on raw data."""
+    trainers = {
+        "base": get("swag"),
+        "deep_ensemble": get("deep_ensemble"),
+        "mc_dropout": get("mc_dropout"),
+    }
+    if spec.kind not in trainers:
+        raise ValueError(f"unknown training kind {spec.kind!r}; valid: {', '.join(trainers)}")
+    return trainers[spec.kind].train(
+        spec, x, y, model_config=model_config, train_config=train_config, key=key
+    )
+
+
+__all__ = [
+    "METHOD_IDS",
+    "SWAG",
+    "DeepEnsemble",
+    "DeepEnsembleConfig",
+    "Laplace",
+    "LaplaceConfig",
+    "MCDropout",
+    "MCDropoutConfig",
+    "Method",
+    "PerturbAndCorrect",
+    "PerturbNoCorrection",
+    "PnCMethodConfig",
+    "PnCNoCorrConfig",
+    "SWAGCollection",
+    "SWAGConfig",
+    "Subspace",
+    "SubspaceConfig",
+    "TrainingRun",
+    "TrainingSpec",
+    "UnknownMethodError",
+    "base_spec",
+    "config_id",
+    "get",
+    "make_config",
+    "train_base",
+    "train_run",
+]

@@ -1,0 +1,194 @@
+"""Cost of every method on an Ant-sized problem: training, post-hoc construction, prediction.
+
+Defaults are the paper's Ant-v5 sizes (35 inputs, 27 targets, a 4x200 network trained for 5,000
+steps of batch 64 on 50,000 rows) with 10,000 prediction inputs and each method's default
+configuration (paper, Appendix C). Data are synthetic (only the sizes matter). Every time is wall
+clock including compilation, i.e. what one workflow job pays; the methods sharing the ``base`` run
+(P&C, P&C without correction, SWAG, Laplace, Subspace) are each charged its full training time.
+
+Usage::
+
+    python -m pnc.methods.bench                      # full size, prints JSON
+    python -m pnc.methods.bench --n-train 2000 --n-predict 500 --steps 200 --hidden 32 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from pnc import methods as registry
+from pnc.mlp import MLPConfig
+from pnc.train import TrainConfig
+
+
+def synthetic_problem(
+    n_train: int, n_predict: int, in_dim: int, out_dim: int, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Raw ``x [n_train, in]``, ``y [n_train, out]`` from a random smooth map, and ``x_test``."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n_train, in_dim)).astype(np.float32)
+    w1 = rng.normal(size=(in_dim, 64)) / np.sqrt(in_dim)
+    w2 = rng.normal(size=(64, out_dim)) / 8.0
+    y = np.tanh(x @ w1) @ w2 + 0.1 * rng.normal(size=(n_train, out_dim))
+    x_test = (1.5 * rng.normal(size=(n_predict, in_dim))).astype(np.float32)
+    return x, y.astype(np.float32), x_test
+
+
+def _timed(fn, *args, **kwargs):
+    """``(fn(*args, **kwargs), seconds)``, waiting for every array of the result."""
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    jax.block_until_ready(out if not hasattr(out, "__dict__") else vars(out))
+    return out, time.perf_counter() - start
+
+
+def benchmark_methods(
+    *,
+    n_train: int = 50_000,
+    n_predict: int = 10_000,
+    in_dim: int = 35,
+    out_dim: int = 27,
+    hidden: Sequence[int] = (200, 200, 200, 200),
+    steps: int = 5000,
+    batch_size: int = 64,
+    method_ids: Sequence[str] | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    warm: bool = False,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Time every method once (training runs shared as in the workflow).
+
+    Args:
+        n_train, n_predict, in_dim, out_dim, hidden, steps, batch_size: problem and training sizes.
+        method_ids: methods to time (default: all of :data:`pnc.methods.METHOD_IDS`).
+        overrides: per-method config overrides (default: each method's default configuration).
+        warm: also time a second post-hoc construction and prediction (compiled code only),
+            reported as ``posthoc_warm_s`` / ``predict_warm_s``.
+        seed: seed of the synthetic data and of the keys.
+
+    Returns:
+        ``{"sizes", "device", "runs": {run_id: train_s}, "methods": {id: {"train_s", "posthoc_s",
+        "predict_s", "total_over_base_train", "config_id", "run_id", "n_samples"}},
+        "pnc_over_deep_ensemble"}``; ``total_over_base_train`` is
+        ``(train_s + posthoc_s + predict_s) / base train_s`` and ``pnc_over_deep_ensemble`` the whole
+        cost of P&C over the whole cost of the Deep Ensemble (when both are timed).
+    """
+    method_ids = tuple(method_ids or registry.METHOD_IDS)
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(method_ids))
+    if unknown:
+        raise ValueError(f"overrides for methods not timed: {unknown}")
+    model_config = MLPConfig(out_dim=out_dim, hidden=tuple(hidden))
+    train_config = TrainConfig(steps=steps, batch_size=batch_size)
+    x, y, x_test = synthetic_problem(n_train, n_predict, in_dim, out_dim, seed)
+    key = jax.random.key(seed)
+
+    chosen = {}
+    for method_id in method_ids:
+        method = registry.get(method_id)
+        config = method.make_config(overrides.get(method_id))
+        chosen[method_id] = (method, config, method.training_spec(config))
+    specs = {spec.run_id: spec for _, _, spec in chosen.values()}
+    if "base" not in specs:
+        specs["base"] = registry.base_spec()
+
+    runs, train_s = {}, {}
+    for run_id, spec in specs.items():
+        runs[run_id], train_s[run_id] = _timed(
+            registry.train_run,
+            spec,
+            x,
+            y,
+            model_config=model_config,
+            train_config=train_config,
+            key=jax.random.fold_in(key, 1),
+        )
+    base_s = train_s["base"]
+
+    results = {}
+    for method_id, (method, config, spec) in chosen.items():
+        run = runs[spec.run_id]
+        x_std = run.model.x_norm.transform(x)
+        y_std = run.model.y_norm.transform(y)
+        x_eval = run.model.x_norm.transform(x_test)
+        k_build, k_pred = jax.random.split(jax.random.fold_in(key, 2))
+        posterior, posthoc_s = _timed(method.build, run, config, x_std, y_std, key=k_build)
+        pred, predict_s = _timed(method.predict, posterior, x_eval, key=k_pred)
+        entry = {
+            "train_s": train_s[spec.run_id],
+            "posthoc_s": posthoc_s,
+            "predict_s": predict_s,
+            "total_over_base_train": (train_s[spec.run_id] + posthoc_s + predict_s) / base_s,
+            "config_id": method.config_id(config),
+            "run_id": spec.run_id,
+            "n_samples": pred.n_samples,
+        }
+        if warm:
+            posterior, entry["posthoc_warm_s"] = _timed(
+                method.build, run, config, x_std, y_std, key=k_build
+            )
+            _, entry["predict_warm_s"] = _timed(method.predict, posterior, x_eval, key=k_pred)
+        results[method_id] = entry
+
+    out = {
+        "sizes": {
+            "n_train": n_train,
+            "n_predict": n_predict,
+            "in_dim": in_dim,
+            "out_dim": out_dim,
+            "hidden": list(hidden),
+            "steps": steps,
+            "batch_size": batch_size,
+        },
+        "device": f"{jax.devices()[0].platform}: {jax.devices()[0].device_kind}",
+        "host": platform.processor() or platform.machine(),
+        "runs": train_s,
+        "methods": results,
+    }
+    if "pnc" in results and "deep_ensemble" in results:
+        total = {
+            m: results[m]["train_s"] + results[m]["posthoc_s"] + results[m]["predict_s"]
+            for m in ("pnc", "deep_ensemble")
+        }
+        out["pnc_over_deep_ensemble"] = total["pnc"] / total["deep_ensemble"]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-train", type=int, default=50_000)
+    parser.add_argument("--n-predict", type=int, default=10_000)
+    parser.add_argument("--in-dim", type=int, default=35)
+    parser.add_argument("--out-dim", type=int, default=27)
+    parser.add_argument("--hidden", type=int, nargs="+", default=[200, 200, 200, 200])
+    parser.add_argument("--steps", type=int, default=5000)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--methods", nargs="+", default=None, choices=registry.METHOD_IDS)
+    parser.add_argument("--warm", action="store_true", help="also time compiled re-runs")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    result = benchmark_methods(
+        n_train=args.n_train,
+        n_predict=args.n_predict,
+        in_dim=args.in_dim,
+        out_dim=args.out_dim,
+        hidden=args.hidden,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        method_ids=args.methods,
+        warm=args.warm,
+        seed=args.seed,
+    )
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

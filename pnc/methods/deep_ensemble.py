@@ -1,0 +1,133 @@
+"""Deep Ensembles (Lakshminarayanan et al., 2017): ``M`` networks from independent initialisations
+and data orders; each member contributes its own Gaussian ``(mean, var)``, so ``S = M``.
+
+The members are trained together with ``jax.vmap`` over keys of :func:`pnc.train.fit_params` (one
+jitted program); the paper uses ``M = 5`` (Appendix C).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pnc.methods.base import TrainingRun, TrainingSpec
+from pnc.methods.common import MethodBase, check_inputs, check_positive, standardise
+from pnc.mlp import MLPConfig, Params, forward
+from pnc.predictive import Predictive
+from pnc.train import TrainConfig, TrainedModel, fit_params
+
+Array = jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class DeepEnsembleConfig:
+    """Attributes:
+    n_members: ``M``, independently trained members (a training field).
+    """
+
+    n_members: int = 5
+
+    def __post_init__(self) -> None:
+        check_positive(self, "n_members")
+
+
+@dataclasses.dataclass(frozen=True)
+class DeepEnsemblePosterior:
+    """Stacked member parameters (leading ``[M]`` axis) and the shared model description."""
+
+    members: Params
+    model: TrainedModel
+
+
+def train_ensemble(
+    x: np.ndarray,
+    y: np.ndarray,
+    n_members: int,
+    *,
+    model_config: MLPConfig,
+    train_config: TrainConfig,
+    key: Array,
+) -> tuple[TrainedModel, Params, np.ndarray, float]:
+    """Train ``n_members`` networks on raw data with ``vmap`` over ``jax.random.split(key, M)``.
+
+    Returns:
+        ``(first member as TrainedModel, stacked params [M, ...], losses [M, steps], seconds)``.
+    """
+    x_norm, y_norm = standardise(x, y, model_config.out_dim)
+    fit = jax.jit(
+        jax.vmap(functools.partial(fit_params, model_config, train_config), in_axes=(None, None, 0))
+    )
+    t0 = time.perf_counter()
+    members, losses = fit(
+        x_norm.transform(jnp.asarray(x, jnp.float32)),
+        y_norm.transform(jnp.asarray(y, jnp.float32)),
+        jax.random.split(key, n_members),
+    )
+    jax.block_until_ready(members)
+    seconds = time.perf_counter() - t0
+    first = jax.tree.map(lambda a: a[0], members)
+    return TrainedModel(model_config, first, x_norm, y_norm), members, np.asarray(losses), seconds
+
+
+@functools.partial(jax.jit, static_argnames=("model_config",))
+def _predict_members(members: Params, x: Array, *, model_config: MLPConfig) -> Predictive:
+    means, variances = jax.vmap(forward, in_axes=(0, None, None))(members, x, model_config)
+    return Predictive(means, variances)
+
+
+class DeepEnsemble(MethodBase):
+    """Deep Ensemble of ``M`` independently trained Gaussian MLPs."""
+
+    id: ClassVar[str] = "deep_ensemble"
+    config_cls: ClassVar[type] = DeepEnsembleConfig
+    training_fields: ClassVar[tuple[str, ...]] = ("n_members",)
+    posthoc_fields: ClassVar[tuple[str, ...]] = ()
+    id_fields: ClassVar[tuple[str, ...]] = ("n_members",)
+
+    def training_spec(self, config: DeepEnsembleConfig) -> TrainingSpec:
+        self._check_config(config)
+        return TrainingSpec("deep_ensemble", (("n_members", config.n_members),))
+
+    def train(self, spec, x, y, *, model_config, train_config, key) -> TrainingRun:
+        """Train the members; ``run.extras["members"]`` holds the stacked parameters."""
+        self._check_kind(spec, "deep_ensemble")
+        options = dict(spec.options)
+        if set(options) != {"n_members"}:
+            raise ValueError(f"deep_ensemble runs take the option n_members, got {spec.options}")
+        model, members, losses, seconds = train_ensemble(
+            x,
+            y,
+            int(options["n_members"]),
+            model_config=model_config,
+            train_config=train_config,
+            key=key,
+        )
+        meta = {
+            "train_s": seconds,
+            "loss_first": losses[:, :50].mean(axis=1).tolist(),
+            "loss_last": losses[:, -50:].mean(axis=1).tolist(),
+            "train_config": dataclasses.asdict(train_config),
+        }
+        return TrainingRun(spec, model, {"members": members}, meta)
+
+    def build(self, run: TrainingRun, config: DeepEnsembleConfig, x, y, *, key):
+        """Nothing to construct post hoc: the members of the run (``x``, ``y``, ``key`` unused)."""
+        self._check_config(config)
+        if run.spec.kind != "deep_ensemble" or "members" not in run.extras:
+            raise ValueError(f"deep_ensemble needs a deep_ensemble run, got {run.spec.run_id}")
+        members = jax.tree.map(jnp.asarray, run.extras["members"])
+        n = jax.tree.leaves(members)[0].shape[0]
+        if n != config.n_members:
+            raise ValueError(f"run has {n} members, config asks for {config.n_members}")
+        return DeepEnsemblePosterior(members, run.model)
+
+    def predict(self, posterior: DeepEnsemblePosterior, x: Array, *, key: Array) -> Predictive:
+        """One Gaussian per member, ``[M, N, D]`` (deterministic; ``key`` is unused)."""
+        x = check_inputs(x, posterior.model.in_dim)
+        return _predict_members(posterior.members, x, model_config=posterior.model.config)

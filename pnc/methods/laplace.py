@@ -1,0 +1,286 @@
+"""Kronecker-factored Laplace approximation (Ritter et al., 2018) around the base model.
+
+For every affine layer ``l`` (the hidden layers and the head) with augmented input
+``a = [h_{l-1}, 1]`` (``d_in + 1``) and pre-activation ``s = a W`` (``W = [kernel; bias]``,
+``[d_in + 1, d_out]``), the per-example gradient of the loss is ``vec(a g^T) = a (x) g`` with
+``g = dL/ds``, so the layer's Fisher block ``E[(a a^T) (x) (g g^T)]`` is approximated by
+
+    F_l ~= A_l (x) G_l,   A_l = E[a a^T],   G_l = E[g g^T]     (KFAC; row-major ``vec`` of ``W``).
+
+**Fisher.** ``L`` is the Gaussian NLL summed over the ``D`` target dimensions of one example, and
+``g`` is computed for targets *sampled from the model's own predictive* ``y ~ N(mean(x), var(x))``
+(``n_fisher_samples`` draws per input), i.e. the Monte Carlo estimate of the true Fisher of the
+mean-and-variance head (not the empirical Fisher of the observed targets).
+
+**Posterior.** The layer's posterior precision is ``N (A_l (x) G_l) + delta I`` with ``N`` the number
+of training rows and ``delta`` the prior precision (post hoc; grid {1e1, ..., 1e5}, paper Appendix C).
+With ``A = Q_A diag(a) Q_A^T`` and ``G = Q_G diag(g) Q_G^T`` it is exactly
+``(Q_A (x) Q_G) diag(N a (x) g + delta) (Q_A (x) Q_G)^T``, so a sample is
+
+    W = W_MAP + Q_A (Z / sqrt(N a g^T + delta)) Q_G^T,   Z ~ N(0, I) of shape [d_in + 1, d_out].
+
+Layers are independent (block-diagonal posterior). The factors are estimated on at most
+``max_rows`` training rows (a random subset drawn with the build key when ``N`` is larger), while the
+precision is still scaled by the full ``N``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from pnc.methods.base import TrainingRun, TrainingSpec
+from pnc.methods.common import MethodBase, check_inputs, check_positive, sample_predictive
+from pnc.methods.swag import base_spec, train_base
+from pnc.mlp import MLPConfig, Params, forward, gaussian_nll, split_head
+from pnc.predictive import Predictive
+from pnc.train import TrainedModel
+
+Array = jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class LaplaceConfig:
+    """KFAC Laplace hyperparameters.
+
+    Attributes:
+        prior_precision: ``delta`` (post hoc; grid {1e1, 1e2, 1e3, 1e4, 1e5}).
+        n_samples: ``S`` weight samples.
+        max_rows: training rows used to estimate the Kronecker factors.
+        n_fisher_samples: sampled targets per input for the Monte Carlo Fisher.
+        chunk_size: samples evaluated together in :meth:`Laplace.predict`.
+    """
+
+    prior_precision: float = 1e4
+    n_samples: int = 100
+    max_rows: int = 5000
+    n_fisher_samples: int = 1
+    chunk_size: int = 25
+
+    def __post_init__(self) -> None:
+        check_positive(
+            self, "prior_precision", "n_samples", "max_rows", "n_fisher_samples", "chunk_size"
+        )
+
+
+def augmented_layer(layer: dict) -> Array:
+    """``W = [kernel; bias]``, shape ``[d_in + 1, d_out]``."""
+    return jnp.concatenate([layer["kernel"], layer["bias"][None]], axis=0)
+
+
+def _forward_with_offsets(
+    params: Params, x: Array, config: MLPConfig, offsets: list[Array]
+) -> tuple[Array, Array, list[Array]]:
+    """Forward pass adding ``offsets[l]`` to layer ``l``'s pre-activation; also returns the inputs."""
+    inputs = []
+    h = x
+    names = config.layer_names()
+    for i, name in enumerate(names):
+        inputs.append(h)
+        s = h @ params[name]["kernel"] + params[name]["bias"] + offsets[i]
+        h = s if name == "head" else jax.nn.relu(s)
+    mean, var = split_head(h, config)
+    return mean, var, inputs
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def kfac_factors_for_targets(
+    params: Params, x: Array, targets: Array, config: MLPConfig
+) -> dict[str, tuple[Array, Array]]:
+    """Kronecker factors ``(A_l, G_l)`` of every layer for given targets.
+
+    Args:
+        x: standardised inputs ``[n, in_dim]``.
+        targets: ``[C, n, D]``; ``C`` target draws per input (``G`` averages over ``C`` and ``n``).
+
+    Returns:
+        ``{layer_name: (A [d_in + 1, d_in + 1], G [d_out, d_out])}``.
+    """
+    n = x.shape[0]
+    names = config.layer_names()
+    zeros = [jnp.zeros((n, params[name]["bias"].shape[0]), x.dtype) for name in names]
+    _, _, inputs = _forward_with_offsets(params, x, config, zeros)
+
+    def grads_for(y: Array) -> list[Array]:
+        def loss(offsets: list[Array]) -> Array:
+            mean, var, _ = _forward_with_offsets(params, x, config, offsets)
+            return jnp.sum(gaussian_nll(mean, var, y))
+
+        # each row's pre-activation only affects its own loss term: rows of the gradient are the
+        # per-example gradients g
+        return jax.grad(loss)(zeros)
+
+    grads = jax.vmap(grads_for)(targets)  # list of [C, n, d_out]
+    factors = {}
+    for name, a, g in zip(names, inputs, grads, strict=True):
+        a_aug = jnp.concatenate([a, jnp.ones((n, 1), a.dtype)], axis=1)
+        A = a_aug.T @ a_aug / n
+        G = jnp.einsum("cnd,cne->de", g, g) / (g.shape[0] * n)
+        factors[name] = (A, G)
+    return factors
+
+
+@functools.partial(jax.jit, static_argnames=("config", "n_fisher_samples"))
+def kfac_factors(
+    params: Params, x: Array, key: Array, *, config: MLPConfig, n_fisher_samples: int = 1
+) -> dict[str, tuple[Array, Array]]:
+    """Kronecker factors with targets sampled from the model's predictive (Monte Carlo Fisher)."""
+    mean, var = forward(params, x, config)
+    noise = jax.random.normal(key, (n_fisher_samples, *mean.shape), mean.dtype)
+    targets = jax.lax.stop_gradient(mean + jnp.sqrt(var) * noise)
+    return kfac_factors_for_targets(params, x, targets, config)
+
+
+def eigen_factors(factors: dict[str, tuple[Array, Array]]) -> dict[str, dict[str, Array]]:
+    """Eigendecompose every factor: ``{layer: {"q_a", "eig_a", "q_g", "eig_g"}}`` with
+    ``A = Q_A diag(eig_a) Q_A^T`` and ``G = Q_G diag(eig_g) Q_G^T`` (eigenvalues clamped at 0)."""
+    out = {}
+    for name, (A, G) in factors.items():
+        eig_a, q_a = jnp.linalg.eigh(A)
+        eig_g, q_g = jnp.linalg.eigh(G)
+        out[name] = {
+            "q_a": q_a,
+            "eig_a": jnp.maximum(eig_a, 0.0),
+            "q_g": q_g,
+            "eig_g": jnp.maximum(eig_g, 0.0),
+        }
+    return out
+
+
+def layer_offset(eigen: dict[str, Array], n_data: Array, delta: Array, z: Array) -> Array:
+    """``W - W_MAP = Q_A (Z / sqrt(N a g^T + delta)) Q_G^T`` for standard normal ``z [d_in+1, d_out]``.
+
+    Maps ``N(0, I)`` to ``N(0, (N A (x) G + delta I)^{-1})`` (row-major ``vec``; module docstring).
+    """
+    precision = n_data * eigen["eig_a"][:, None] * eigen["eig_g"][None, :] + delta
+    return eigen["q_a"] @ (z * jax.lax.rsqrt(precision)) @ eigen["q_g"].T
+
+
+def sample_params(
+    params: Params, eigen: dict, n_data: Array, delta: Array, key: Array, config: MLPConfig
+) -> Params:
+    """One weight sample from the block-diagonal KFAC Laplace posterior.
+
+    One standard normal vector is drawn for all layers and cut into the layers' ``Z`` blocks.
+    """
+    names = config.layer_names()
+    shapes = [(eigen[n]["q_a"].shape[0], eigen[n]["q_g"].shape[0]) for n in names]
+    z_all = jax.random.normal(key, (sum(a * b for a, b in shapes),))
+    out, start = {}, 0
+    for name, (rows, cols) in zip(names, shapes, strict=True):
+        z = z_all[start : start + rows * cols].reshape(rows, cols)
+        start += rows * cols
+        offset = layer_offset(eigen[name], n_data, delta, z)
+        out[name] = {
+            "kernel": params[name]["kernel"] + offset[:-1],
+            "bias": params[name]["bias"] + offset[-1],
+        }
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class LaplacePosterior:
+    """Eigendecomposed Kronecker factors around ``model.params``.
+
+    Attributes:
+        eigen: ``{layer: {"q_a", "eig_a", "q_g", "eig_g"}}``.
+        n_data: ``N``, training rows.
+        prior_precision: ``delta``.
+    """
+
+    eigen: dict
+    n_data: int
+    prior_precision: float
+    model: TrainedModel
+    n_samples: int
+    chunk_size: int
+
+
+@functools.partial(jax.jit, static_argnames=("model_config", "n_samples", "chunk_size"))
+def _predict_laplace(
+    params: Params,
+    eigen: dict,
+    n_data: Array,
+    delta: Array,
+    x: Array,
+    key: Array,
+    *,
+    model_config: MLPConfig,
+    n_samples: int,
+    chunk_size: int,
+) -> Predictive:
+    def one(k: Array) -> tuple[Array, Array]:
+        return forward(
+            sample_params(params, eigen, n_data, delta, k, model_config), x, model_config
+        )
+
+    return sample_predictive(one, jax.random.split(key, n_samples), chunk_size)
+
+
+class Laplace(MethodBase):
+    """KFAC Laplace on the shared base run."""
+
+    id: ClassVar[str] = "laplace"
+    config_cls: ClassVar[type] = LaplaceConfig
+    training_fields: ClassVar[tuple[str, ...]] = ()
+    posthoc_fields: ClassVar[tuple[str, ...]] = (
+        "prior_precision",
+        "n_samples",
+        "max_rows",
+        "n_fisher_samples",
+        "chunk_size",
+    )
+    id_fields: ClassVar[tuple[str, ...]] = ("prior_precision",)
+
+    def training_spec(self, config: LaplaceConfig) -> TrainingSpec:
+        self._check_config(config)
+        return base_spec()
+
+    def train(self, spec, x, y, *, model_config, train_config, key) -> TrainingRun:
+        self._check_kind(spec, "base")
+        return train_base(spec, x, y, model_config=model_config, train_config=train_config, key=key)
+
+    def build(self, run: TrainingRun, config: LaplaceConfig, x, y, *, key) -> LaplacePosterior:
+        """Estimate and eigendecompose the factors on (a subset of) standardised ``x [N, in]``.
+
+        ``y`` is not used: the Fisher's targets are sampled from the model.
+        """
+        self._check_config(config)
+        x = check_inputs(x, run.model.in_dim)
+        n_data = x.shape[0]
+        k_rows, k_fisher = jax.random.split(key)
+        if n_data > config.max_rows:
+            x = x[jax.random.choice(k_rows, n_data, (config.max_rows,), replace=False)]
+        factors = kfac_factors(
+            run.model.params,
+            x,
+            k_fisher,
+            config=run.model.config,
+            n_fisher_samples=config.n_fisher_samples,
+        )
+        return LaplacePosterior(
+            eigen=eigen_factors(factors),
+            n_data=n_data,
+            prior_precision=config.prior_precision,
+            model=run.model,
+            n_samples=config.n_samples,
+            chunk_size=config.chunk_size,
+        )
+
+    def predict(self, posterior: LaplacePosterior, x: Array, *, key: Array) -> Predictive:
+        x = check_inputs(x, posterior.model.in_dim)
+        return _predict_laplace(
+            posterior.model.params,
+            posterior.eigen,
+            jnp.asarray(posterior.n_data, jnp.float32),
+            jnp.asarray(posterior.prior_precision, jnp.float32),
+            x,
+            key,
+            model_config=posterior.model.config,
+            n_samples=posterior.n_samples,
+            chunk_size=posterior.chunk_size,
+        )

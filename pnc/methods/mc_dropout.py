@@ -1,0 +1,122 @@
+"""MC Dropout (Gal & Ghahramani, 2016): train with dropout after every hidden layer, keep it on at
+test time and average ``S`` stochastic passes.
+
+The dropout rate is a training field (one run per rate; grid {0.05, 0.1, 0.2, 0.3, 0.5}, paper
+Appendix C). Each of the ``S = 100`` passes draws one mask per hidden layer from its own key and
+shares it across the whole input batch, so a sample is one sub-network evaluated on every input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from typing import ClassVar
+
+import jax
+import numpy as np
+
+from pnc.methods.base import TrainingRun, TrainingSpec
+from pnc.methods.common import MethodBase, check_inputs, check_positive, sample_predictive
+from pnc.mlp import GaussianMLP, MLPConfig, Params
+from pnc.predictive import Predictive
+from pnc.train import TrainedModel, train
+
+Array = jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class MCDropoutConfig:
+    """Attributes:
+    rate: dropout probability (a training field).
+    n_samples: ``S`` stochastic passes.
+    chunk_size: passes evaluated together in :meth:`MCDropout.predict`.
+    """
+
+    rate: float = 0.05
+    n_samples: int = 100
+    chunk_size: int = 25
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.rate < 1.0:
+            raise ValueError(f"rate must be in (0, 1), got {self.rate}")
+        check_positive(self, "n_samples", "chunk_size")
+
+
+@dataclasses.dataclass(frozen=True)
+class MCDropoutPosterior:
+    model: TrainedModel
+    n_samples: int
+    chunk_size: int
+
+
+@functools.partial(jax.jit, static_argnames=("model_config", "n_samples", "chunk_size"))
+def _predict_dropout(
+    params: Params,
+    x: Array,
+    key: Array,
+    *,
+    model_config: MLPConfig,
+    n_samples: int,
+    chunk_size: int,
+) -> Predictive:
+    module = GaussianMLP(model_config)
+
+    def one(k: Array) -> tuple[Array, Array]:
+        return module.apply({"params": params}, x, deterministic=False, rngs={"dropout": k})
+
+    return sample_predictive(one, jax.random.split(key, n_samples), chunk_size)
+
+
+class MCDropout(MethodBase):
+    """MC Dropout with a training-time dropout rate."""
+
+    id: ClassVar[str] = "mc_dropout"
+    config_cls: ClassVar[type] = MCDropoutConfig
+    training_fields: ClassVar[tuple[str, ...]] = ("rate",)
+    posthoc_fields: ClassVar[tuple[str, ...]] = ("n_samples", "chunk_size")
+    id_fields: ClassVar[tuple[str, ...]] = ("rate",)
+
+    def training_spec(self, config: MCDropoutConfig) -> TrainingSpec:
+        self._check_config(config)
+        return TrainingSpec("mc_dropout", (("rate", config.rate),))
+
+    def train(self, spec, x, y, *, model_config, train_config, key) -> TrainingRun:
+        """Train ``model_config`` with the spec's dropout rate (replacing its ``dropout_rate``)."""
+        self._check_kind(spec, "mc_dropout")
+        options = dict(spec.options)
+        if set(options) != {"rate"}:
+            raise ValueError(f"mc_dropout runs take the option rate, got {spec.options}")
+        config = dataclasses.replace(model_config, dropout_rate=float(options["rate"]))
+        t0 = time.perf_counter()
+        model, losses = train(x, y, key=key, model_config=config, train_config=train_config)
+        jax.block_until_ready(model.params)
+        meta = {
+            "train_s": time.perf_counter() - t0,
+            "loss_first": float(np.mean(losses[:50])),
+            "loss_last": float(np.mean(losses[-50:])),
+            "train_config": dataclasses.asdict(train_config),
+        }
+        return TrainingRun(spec, model, {}, meta)
+
+    def build(self, run: TrainingRun, config: MCDropoutConfig, x, y, *, key):
+        """The dropout network of the run (``x``, ``y``, ``key`` unused)."""
+        self._check_config(config)
+        if run.spec.kind != "mc_dropout":
+            raise ValueError(f"mc_dropout needs a mc_dropout run, got {run.spec.run_id}")
+        if not np.isclose(run.model.config.dropout_rate, config.rate):
+            raise ValueError(
+                f"run was trained with rate {run.model.config.dropout_rate}, config has {config.rate}"
+            )
+        return MCDropoutPosterior(run.model, config.n_samples, config.chunk_size)
+
+    def predict(self, posterior: MCDropoutPosterior, x: Array, *, key: Array) -> Predictive:
+        x = check_inputs(x, posterior.model.in_dim)
+        return _predict_dropout(
+            posterior.model.params,
+            x,
+            key,
+            model_config=posterior.model.config,
+            n_samples=posterior.n_samples,
+            chunk_size=posterior.chunk_size,
+        )

@@ -1,0 +1,211 @@
+"""Subspace Inference (Izmailov et al., 2020) in the SWAG PCA subspace of the base run.
+
+The subspace is ``theta(z) = theta_SWA + z^T B`` with ``theta_SWA`` the SWA mean and ``B`` the top-``k``
+principal directions of the SWAG deviation matrix ``D`` (``[K, P]``), scaled by their singular values:
+``D / sqrt(K - 1) = U diag(s) V^T``, ``B = diag(s_{1..k}) V^T_{1..k}`` (as in the authors' PCA
+subspace). The prior on the coordinates is ``z ~ N(0, I_k)`` (so the prior in weight space is the SWAG
+low-rank Gaussian restricted to the subspace). The tempered log-likelihood is
+
+    log L(z) = -(1 / T) (N / n) sum_{i in subset} sum_d NLL(y_id | theta(z), x_i),
+
+a fixed random subset of ``n <= max_rows`` training rows rescaled to the full ``N`` (a fixed subset,
+not minibatches, so that slice sampling targets one distribution). ``T`` is swept post hoc over
+{1, 10, 100, 1e3, 1e4} (paper, Appendix C). Samples come from one elliptical slice sampling chain
+started at ``z = 0`` (the SWA mean), after ``burn_in`` steps, keeping every ``thin``-th state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+
+from pnc.methods.base import TrainingRun, TrainingSpec
+from pnc.methods.common import MethodBase, check_inputs, check_positive, sample_predictive
+from pnc.methods.ess import elliptical_slice_chain
+from pnc.methods.swag import base_spec, swag_statistics, train_base
+from pnc.mlp import MLPConfig, Params, forward, gaussian_nll
+from pnc.predictive import Predictive
+from pnc.train import TrainedModel
+
+Array = jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class SubspaceConfig:
+    """Subspace Inference hyperparameters.
+
+    Attributes:
+        temperature: ``T`` (post hoc; grid {1, 10, 100, 1e3, 1e4}).
+        rank: ``k``, subspace dimension (at most the ``K`` deviation columns collected).
+        n_samples: ``S`` retained samples.
+        burn_in: discarded initial ESS steps.
+        thin: keep every ``thin``-th ESS state.
+        max_rows: training rows in the likelihood subset.
+        chunk_size: samples evaluated together in :meth:`Subspace.predict`.
+    """
+
+    temperature: float = 1.0
+    rank: int = 20
+    n_samples: int = 100
+    burn_in: int = 100
+    thin: int = 2
+    max_rows: int = 2000
+    chunk_size: int = 25
+
+    def __post_init__(self) -> None:
+        check_positive(self, "temperature", "rank", "n_samples", "thin", "max_rows", "chunk_size")
+        if self.burn_in < 0:
+            raise ValueError(f"burn_in must be >= 0, got {self.burn_in}")
+
+
+def pca_subspace(deviations: Array, rank: int) -> Array:
+    """Top-``rank`` principal directions of ``D / sqrt(K - 1)`` scaled by singular values, ``[k, P]``."""
+    n_cols = deviations.shape[0]
+    _, s, vt = jnp.linalg.svd(deviations / jnp.sqrt(max(n_cols - 1, 1)), full_matrices=False)
+    k = min(rank, n_cols)
+    return s[:k, None] * vt[:k]
+
+
+def subspace_log_likelihood(
+    z: Array,
+    mean: Array,
+    basis: Array,
+    template: Params,
+    x: Array,
+    y: Array,
+    scale: Array,
+    config: MLPConfig,
+) -> Array:
+    """``-scale * sum NLL(y | theta(z), x)`` with ``scale = N / (n T)`` (module docstring)."""
+    params = ravel_pytree(template)[1](mean + z @ basis)
+    m, v = forward(params, x, config)
+    return -scale * jnp.sum(gaussian_nll(m, v, y))
+
+
+@functools.partial(jax.jit, static_argnames=("config", "n_samples", "burn_in", "thin"))
+def _subspace_chain(
+    mean: Array,
+    basis: Array,
+    template: Params,
+    x: Array,
+    y: Array,
+    scale: Array,
+    key: Array,
+    *,
+    config: MLPConfig,
+    n_samples: int,
+    burn_in: int,
+    thin: int,
+) -> tuple[Array, Array]:
+    def log_lik(z: Array) -> Array:
+        return subspace_log_likelihood(z, mean, basis, template, x, y, scale, config)
+
+    z0 = jnp.zeros((basis.shape[0],), mean.dtype)
+    return elliptical_slice_chain(log_lik, z0, key, n_samples=n_samples, burn_in=burn_in, thin=thin)
+
+
+@dataclasses.dataclass(frozen=True)
+class SubspacePosterior:
+    """Samples ``z [S, k]`` of the subspace coordinates, with ``mean [P]`` and ``basis [k, P]``."""
+
+    mean: Array
+    basis: Array
+    z: Array
+    n_evals: int
+    model: TrainedModel
+    chunk_size: int
+
+
+@functools.partial(jax.jit, static_argnames=("model_config", "chunk_size"))
+def _predict_subspace(
+    template: Params,
+    mean: Array,
+    basis: Array,
+    z: Array,
+    x: Array,
+    *,
+    model_config: MLPConfig,
+    chunk_size: int,
+) -> Predictive:
+    unravel = ravel_pytree(template)[1]
+
+    def one(zi: Array) -> tuple[Array, Array]:
+        return forward(unravel(mean + zi @ basis), x, model_config)
+
+    return sample_predictive(one, z, chunk_size)
+
+
+class Subspace(MethodBase):
+    """Subspace Inference with elliptical slice sampling on the shared base run."""
+
+    id: ClassVar[str] = "subspace"
+    config_cls: ClassVar[type] = SubspaceConfig
+    training_fields: ClassVar[tuple[str, ...]] = ()
+    posthoc_fields: ClassVar[tuple[str, ...]] = (
+        "temperature",
+        "rank",
+        "n_samples",
+        "burn_in",
+        "thin",
+        "max_rows",
+        "chunk_size",
+    )
+    id_fields: ClassVar[tuple[str, ...]] = ("temperature",)
+
+    def training_spec(self, config: SubspaceConfig) -> TrainingSpec:
+        self._check_config(config)
+        return base_spec()
+
+    def train(self, spec, x, y, *, model_config, train_config, key) -> TrainingRun:
+        self._check_kind(spec, "base")
+        return train_base(spec, x, y, model_config=model_config, train_config=train_config, key=key)
+
+    def build(self, run: TrainingRun, config: SubspaceConfig, x, y, *, key) -> SubspacePosterior:
+        """Build the subspace and run the ESS chain on standardised ``x [N, in]``, ``y [N, D]``."""
+        self._check_config(config)
+        x = check_inputs(x, run.model.in_dim)
+        y = jnp.asarray(y, jnp.float32)
+        if y.shape != (x.shape[0], run.model.out_dim):
+            raise ValueError(f"y must be [{x.shape[0]}, {run.model.out_dim}], got {y.shape}")
+        stats = swag_statistics(run)
+        basis = pca_subspace(stats["deviations"], config.rank)
+        n_data = x.shape[0]
+        k_rows, k_chain = jax.random.split(key)
+        if n_data > config.max_rows:
+            rows = jax.random.choice(k_rows, n_data, (config.max_rows,), replace=False)
+            x, y = x[rows], y[rows]
+        scale = jnp.asarray(n_data / (x.shape[0] * config.temperature), jnp.float32)
+        z, n_evals = _subspace_chain(
+            stats["mean"],
+            basis,
+            run.model.params,
+            x,
+            y,
+            scale,
+            k_chain,
+            config=run.model.config,
+            n_samples=config.n_samples,
+            burn_in=config.burn_in,
+            thin=config.thin,
+        )
+        return SubspacePosterior(
+            stats["mean"], basis, z, int(n_evals), run.model, config.chunk_size
+        )
+
+    def predict(self, posterior: SubspacePosterior, x: Array, *, key: Array) -> Predictive:
+        """Forward passes at the sampled coordinates (deterministic; ``key`` is unused)."""
+        x = check_inputs(x, posterior.model.in_dim)
+        return _predict_subspace(
+            posterior.model.params,
+            posterior.mean,
+            posterior.basis,
+            posterior.z,
+            x,
+            model_config=posterior.model.config,
+            chunk_size=posterior.chunk_size,
+        )

@@ -1,0 +1,130 @@
+"""The method registry, configs from overrides and readable config ids."""
+
+import dataclasses
+import itertools
+
+import pytest
+
+import pnc.methods as methods
+from pnc.methods import TrainingSpec
+
+
+def test_registry_holds_every_method_and_lists_ids_on_error():
+    assert methods.METHOD_IDS == (
+        "pnc",
+        "pnc_nocorr",
+        "deep_ensemble",
+        "mc_dropout",
+        "swag",
+        "laplace",
+        "subspace",
+    )
+    for method_id in methods.METHOD_IDS:
+        method = methods.get(method_id)
+        assert method.id == method_id
+        names = {f.name for f in dataclasses.fields(method.config_cls)}
+        assert set(method.training_fields) | set(method.posthoc_fields) == names
+        assert not set(method.training_fields) & set(method.posthoc_fields)
+    for exc in (KeyError, ValueError):
+        with pytest.raises(exc) as info:
+            methods.get("swa")
+        for method_id in methods.METHOD_IDS:
+            assert method_id in str(info.value)
+
+
+def test_default_ids_and_training_runs_follow_the_paper():
+    expected = {
+        "pnc": ("sigma=16,bootstrap_frac=0.1,ridge=0.0001", "base"),
+        "pnc_nocorr": ("sigma=16", "base"),
+        "deep_ensemble": ("n_members=5", "deep_ensemble-n_members5"),
+        "mc_dropout": ("rate=0.05", "mc_dropout-rate0.05"),
+        "swag": ("scale=1", "base"),
+        "laplace": ("prior_precision=10000", "base"),
+        "subspace": ("temperature=1", "base"),
+    }
+    for method_id, (config_id, run_id) in expected.items():
+        method = methods.get(method_id)
+        config = method.make_config()
+        assert method.config_id(config) == config_id
+        assert method.training_spec(config).run_id == run_id
+    pnc = methods.get("pnc").make_config()
+    assert (pnc.n_members, pnc.rank) == (50, 20)
+    for method_id in ("mc_dropout", "swag", "laplace", "subspace"):
+        assert methods.get(method_id).make_config().n_samples == 100
+
+
+def test_paper_grids_give_distinct_ids_and_share_runs():
+    grids = {
+        "pnc": {
+            "sigma": [8, 16, 32],
+            "bootstrap_frac": [0.05, 0.1, 0.2, 0.3],
+            "ridge": [1e-4, 1e-2],
+        },
+        "pnc_nocorr": {"sigma": [8, 16, 32]},
+        "mc_dropout": {"rate": [0.05, 0.1, 0.2, 0.3, 0.5]},
+        "swag": {"scale": [0.1, 0.3, 1, 3, 10]},
+        "laplace": {"prior_precision": [1e1, 1e2, 1e3, 1e4, 1e5]},
+        "subspace": {"temperature": [1, 10, 100, 1e3, 1e4]},
+    }
+    for method_id, grid in grids.items():
+        method = methods.get(method_id)
+        configs = [
+            method.make_config(dict(zip(grid, values, strict=True)))
+            for values in itertools.product(*grid.values())
+        ]
+        ids = [method.config_id(c) for c in configs]
+        assert len(set(ids)) == len(ids)
+        runs = {method.training_spec(c).run_id for c in configs}
+        assert runs == (
+            {"base"} if method_id != "mc_dropout" else {f"mc_dropout-rate{r}" for r in grid["rate"]}
+        )
+    assert (
+        methods.get("laplace").config_id(
+            methods.get("laplace").make_config({"prior_precision": 1e5})
+        )
+        == "prior_precision=100000"
+    )
+
+
+def test_non_default_fields_appear_in_the_id():
+    swag = methods.get("swag")
+    a = swag.config_id(swag.make_config({"scale": 0.3}))
+    b = swag.config_id(swag.make_config({"scale": 0.3, "n_samples": 30}))
+    assert a == "scale=0.3" and b == "scale=0.3,n_samples=30"
+    pnc = methods.get("pnc")
+    config = pnc.make_config({"layers": [2, 0], "bootstrap_frac": None, "ridge": "1e-2"})
+    assert config.layers == (0, 2) and config.ridge == 0.01
+    assert pnc.config_id(config) == "sigma=16,bootstrap_frac=None,ridge=0.01,layers=0+2"
+
+
+@pytest.mark.parametrize(
+    ("method_id", "overrides", "match"),
+    [
+        ("pnc", {"sigmaa": 8}, "unknown .* valid keys: n_members, rank, sigma"),
+        ("pnc", {"sigma": -1.0}, "sigma"),
+        ("pnc", {"n_members": 2.5}, "n_members must be an integer"),
+        ("pnc_nocorr", {"ridge": 0.1}, "unknown"),
+        ("mc_dropout", {"rate": 1.0}, "rate"),
+        ("swag", {"scale": "big"}, "scale must be a number"),
+        ("swag", {"scale": float("nan")}, "finite"),
+        ("laplace", {"prior_precision": 0}, "prior_precision must be > 0"),
+        ("subspace", {"burn_in": -1}, "burn_in"),
+        ("deep_ensemble", {"n_members": True}, "integer"),
+    ],
+)
+def test_bad_overrides_are_rejected_with_the_key_named(method_id, overrides, match):
+    with pytest.raises(ValueError, match=match):
+        methods.get(method_id).make_config(overrides)
+
+
+def test_wrong_config_type_and_training_kind():
+    with pytest.raises(TypeError, match="SWAGConfig"):
+        methods.get("swag").config_id(methods.get("laplace").make_config())
+    with pytest.raises(ValueError, match="kind"):
+        methods.train_run(
+            TrainingSpec("boosting"), None, None, model_config=None, train_config=None, key=None
+        )
+    with pytest.raises(ValueError, match="deep_ensemble"):
+        methods.get("deep_ensemble").train(
+            TrainingSpec("base"), None, None, model_config=None, train_config=None, key=None
+        )

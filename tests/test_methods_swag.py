@@ -1,0 +1,110 @@
+"""SWAG: the moments collected during the base run and the sampler's covariance."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+
+from pnc import MLPConfig, TrainConfig
+from pnc.methods import TrainingRun, TrainingSpec
+from pnc.methods.swag import (
+    SWAGCollection,
+    base_spec,
+    swag_sample,
+    swag_statistics,
+    train_base,
+)
+from pnc.mlp import init_params
+from pnc.train import Standardizer, TrainedModel, init_train_state, make_train_step
+
+
+def test_moments_equal_numpy_on_the_stored_trajectory():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(64, 2)).astype(np.float32)
+    y = (x[:, :1] * x[:, 1:] + 0.1 * rng.normal(size=(64, 1))).astype(np.float32)
+    model_config = MLPConfig(out_dim=1, hidden=(4,))
+    train_config = TrainConfig(steps=43, batch_size=8, learning_rate=1e-2)
+    collection = SWAGCollection(start_frac=0.5, every=4, rank=3)
+    spec = base_spec(collection)
+    assert spec.run_id == "base-swag_every4-swag_rank3"
+    run = train_base(
+        spec, x, y, model_config=model_config, train_config=train_config, key=jax.random.key(0)
+    )
+
+    # replay plain training with the same keys and keep every iterate
+    xs, ys = run.model.x_norm.transform(x), run.model.y_norm.transform(y)
+    k_init, k_data = jax.random.split(jax.random.key(0))
+    state = init_train_state(model_config, train_config, 2, k_init)
+    step = jax.jit(make_train_step(model_config, train_config, xs, ys))
+    trajectory = []
+    for k in jax.random.split(k_data, train_config.steps):
+        state, _ = step(state, k)
+        trajectory.append(np.asarray(ravel_pytree(state.params)[0], np.float64))
+    trajectory = np.stack(trajectory)  # [steps, P]
+
+    n_snap = collection.n_snapshots(train_config.steps)
+    assert n_snap == 5  # steps 27, 31, 35, 39, 43 (the last one is the final iterate)
+    snap = trajectory[[train_config.steps - 1 - collection.every * j for j in range(n_snap)][::-1]]
+    stats = {k: np.asarray(v) for k, v in run.extras["swag"].items()}
+    assert float(stats["n_snapshots"]) == n_snap
+    np.testing.assert_allclose(
+        ravel_pytree(run.model.params)[0], trajectory[-1], rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(stats["mean"], snap.mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(stats["sq_mean"], (snap**2).mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(stats["var"], snap.var(0), rtol=1e-3, atol=1e-9)
+    # deviation of snapshot j from the running mean after it, kept in slot j mod K (last K kept)
+    running = np.cumsum(snap, axis=0) / np.arange(1, n_snap + 1)[:, None]
+    expected = np.zeros((collection.rank, snap.shape[1]))
+    for j in range(n_snap):
+        expected[j % collection.rank] = snap[j] - running[j]
+    np.testing.assert_allclose(stats["deviations"], expected, rtol=1e-4, atol=1e-6)
+
+
+def test_too_few_snapshots_is_an_error():
+    with pytest.raises(ValueError, match="snapshots"):
+        train_base(
+            base_spec(SWAGCollection(every=50)),
+            np.zeros((10, 1), np.float32),
+            np.zeros((10, 1), np.float32),
+            model_config=MLPConfig(out_dim=1, hidden=(2,)),
+            train_config=TrainConfig(steps=60),
+            key=jax.random.key(0),
+        )
+
+
+def test_sample_covariance_matches_diag_plus_low_rank():
+    rng = np.random.default_rng(0)
+    n_params, rank, scale = 5, 3, 0.7
+    mean = jnp.asarray(rng.normal(size=n_params), jnp.float32)
+    std = jnp.asarray(rng.uniform(0.2, 1.0, size=n_params), jnp.float32)
+    deviations = jnp.asarray(rng.normal(size=(rank, n_params)), jnp.float32)
+    keys = jax.random.split(jax.random.key(0), 200_000)
+    samples = np.asarray(
+        jax.jit(jax.vmap(lambda k: swag_sample(mean, std, deviations, scale, k)))(keys),
+        np.float64,
+    )
+    d = np.asarray(deviations, np.float64)
+    expected = scale * (np.diag(np.asarray(std, np.float64) ** 2) + d.T @ d / (rank - 1))
+    np.testing.assert_allclose(samples.mean(0), mean, atol=0.02)
+    np.testing.assert_allclose(np.cov(samples.T), expected, atol=0.02 * np.abs(expected).max())
+
+
+def test_statistics_unroll_the_ring_buffer_most_recent_first():
+    config = MLPConfig(out_dim=1, hidden=(1,))
+    params = jax.tree.map(jnp.zeros_like, init_params(config, 1, jax.random.key(0)))
+    n_params = ravel_pytree(params)[0].shape[0]
+    ring = np.arange(3)[:, None] * np.ones((3, n_params))  # slot i holds value i
+    swag = {
+        "mean": np.zeros(n_params),
+        "sq_mean": np.zeros(n_params),
+        "var": np.zeros(n_params),
+        "deviations": ring,
+        "n_snapshots": np.float32(5),  # snapshots 0..4 -> slots 0, 1, 2, 0, 1: newest in slot 1
+    }
+    norm = Standardizer(jnp.zeros(1), jnp.ones(1))
+    run = TrainingRun(
+        TrainingSpec("base"), TrainedModel(config, params, norm, norm), {"swag": swag}
+    )
+    np.testing.assert_array_equal(swag_statistics(run)["deviations"][:, 0], [1.0, 0.0, 2.0])
