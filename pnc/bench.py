@@ -1,0 +1,162 @@
+"""Timing benchmark on an Ant-sized synthetic problem: ``python -m pnc.bench [--out FILE]``.
+
+Ant-v5 dynamics sizes: inputs are 27 state + 8 action = 35 dimensions, targets 27 dimensions, the
+paper's 4x200 Gaussian MLP. Measured (wall-clock seconds, after a warm-up call that compiles; the
+compile times are reported separately as ``*_compile_s``):
+
+- ``train_s``: 5,000 Adam steps of batch 64 through :func:`pnc.train`;
+- ``pnc_build_s``: P&C with 50 members, ``K = 20``, ``bootstrap_frac = 0.1`` on 50,000
+  calibration rows, every hidden layer perturbed (:func:`pnc.perturb_correct.build_members`);
+- ``pnc_predict_s``: the 50 members on 10,000 inputs (:func:`pnc.perturb_correct.predict_members`);
+- ``pnc_build_over_train``: the post-hoc cost relative to training.
+
+The reusable pieces (:func:`ant_sized_problem`, :func:`timed`, :func:`bench_pnc`) let other
+benchmark sections be merged into the same JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pnc.mlp import MLPConfig
+from pnc.perturb_correct import PnCConfig, build_members, predict_members
+from pnc.train import Standardizer, TrainConfig, train
+
+STATE_DIM, ACTION_DIM = 27, 8
+
+
+def ant_sized_problem(seed: int, n_rows: int = 60_000) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic transitions with Ant-v5's sizes: ``x [n, 35]`` (state, action), ``y [n, 27]``.
+
+    States are correlated Gaussians, actions uniform in ``[-1, 1]``; the target (a state change) is
+    a fixed random two-layer tanh map of ``(s, a)`` plus heteroscedastic noise. Float32, numpy only.
+    """
+    rng = np.random.default_rng(seed)
+    mix = rng.normal(size=(STATE_DIM, STATE_DIM)) / np.sqrt(STATE_DIM)
+    s = rng.normal(size=(n_rows, STATE_DIM)) @ mix
+    a = rng.uniform(-1.0, 1.0, size=(n_rows, ACTION_DIM))
+    x = np.concatenate([s, a], axis=1)
+    w1 = rng.normal(size=(x.shape[1], 64)) / np.sqrt(x.shape[1])
+    w2 = rng.normal(size=(64, STATE_DIM)) / 8.0
+    noise = 0.02 + 0.05 * np.abs(np.tanh(s[:, :1]))
+    y = np.tanh(x @ w1) @ w2 + noise * rng.normal(size=(n_rows, STATE_DIM))
+    return x.astype(np.float32), y.astype(np.float32)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Run ``fn()`` once, block until its arrays are ready; return ``(seconds, result)``."""
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    return time.perf_counter() - start, out
+
+
+def environment() -> dict:
+    """Device, library versions and machine load at the start of the run."""
+    return {
+        "device": str(jax.devices()[0]),
+        "platform": jax.default_backend(),
+        "cpu_count": os.cpu_count(),
+        "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "numpy": np.__version__,
+    }
+
+
+def bench_pnc(
+    *,
+    steps: int = 5000,
+    members: int = 50,
+    cal_rows: int = 50_000,
+    pred_rows: int = 10_000,
+    member_chunk: int | None = None,
+    seed: int = 0,
+) -> dict:
+    """Time training, the P&C build and P&C prediction; returns a flat dict of numbers."""
+    x, y = ant_sized_problem(seed, n_rows=cal_rows + pred_rows)
+    x_train, y_train, x_test = x[:cal_rows], y[:cal_rows], x[cal_rows:]
+    model_config = MLPConfig(out_dim=y.shape[1])
+    train_config = TrainConfig(steps=steps, batch_size=64)
+    run_train = lambda k: train(
+        x_train,
+        y_train,
+        key=jax.random.key(k),
+        model_config=model_config,
+        train_config=train_config,
+    )[0]
+    first_train, _ = timed(lambda: run_train(1).params)
+    train_s, params = timed(lambda: run_train(2).params)
+    x_norm = Standardizer.fit(x_train)  # what train() fitted
+    x_cal = x_norm.transform(jnp.asarray(x_train))
+    x_eval = x_norm.transform(jnp.asarray(x_test))
+    config = PnCConfig(n_members=members, rank=20, bootstrap_frac=0.1)
+    build = lambda k: build_members(
+        params, model_config, x_cal, config, key=jax.random.key(k), member_chunk=member_chunk
+    )
+    first_build, _ = timed(lambda: build(3))
+    build_s, ens = timed(lambda: build(4))
+    first_predict, _ = timed(lambda: predict_members(ens, x_eval, model_config))
+    predict_s, pred = timed(lambda: predict_members(ens, x_eval, model_config))
+    if not bool(jnp.all(jnp.isfinite(pred.means))):
+        raise RuntimeError("non-finite P&C predictions in the benchmark")
+    return {
+        "steps": steps,
+        "members": members,
+        "cal_rows": cal_rows,
+        "pred_rows": pred_rows,
+        "member_chunk": member_chunk,
+        "train_s": train_s,
+        "train_compile_s": max(first_train - train_s, 0.0),
+        "pnc_build_s": build_s,
+        "pnc_build_compile_s": max(first_build - build_s, 0.0),
+        "pnc_predict_s": predict_s,
+        "pnc_predict_compile_s": max(first_predict - predict_s, 0.0),
+        "pnc_build_over_train": build_s / train_s,
+        "targets_met": {
+            "build_le_5pct_of_train": build_s <= 0.05 * train_s,
+            "predict_le_1s": predict_s <= 1.0,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=5000)
+    parser.add_argument("--members", type=int, default=50)
+    parser.add_argument("--cal-rows", type=int, default=50_000)
+    parser.add_argument("--pred-rows", type=int, default=10_000)
+    parser.add_argument("--member-chunk", type=int, default=None)
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    result = {
+        "environment": environment(),
+        "pnc": bench_pnc(
+            steps=args.steps,
+            members=args.members,
+            cal_rows=args.cal_rows,
+            pred_rows=args.pred_rows,
+            member_chunk=args.member_chunk,
+        ),
+    }
+    text = json.dumps(result, indent=2, sort_keys=True)
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
