@@ -1,0 +1,132 @@
+"""Evaluating predictions on the study's splits: one :class:`pnc.Predictive` per split -> metric rows.
+
+The evaluation protocol of the MuJoCo study (paper Section 5.3, Appendix C), using the metric
+definitions of :mod:`pnc.metrics`:
+
+- every split (``val``, ``id``, ``near``, ``mid``, ``far``) gets ``rmse`` (original units),
+  ``rmse_std`` (standardised), ``nll`` (moment-matched predictive, standardised) and ``spearman``;
+- every shifted split (``near``, ``mid``, ``far``) also gets ``auroc`` and ``auroc_epistemic``
+  against the ``id`` split (ID = negatives, shifted = positives).
+
+The shifted splits are only ever *evaluated*: nothing here feeds back into training, construction
+or hyperparameter selection (selection uses ``val`` alone, see :mod:`pnc.selection`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+from pnc import metrics
+from pnc.predictive import Predictive, epistemic_variance, mixture
+from pnc.train import Standardizer
+
+#: Splits whose points are scored against the ``id`` split for AUROC.
+SHIFTED_SPLITS = ("near", "mid", "far")
+#: Splits a configuration is evaluated on, in table order (``mid`` only where the env has it).
+EVAL_SPLITS = ("val", "id", "near", "mid", "far")
+#: Metrics computed on every split.
+SPLIT_METRICS = ("rmse", "rmse_std", "nll", "spearman")
+#: Metrics computed on shifted splits only (ID vs the split).
+SHIFT_METRICS = ("auroc", "auroc_epistemic")
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitSummary:
+    """Per-split quantities of one prediction (all NumPy float64).
+
+    Attributes:
+        metrics: ``rmse``, ``rmse_std``, ``nll``, ``spearman`` of this split.
+        total_score: per-point total predictive variance summed over dims, ``[N]``.
+        epistemic_score: per-point variance of the sampled means summed over dims, ``[N]``.
+    """
+
+    metrics: dict[str, float]
+    total_score: np.ndarray
+    epistemic_score: np.ndarray
+
+
+def summarise_split(pred: Predictive, y_raw: np.ndarray, y_norm: Standardizer) -> SplitSummary:
+    """Metrics and OOD scores of one split's prediction.
+
+    Args:
+        pred: ``S`` predictive samples on the split, means/variances ``[S, N, D]``, standardised.
+        y_raw: the split's targets in original units, ``[N, D]``.
+        y_norm: the training target standardiser the prediction is expressed in.
+
+    Returns:
+        The split's :class:`SplitSummary`.
+    """
+    y_raw = np.asarray(y_raw, np.float64)
+    if pred.means.ndim != 3 or pred.means.shape[1:] != y_raw.shape:
+        raise ValueError(
+            f"prediction of shape {tuple(pred.means.shape)} does not match targets {y_raw.shape}"
+        )
+    mean, var = (np.asarray(a, np.float64) for a in mixture(pred))
+    std = np.asarray(y_norm.std, np.float64)
+    y_std = (y_raw - np.asarray(y_norm.mean, np.float64)) / std
+    mean_raw = mean * std + np.asarray(y_norm.mean, np.float64)
+    total = np.sum(var, axis=-1)
+    epistemic = np.sum(np.asarray(epistemic_variance(pred), np.float64), axis=-1)
+    sq_err = np.sum(np.square(mean - y_std), axis=-1)
+    values = {
+        "rmse": metrics.rmse(mean_raw, y_raw),
+        "rmse_std": metrics.rmse(mean, y_std),
+        "nll": metrics.gaussian_nll(mean, var, y_std),
+        "spearman": metrics.spearman(total, sq_err),
+    }
+    return SplitSummary(values, total, epistemic)
+
+
+def metric_rows(summaries: Mapping[str, SplitSummary]) -> Iterator[tuple[str, str, float]]:
+    """All metric rows of one configuration from its per-split summaries.
+
+    Args:
+        summaries: :class:`SplitSummary` per split name (a subset of :data:`EVAL_SPLITS`; must
+            contain ``id`` when any shifted split is present).
+
+    Yields:
+        ``(split, metric, value)`` in split order, then metric order.
+    """
+    unknown = set(summaries) - set(EVAL_SPLITS)
+    if unknown:
+        raise ValueError(f"unknown splits {sorted(unknown)}; valid: {list(EVAL_SPLITS)}")
+    if "id" not in summaries and any(s in summaries for s in SHIFTED_SPLITS):
+        raise ValueError("shifted splits are scored against 'id', which is missing")
+    for split in EVAL_SPLITS:
+        if split not in summaries:
+            continue
+        summary = summaries[split]
+        for name in SPLIT_METRICS:
+            yield split, name, summary.metrics[name]
+        if split in SHIFTED_SPLITS:
+            ref = summaries["id"]
+            yield split, "auroc", metrics.auroc(ref.total_score, summary.total_score)
+            yield (
+                split,
+                "auroc_epistemic",
+                metrics.auroc(ref.epistemic_score, summary.epistemic_score),
+            )
+
+
+def evaluate_splits(
+    preds: Mapping[str, Predictive],
+    targets: Mapping[str, np.ndarray],
+    y_norm: Standardizer,
+) -> Iterator[tuple[str, str, float]]:
+    """All metric rows of one configuration from its predictions (see :func:`metric_rows`).
+
+    Args:
+        preds: prediction per split name.
+        targets: raw targets ``[N, D]`` per split name (same keys as ``preds``).
+        y_norm: the training target standardiser.
+    """
+    if set(preds) != set(targets):
+        raise ValueError(f"predictions for {sorted(preds)} but targets for {sorted(targets)}")
+    unknown = set(preds) - set(EVAL_SPLITS)
+    if unknown:
+        raise ValueError(f"unknown splits {sorted(unknown)}; valid: {list(EVAL_SPLITS)}")
+    summaries = {s: summarise_split(preds[s], targets[s], y_norm) for s in preds}
+    yield from metric_rows(summaries)

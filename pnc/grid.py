@@ -1,0 +1,136 @@
+"""Hyperparameter grids of the study: YAML grid -> method configurations -> shared training runs.
+
+A method's entry in the workflow config (``methods:`` in ``config.yaml``) is
+
+.. code-block:: yaml
+
+    pnc:
+      fixed: {n_members: 50, rank: 20}          # applied to every configuration
+      grid: {sigma: [8, 16, 32], ridge: [0.0001, 0.01]}   # cross product, in key order
+
+Each grid point becomes one configuration of the method (``method.make_config(fixed | point)``),
+named by ``method.config_id(config)``. Configurations whose differing hyperparameters are post-hoc
+share one training run (``method.training_spec(config).run_id``): all P&C, SWAG, Laplace and Subspace
+configurations use the ``base`` run of an (env, seed); each MC-Dropout rate has its own run
+(paper, Appendix C).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+from pnc.methods.base import TrainingSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class GridPoint:
+    """One configuration of one method.
+
+    Attributes:
+        method: method id.
+        config_id: the method's readable id of ``config``.
+        config: the method's config dataclass instance.
+        spec: the training run the configuration needs.
+    """
+
+    method: str
+    config_id: str
+    config: Any
+    spec: TrainingSpec
+
+    @property
+    def run_id(self) -> str:
+        return self.spec.run_id
+
+
+def _get_method(method_id: str) -> Any:
+    from pnc import methods  # deferred: importing the registry pulls every method in
+
+    return methods.get(method_id)
+
+
+def expand(method_id: str, entry: Mapping[str, Any] | None) -> list[GridPoint]:
+    """All configurations of one method's grid entry, in grid order (last key varies fastest).
+
+    Args:
+        method_id: a registered method id (``pnc.methods.METHOD_IDS``).
+        entry: ``{"fixed": {...}, "grid": {key: [values, ...]}}``; both parts optional.
+
+    Returns:
+        One :class:`GridPoint` per grid point (a single one when the grid is empty).
+
+    Raises:
+        ValueError: on an unknown entry key, an empty value list, a key both fixed and swept, an
+            unknown hyperparameter (named, with the valid ones) or duplicate configurations.
+    """
+    entry = dict(entry or {})
+    unknown = sorted(set(entry) - {"fixed", "grid"})
+    if unknown:
+        raise ValueError(f"methods.{method_id}: unknown key(s) {unknown}; valid: fixed, grid")
+    fixed = dict(entry.get("fixed") or {})
+    grid = dict(entry.get("grid") or {})
+    for key, values in grid.items():
+        if not isinstance(values, list | tuple) or len(values) == 0:
+            raise ValueError(f"methods.{method_id}.grid.{key} must be a non-empty list")
+    both = sorted(set(fixed) & set(grid))
+    if both:
+        raise ValueError(f"methods.{method_id}: {both} both fixed and swept")
+    method = _get_method(method_id)
+    points = []
+    for values in itertools.product(*grid.values()):
+        overrides = {**fixed, **dict(zip(grid, values, strict=True))}
+        try:
+            config = method.make_config(overrides)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"methods.{method_id}: {err}") from err
+        points.append(
+            GridPoint(method_id, method.config_id(config), config, method.training_spec(config))
+        )
+    ids = [p.config_id for p in points]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"methods.{method_id}: duplicate configurations {ids}")
+    return points
+
+
+def expand_all(methods_entry: Mapping[str, Any]) -> dict[str, list[GridPoint]]:
+    """:func:`expand` for every method of the workflow config's ``methods`` mapping."""
+    return {m: expand(m, e) for m, e in methods_entry.items()}
+
+
+def training_runs(methods_entry: Mapping[str, Any]) -> dict[str, GridPoint]:
+    """Distinct training runs needed by all configurations: ``run_id -> first GridPoint using it``.
+
+    The returned point names the method that trains the run (any method sharing a run trains it
+    identically: a run depends on its :class:`TrainingSpec` only).
+    """
+    runs: dict[str, GridPoint] = {}
+    for points in expand_all(methods_entry).values():
+        for p in points:
+            runs.setdefault(p.run_id, p)
+    return runs
+
+
+def method_runs(methods_entry: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Distinct ``(method, run_id)`` pairs: one evaluation job each."""
+    pairs: dict[tuple[str, str], None] = {}
+    for method_id, points in expand_all(methods_entry).items():
+        for p in points:
+            pairs[(method_id, p.run_id)] = None
+    return list(pairs)
+
+
+def points_for_run(method_id: str, entry: Mapping[str, Any] | None, run_id: str) -> list[GridPoint]:
+    """The configurations of ``method_id`` that use training run ``run_id``.
+
+    Raises:
+        ValueError: if none does (the message lists the runs the grid needs).
+    """
+    points = expand(method_id, entry)
+    chosen = [p for p in points if p.run_id == run_id]
+    if not chosen:
+        runs = sorted({p.run_id for p in points})
+        raise ValueError(f"no {method_id} configuration uses run {run_id!r}; its runs: {runs}")
+    return chosen

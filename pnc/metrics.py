@@ -1,0 +1,139 @@
+"""The MuJoCo study's metrics (paper Section 5.3, Appendix C), on plain arrays.
+
+Every function takes NumPy or JAX arrays, computes in float64 and returns a Python ``float``.
+Shapes: predictive ``mean``/``var`` and targets ``y`` are ``[N, D]`` (``N`` points, ``D`` target
+dimensions); per-point scores are ``[N]``.
+
+Definitions (the workflow's results tables use exactly these names):
+
+- ``rmse``: root mean squared error of the predictive mean over all points and target dimensions,
+  ``sqrt(mean_{n,d} (mu_nd - y_nd)^2)``, in original target units; ``rmse_std`` is the same in
+  standardised units (targets standardised with the training statistics).
+- ``nll``: Gaussian negative log-likelihood of the moment-matched predictive (mean of sample means;
+  mean of sample variances plus variance of sample means, :func:`pnc.predictive.mixture`), averaged
+  over points and target dimensions, standardised units.
+- ``auroc``: area under the ROC curve for separating ID evaluation points (negatives) from a shifted
+  split (positives, Near/Mid/Far) by a per-point score, the total predictive variance summed over
+  target dimensions; ``auroc_epistemic`` uses the variance of the sampled means instead.
+  Computed exactly from midranks (Mann-Whitney U), so ties count one half.
+- ``spearman``: Spearman rank correlation, per split, between the per-point total predictive
+  variance (summed over dimensions) and the per-point squared error (summed over dimensions).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.stats
+
+__all__ = [
+    "auroc",
+    "gaussian_nll",
+    "rmse",
+    "spearman",
+]
+
+
+def _as_float64(a: object) -> np.ndarray:
+    return np.asarray(a, dtype=np.float64)
+
+
+def _check_same_shape(**arrays: np.ndarray) -> None:
+    shapes = {k: v.shape for k, v in arrays.items()}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"shape mismatch: {shapes}")
+    if next(iter(shapes.values()))[0] == 0:
+        raise ValueError("need at least one point, got an empty array")
+
+
+def rmse(mean: np.ndarray, y: np.ndarray) -> float:
+    """Root mean squared error over all entries, ``sqrt(mean((mean - y)^2))``.
+
+    Args:
+        mean: predictive means ``[N, D]`` (or ``[N]``).
+        y: targets of the same shape, in the same units.
+
+    Returns:
+        The RMSE (``nan`` if any entry is non-finite).
+    """
+    mean, y = _as_float64(mean), _as_float64(y)
+    _check_same_shape(mean=mean, y=y)
+    return float(np.sqrt(np.mean(np.square(mean - y))))
+
+
+def gaussian_nll(mean: np.ndarray, var: np.ndarray, y: np.ndarray) -> float:
+    """Mean Gaussian NLL ``0.5 (log 2 pi + log var + (y - mean)^2 / var)`` over all entries.
+
+    Args:
+        mean: predictive means ``[N, D]``.
+        var: predictive variances ``[N, D]`` (positive).
+        y: targets ``[N, D]``.
+
+    Returns:
+        The mean NLL per point and dimension (``inf`` where a variance is zero, ``nan`` if an
+        input is ``nan``).
+
+    Raises:
+        ValueError: on shape mismatch or a negative variance.
+    """
+    mean, var, y = _as_float64(mean), _as_float64(var), _as_float64(y)
+    _check_same_shape(mean=mean, var=var, y=y)
+    if np.any(var < 0):
+        raise ValueError(f"{int(np.sum(var < 0))} negative predictive variances")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nll = 0.5 * (math.log(2.0 * math.pi) + np.log(var) + np.square(y - mean) / var)
+    return float(np.mean(nll))
+
+
+def auroc(score_negative: np.ndarray, score_positive: np.ndarray) -> float:
+    """AUROC of a score separating positives (shifted data) from negatives (ID data).
+
+    Equals ``P(s_pos > s_neg) + 0.5 P(s_pos = s_neg)`` for independent draws, computed from the
+    Mann-Whitney U statistic with midranks: ``(R_pos - n_pos (n_pos + 1) / 2) / (n_pos n_neg)``,
+    where ``R_pos`` is the sum of the positives' ranks in the pooled sample.
+
+    Args:
+        score_negative: scores of the negatives ``[N_neg]`` (ID evaluation points).
+        score_positive: scores of the positives ``[N_pos]`` (shifted points).
+
+    Returns:
+        The AUROC in ``[0, 1]`` (``nan`` if any score is ``nan``).
+
+    Raises:
+        ValueError: if either sample is empty or not one-dimensional.
+    """
+    neg = _as_float64(score_negative)
+    pos = _as_float64(score_positive)
+    if neg.ndim != 1 or pos.ndim != 1 or neg.size == 0 or pos.size == 0:
+        raise ValueError(
+            f"need two non-empty 1-D score arrays, got shapes {neg.shape}, {pos.shape}"
+        )
+    pooled = np.concatenate([neg, pos])
+    if np.any(np.isnan(pooled)):
+        return math.nan
+    ranks = scipy.stats.rankdata(pooled, method="average")
+    n_pos, n_neg = pos.size, neg.size
+    u_pos = float(np.sum(ranks[n_neg:])) - n_pos * (n_pos + 1) / 2.0
+    return u_pos / (n_pos * n_neg)
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman rank correlation of two per-point quantities (``scipy.stats.spearmanr``).
+
+    Args:
+        a: e.g. per-point total predictive variance summed over dimensions, ``[N]``.
+        b: e.g. per-point squared error summed over dimensions, ``[N]``.
+
+    Returns:
+        The correlation, or ``nan`` when it is undefined (fewer than 2 points, a constant input or a
+        ``nan`` entry).
+    """
+    a, b = _as_float64(a), _as_float64(b)
+    if a.ndim != 1 or a.shape != b.shape:
+        raise ValueError(f"need two 1-D arrays of equal length, got shapes {a.shape}, {b.shape}")
+    if a.size < 2 or np.any(np.isnan(a)) or np.any(np.isnan(b)):
+        return math.nan
+    if np.all(a == a[0]) or np.all(b == b[0]):
+        return math.nan
+    return float(scipy.stats.spearmanr(a, b).statistic)

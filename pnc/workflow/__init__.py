@@ -1,0 +1,113 @@
+"""Thin command-line entry points of the Snakemake workflow (``python -m pnc.workflow.<stage>``).
+
+Each stage module only parses arguments and calls a function of :mod:`pnc.study` or
+:mod:`pnc.selection`. :func:`limit_threads` makes a job use the number of cores Snakemake gave it
+(``threads:``). XLA ignores ``OMP_NUM_THREADS`` and, on this JAX version, also runs a training
+scan on two busy threads whatever ``XLA_FLAGS`` say, so the process is pinned to ``n`` CPUs
+(``os.sched_setaffinity``); concurrent jobs on one machine claim distinct CPUs through lock files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+_XLA_THREAD_FLAGS = ("--xla_cpu_multi_thread_eigen", "intra_op_parallelism_threads")
+
+
+def limit_threads(n: int) -> list[int]:
+    """Restrict this process's JAX/XLA CPU work to ``n`` threads.
+
+    Must run before the first JAX computation (importing JAX is fine; the backend starts lazily).
+    Sets ``XLA_FLAGS`` (keeping any unrelated flags the user set) and the usual BLAS/OpenMP
+    variables, and pins every thread of the process to ``n`` CPUs (:func:`claim_cpus`).
+
+    Returns:
+        The CPUs the process now runs on.
+
+    Raises:
+        ValueError: if ``n < 1`` or the JAX backend has already started.
+    """
+    if n < 1:
+        raise ValueError(f"threads must be >= 1, got {n}")
+    if "jax" in sys.modules:
+        from jax._src import xla_bridge
+
+        if xla_bridge.backends_are_initialized():
+            raise ValueError("limit_threads must be called before the first JAX computation")
+    kept = [
+        f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(_XLA_THREAD_FLAGS)
+    ]
+    flags = [f"--xla_cpu_multi_thread_eigen={'true' if n > 1 else 'false'}"]
+    flags.append(f"intra_op_parallelism_threads={n}")
+    os.environ["XLA_FLAGS"] = " ".join(kept + flags)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(n)
+    cpus = claim_cpus(n)
+    for task in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(task), cpus)
+    return cpus
+
+
+_HELD_LOCKS: list[int] = []
+
+
+def claim_cpus(n: int) -> list[int]:
+    """Choose ``n`` of the CPUs this process may run on, preferring ones no other job holds.
+
+    When more than ``n`` CPUs are allowed (a workstation; on a cluster the scheduler's cpuset usually
+    allows exactly ``n``), free CPUs are claimed with non-blocking ``flock`` on node-local lock files
+    (``$TMPDIR/pnc-cpus-<uid>/cpu<k>.lock``), held until the process exits. If fewer than ``n`` are
+    free, the remainder are taken from the allowed set in order (jobs then share CPUs, never more
+    than ``n`` threads' worth each).
+    """
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) <= n:
+        return allowed
+    lock_dir = Path(tempfile.gettempdir()) / f"pnc-cpus-{os.getuid()}"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    chosen: list[int] = []
+    for cpu in allowed:
+        if len(chosen) == n:
+            break
+        fd = os.open(lock_dir / f"cpu{cpu}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _HELD_LOCKS.append(fd)
+        chosen.append(cpu)
+    chosen += [c for c in allowed if c not in chosen][: n - len(chosen)]
+    return sorted(chosen)
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """Argument parser with the options every stage shares (``--threads``)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--threads", type=int, default=1, help="cores this job may use (default 1)")
+    return p
+
+
+def json_arg(text: str) -> object:
+    """Parse a JSON command-line argument (``argparse`` ``type=``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {err}") from None
+
+
+def setup_logging() -> logging.Logger:
+    """Log to stderr (Snakemake redirects it to the rule's ``log:`` file)."""
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    return logging.getLogger("pnc.workflow")

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The quick default: set up .venv with the pinned dependencies if missing (Python 3.11), then run
+# the whole study on config/quick.yaml (2 environments, offline behaviour data, 2 seeds, all seven
+# methods, reduced grids) and its report. Extra arguments go to snakemake (e.g. --cores 4, -n).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+"$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import pnc, snakemake' >/dev/null 2>&1; then
+    [ -x .venv/bin/python ] || "$PY" -m venv .venv
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e .
+fi
+export PATH="$PWD/.venv/bin:$PATH"
+snakemake --cores "${CORES:-2}" --configfile config/quick.yaml "$@"
+# self-contained HTML report of the tables and figures
+if [[ " $* " != *" -n "* && " $* " != *" --dry-run "* ]]; then
+    snakemake --configfile config/quick.yaml --report results/report.html
+    echo "results: results/results.csv, results/all_configs.csv, results/tables/, figures/, results/report.html"
+fi

@@ -1,0 +1,157 @@
+"""Metrics, evaluation rows, grids and selection on small hand-checked examples."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+
+from pnc import metrics
+from pnc.evaluate import evaluate_splits, summarise_split
+from pnc.predictive import Predictive
+from pnc.selection import apply_selection, select
+from pnc.study import RESULT_COLUMNS
+from pnc.train import Standardizer
+
+
+def _auroc_pairs(neg, pos):
+    """Brute force P(pos > neg) + 0.5 P(pos == neg) over all pairs."""
+    neg, pos = np.asarray(neg, float), np.asarray(pos, float)
+    diff = pos[:, None] - neg[None, :]
+    return float(np.mean((diff > 0) + 0.5 * (diff == 0)))
+
+
+def test_auroc_matches_pairwise_definition_with_ties():
+    rng = np.random.default_rng(0)
+    neg = rng.integers(0, 5, size=37).astype(float)  # many ties
+    pos = rng.integers(2, 8, size=23).astype(float)
+    assert metrics.auroc(neg, pos) == pytest.approx(_auroc_pairs(neg, pos), abs=1e-12)
+
+
+def test_auroc_extremes_and_symmetry():
+    assert metrics.auroc([0.0, 1.0], [2.0, 3.0]) == 1.0
+    assert metrics.auroc([2.0, 3.0], [0.0, 1.0]) == 0.0
+    assert metrics.auroc([1.0, 1.0], [1.0, 1.0, 1.0]) == 0.5
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=50), rng.normal(0.5, 1, size=40)
+    assert metrics.auroc(a, b) + metrics.auroc(b, a) == pytest.approx(1.0)
+
+
+def test_auroc_agrees_with_mann_whitney():
+    rng = np.random.default_rng(2)
+    neg, pos = rng.normal(size=60), rng.normal(0.3, 1, size=45)
+    u = scipy.stats.mannwhitneyu(pos, neg).statistic
+    assert metrics.auroc(neg, pos) == pytest.approx(u / (60 * 45))
+
+
+def test_auroc_rejects_empty_and_propagates_nan():
+    with pytest.raises(ValueError, match="non-empty"):
+        metrics.auroc([], [1.0])
+    assert math.isnan(metrics.auroc([np.nan, 1.0], [2.0]))
+
+
+def test_rmse_and_nll_by_hand():
+    mean = np.array([[0.0, 1.0], [2.0, 3.0]])
+    y = np.array([[1.0, 1.0], [2.0, 0.0]])
+    assert metrics.rmse(mean, y) == pytest.approx(math.sqrt((1 + 0 + 0 + 9) / 4))
+    var = np.array([[1.0, 2.0], [0.5, 4.0]])
+    expected = np.mean(0.5 * (np.log(2 * np.pi) + np.log(var) + (y - mean) ** 2 / var))
+    assert metrics.gaussian_nll(mean, var, y) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        metrics.rmse(mean, y[:1])
+    with pytest.raises(ValueError, match="negative"):
+        metrics.gaussian_nll(mean, -var, y)
+
+
+def test_spearman_matches_scipy_and_handles_constants():
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=30)
+    b = a**3 + 0.1 * rng.normal(size=30)
+    assert metrics.spearman(a, b) == pytest.approx(scipy.stats.spearmanr(a, b).statistic)
+    assert metrics.spearman(a, np.exp(a)) == pytest.approx(1.0)
+    assert math.isnan(metrics.spearman(a, np.ones(30)))
+    assert math.isnan(metrics.spearman(a[:1], b[:1]))
+
+
+def _predictive(rng, s, n, d, shift=0.0, spread=1.0):
+    means = rng.normal(shift, 0.1 * spread, size=(s, n, d))
+    variances = np.full((s, n, d), 0.5)
+    return Predictive(means, variances)
+
+
+def test_summarise_split_units_and_mixture():
+    rng = np.random.default_rng(4)
+    pred = _predictive(rng, 5, 40, 3)
+    y_norm = Standardizer(np.array([1.0, -2.0, 0.0]), np.array([2.0, 0.5, 10.0]))
+    y_raw = rng.normal(size=(40, 3)) * np.array([2.0, 0.5, 10.0]) + np.array([1.0, -2.0, 0.0])
+    out = summarise_split(pred, y_raw, y_norm)
+    mean = pred.means.mean(0)
+    var = pred.variances.mean(0) + pred.means.var(0)
+    y_std = (y_raw - y_norm.mean) / y_norm.std
+    assert out.metrics["rmse_std"] == pytest.approx(np.sqrt(np.mean((mean - y_std) ** 2)))
+    raw_err = (mean * y_norm.std + y_norm.mean) - y_raw
+    assert out.metrics["rmse"] == pytest.approx(np.sqrt(np.mean(raw_err**2)))
+    assert out.metrics["nll"] == pytest.approx(metrics.gaussian_nll(mean, var, y_std))
+    # the mixture is formed in float32 (pnc.predictive), hence rtol 1e-5
+    np.testing.assert_allclose(out.total_score, var.sum(-1), rtol=1e-5)
+    np.testing.assert_allclose(out.epistemic_score, pred.means.var(0).sum(-1), rtol=1e-5)
+
+
+def test_evaluate_splits_rows_and_auroc_direction():
+    rng = np.random.default_rng(5)
+    y_norm = Standardizer(np.zeros(2), np.ones(2))
+    preds = {
+        "val": _predictive(rng, 4, 30, 2),
+        "id": _predictive(rng, 4, 30, 2),
+        "far": _predictive(rng, 4, 25, 2, spread=30.0),  # members disagree far away
+    }
+    targets = {s: rng.normal(size=p.means.shape[1:]) for s, p in preds.items()}
+    rows = list(evaluate_splits(preds, targets, y_norm))
+    names = {(s, m) for s, m, _ in rows}
+    for split in ("val", "id", "far"):
+        assert {(split, m) for m in ("rmse", "rmse_std", "nll", "spearman")} <= names
+    assert ("far", "auroc") in names and ("id", "auroc") not in names
+    values = {(s, m): v for s, m, v in rows}
+    assert values[("far", "auroc_epistemic")] > 0.95
+    with pytest.raises(ValueError, match="unknown splits"):
+        list(evaluate_splits({"test": preds["id"]}, {"test": targets["id"]}, y_norm))
+    with pytest.raises(ValueError, match="'id'"):
+        list(evaluate_splits({"far": preds["far"]}, {"far": targets["far"]}, y_norm))
+
+
+def _table(val_nll: dict[tuple[str, int], float]) -> pd.DataFrame:
+    rows = []
+    for (config, seed), v in val_nll.items():
+        for split, value in (("val", v), ("id", v + 1.0), ("far", v + 2.0)):
+            rows.append(("Hopper", "swag", config, seed, split, "nll", value, "offline"))
+    return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+
+
+def test_selection_by_seed_mean_val_nll_ignores_shifted_splits():
+    frame = _table(
+        {("scale=1", 0): 1.0, ("scale=1", 1): 3.0, ("scale=3", 0): 1.5, ("scale=3", 1): 1.6}
+    )
+    # scale=1 has the best single seed but the worse mean (2.0 vs 1.55)
+    frame.loc[(frame["config"] == "scale=1") & (frame["split"] == "far"), "value"] = -100.0
+    sel = select(frame)
+    assert sel["Hopper"]["swag"]["config"] == "scale=3"
+    assert sel["Hopper"]["swag"]["val_nll"] == pytest.approx(1.55)
+    all_configs, results = apply_selection(frame, sel)
+    assert list(all_configs.columns) == [*RESULT_COLUMNS, "selected"]
+    assert set(results["config"]) == {"scale=3"} and "val" not in set(results["split"])
+    assert list(results.columns) == list(RESULT_COLUMNS)
+    assert all_configs["selected"].sum() == 6
+
+
+def test_selection_non_finite_ties_and_missing_seeds():
+    frame = _table({("a", 0): np.nan, ("b", 0): 2.0, ("c", 0): 2.0})
+    assert select(frame)["Hopper"]["swag"]["config"] == "b"  # nan never wins; ties -> grid order
+    frame = _table({("a", 0): np.nan, ("b", 0): np.inf})
+    rec = select(frame)["Hopper"]["swag"]
+    assert rec["config"] == "a" and rec["finite"] is False
+    frame = _table({("a", 0): 1.0, ("a", 1): 1.0, ("b", 0): 0.5})
+    with pytest.raises(ValueError, match="b: validation NLL for seeds"):
+        select(frame)

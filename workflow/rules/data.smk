@@ -1,0 +1,96 @@
+# Data: behaviour datasets (offline ARS rollouts, or the paper's Minari datasets), the Far
+# (uniform-random-action) dataset, and the episode splits per (env, seed). Minari datasets live
+# under config data.minari_root; each dataset rule leaves a JSON record of what it made or found.
+
+
+rule offline_data:
+    message:
+        "Offline behaviour datasets (stored ARS policies) for {wildcards.env}"
+    output:
+        "resources/data/{env}/offline.json",
+    params:
+        root=MINARI_ROOT,
+        transitions=DATA.get("offline_transitions", 20000),
+        seed=DATA.get("seed", 0),
+    log:
+        "logs/offline_data/{env}.log",
+    benchmark:
+        "benchmarks/offline_data/{env}.tsv"
+    threads: THREADS["data"]
+    conda:
+        "../../envs/pnc.yaml"
+    shell:
+        "python -m pnc.workflow.pinned --threads {threads} -- "
+        "python -m pnc.data.offline {wildcards.env} --minari-root {params.root:q}"
+        " --transitions {params.transitions} --seed {params.seed} --force"
+        " > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
+
+
+rule minari_data:
+    message:
+        "Minari datasets of {wildcards.env} (expert/medium/simple)"
+    output:
+        "resources/data/{env}/minari.json",
+    params:
+        root=MINARI_ROOT,
+        download="--download" if DATA.get("download", False) else "",
+    log:
+        "logs/minari_data/{env}.log",
+    benchmark:
+        "benchmarks/minari_data/{env}.tsv"
+    threads: THREADS["data"]
+    conda:
+        "../../envs/pnc.yaml"
+    shell:
+        "python -m pnc.workflow.fetch {wildcards.env} --threads {threads} --minari-root {params.root:q} {params.download}"
+        " --out {output:q} > {log:q} 2>&1"
+
+
+rule far_data:
+    message:
+        "Far data: uniform-random-action rollouts of {wildcards.env}"
+    output:
+        "resources/data/{env}/far.json",
+    params:
+        root=MINARI_ROOT,
+        transitions=DATA.get("far_transitions", 20000),
+        seed=DATA.get("seed", 0),
+    log:
+        "logs/far_data/{env}.log",
+    benchmark:
+        "benchmarks/far_data/{env}.tsv"
+    threads: THREADS["data"]
+    conda:
+        "../../envs/pnc.yaml"
+    shell:
+        "python -m pnc.workflow.pinned --threads {threads} -- "
+        "python -m pnc.data.far {wildcards.env} --minari-root {params.root:q}"
+        " --transitions {params.transitions} --seed {params.seed} --force"
+        " > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
+
+
+rule splits:
+    message:
+        "Episode splits train/val/id/near/mid/far of {wildcards.env}, seed {wildcards.seed}"
+    input:
+        source_records,
+    output:
+        npz="resources/splits/{env}/seed{seed}/splits.npz",
+        manifest="resources/splits/{env}/seed{seed}/manifest.json",
+    params:
+        out=splits_dir,
+        root=MINARI_ROOT,
+        source=DATA["source"],
+        options=split_options(),
+    log:
+        "logs/splits/{env}/seed{seed}.log",
+    benchmark:
+        "benchmarks/splits/{env}/seed{seed}.tsv"
+    threads: THREADS["data"]
+    conda:
+        "../../envs/pnc.yaml"
+    shell:
+        "python -m pnc.workflow.pinned --threads {threads} -- "
+        "python -m pnc.data {wildcards.env} --source {params.source} --seed {wildcards.seed}"
+        " --out {params.out:q} --minari-root {params.root:q} {params.options} --force"
+        " > {log:q} 2>&1"

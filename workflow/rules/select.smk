@@ -1,0 +1,77 @@
+# Selection per (env, method): the configuration with the lowest validation NLL averaged over
+# seeds (paper, Appendix C); then the study's tables. `results/envs/{env}/results.csv` is the
+# target that runs one environment alone.
+
+
+rule select:
+    message:
+        "Select hyperparameters by mean validation NLL on {wildcards.env}"
+    input:
+        lambda wildcards: metric_tables(wildcards.env),
+    output:
+        all_configs="results/envs/{env}/all_configs.csv",
+        results="results/envs/{env}/results.csv",
+        selection="results/envs/{env}/selection.json",
+    params:
+        seeds=" ".join(str(s) for s in SEEDS),
+    log:
+        "logs/select/{env}.log",
+    benchmark:
+        "benchmarks/select/{env}.tsv"
+    threads: 1
+    conda:
+        "../../envs/pnc.yaml"
+    shell:
+        "python -m pnc.workflow.select {input:q} --seeds {params.seeds}"
+        " --all-configs {output.all_configs:q} --results {output.results:q}"
+        " --selection {output.selection:q} > {log:q} 2>&1"
+
+
+rule aggregate:
+    message:
+        "Results tables of all environments: results/results.csv, results/all_configs.csv"
+    input:
+        all_configs=env_outputs("all_configs.csv"),
+        results=env_outputs("results.csv"),
+        selection=env_outputs("selection.json"),
+    output:
+        all_configs="results/all_configs.csv",
+        results="results/results.csv",
+        selection="results/selection.json",
+    log:
+        "logs/aggregate.log",
+    benchmark:
+        "benchmarks/aggregate.tsv"
+    threads: 1
+    conda:
+        "../../envs/pnc.yaml"
+    shell:
+        "python -m pnc.workflow.aggregate --all-configs {input.all_configs:q}"
+        " --results {input.results:q} --selection {input.selection:q} --out-dir results"
+        " > {log:q} 2>&1"
+
+
+rule only_data:
+    message:
+        "Partial target: the splits of every (env, seed)"
+    input:
+        expand("resources/splits/{env}/seed{seed}/manifest.json", env=ENVS, seed=SEEDS),
+
+
+rule only_training:
+    message:
+        "Partial target: every training run"
+    input:
+        expand(
+            "results/runs/{env}/seed{seed}/{run}/run.json",
+            env=ENVS,
+            seed=SEEDS,
+            run=list(TRAINING_RUNS),
+        ),
+
+
+rule only_results:
+    message:
+        "Partial target: the results tables, without the report"
+    input:
+        results_targets(),
