@@ -23,8 +23,9 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 def _copy_workflow(dest: Path) -> Path:
     """A copy of what the workflow needs (the package itself is installed)."""
-    for name in ("workflow", "config", ".test", "envs"):
+    for name in ("workflow", "config", ".test", "envs", "profiles"):
         shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
     shutil.copy(ROOT / "config.yaml", dest / "config.yaml")
     return dest
 
@@ -101,7 +102,7 @@ def test_one_environment_target(workdir):
 
 
 def test_slurm_profile_resolves(workdir):
-    profile = workdir / "workflow" / "profiles" / "slurm"
+    profile = workdir / "profiles" / "slurm"
     proc = _snakemake(workdir, "-n", "--profile", str(profile), "--configfile", ".test/config.yaml")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "profiles/slurm" in proc.stdout + proc.stderr

@@ -5,7 +5,7 @@
 #   -> construction + evaluation per (env, seed, method, run) -> selection per env (val NLL)
 #   -> results/all_configs.csv, results/results.csv, results/selection.json -> report
 #
-# Run from the repository root (the default profile in workflow/profiles/default is picked up):
+# Run from the repository root (the default profile in profiles/default is picked up):
 #   snakemake --cores 2 --configfile config/quick.yaml      # quick default
 #   snakemake --cores N                                      # the paper's protocol (config.yaml)
 #   snakemake --cores N results/envs/Hopper/results.csv      # one environment, no report
@@ -22,15 +22,15 @@ if not workflow.overwrite_configfiles:
     configfile: "config.yaml"
 
 
-validate(config, "schemas/config.schema.yaml")
+validate(config, "workflow/schemas/config.schema.yaml")
 
 
-include: "rules/common.smk"
-include: "rules/data.smk"
-include: "rules/train.smk"
-include: "rules/evaluate.smk"
-include: "rules/select.smk"
-include: "rules/report.smk"
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/select.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
