@@ -1,4 +1,5 @@
-"""ARS behaviour policies: learning on InvertedPendulum-v5, level ordering, stored copies."""
+"""ARS behaviour policies: learning on InvertedPendulum-v5, level ordering under the data's action
+noise, re-selection without training, stored copies."""
 
 import dataclasses
 import json
@@ -6,17 +7,23 @@ import json
 import numpy as np
 import pytest
 
-from pnc.data import CacheConflictError
+from pnc.data import ENVS, CacheConflictError
 from pnc.data.ars import (
     DEFAULT_CONFIGS,
     POLICY_DIR,
     ARSConfig,
+    Checkpoint,
     LinearPolicy,
+    action_noise_for,
     evaluate,
+    load_checkpoints,
     load_policies,
+    reselect_behaviour_policies,
+    select_levels,
     train_ars,
     train_behaviour_policies,
 )
+from pnc.data.offline import rollout_policy
 
 QUICK = ARSConfig(
     iterations=16,
@@ -79,23 +86,106 @@ def test_policy_file_round_trip_and_tamper_check(tmp_path):
         load_policies("InvertedPendulum", tmp_path)
 
 
-@pytest.mark.parametrize("name", ["InvertedPendulum", "HalfCheetah"])
-def test_stored_policies_are_ordered(name):
+def test_noisy_evaluation_is_seeded_and_differs_from_deterministic():
+    pol = LinearPolicy(np.array([[1.0, 5.0, 0.5, 1.0]]), np.zeros(4), np.ones(4))
+    seeds = [3, 4]
+    det = evaluate("InvertedPendulum-v5", pol, seeds, horizon=200)
+    noisy = [
+        evaluate(
+            "InvertedPendulum-v5",
+            pol,
+            seeds,
+            horizon=200,
+            action_noise=0.5,
+            noise_rng=np.random.default_rng(7),
+        )
+        for _ in range(2)
+    ]
+    np.testing.assert_array_equal(noisy[0], noisy[1])
+    assert not np.array_equal(det, noisy[0])
+    with pytest.raises(ValueError, match="noise_rng"):
+        evaluate("InvertedPendulum-v5", pol, seeds, horizon=10, action_noise=0.1)
+    with pytest.raises(ValueError, match="non-negative"):
+        evaluate("InvertedPendulum-v5", pol, seeds, horizon=10, action_noise=-0.1)
+
+
+def _fake_checkpoints(returns, stds=None):
+    pol = LinearPolicy(np.zeros((1, 4)), np.zeros(4), np.ones(4))
+    stds = stds or [0.0] * len(returns)
+    return [
+        Checkpoint(2 * i, 100 * i, float(r), pol, float(s))
+        for i, (r, s) in enumerate(zip(returns, stds, strict=True))
+    ]
+
+
+def test_select_levels_never_picks_the_untrained_policy():
+    config = ARSConfig(medium_fraction=0.5, simple_fraction=0.1)
+    # targets: medium 50, simple 10; the untrained checkpoint (return 0) is nearest to 10
+    chosen = select_levels(
+        _fake_checkpoints([0, 30, 55, 100, 90]), ["expert", "medium", "simple"], config
+    )
+    assert [chosen[lvl].iteration for lvl in ("simple", "medium", "expert")] == [2, 4, 6]
+    # an erratic checkpoint (mean on target, large spread) loses to a consistent one near it,
+    # and the expert is the best reliable return, not the best mean
+    erratic = _fake_checkpoints([0, 10, 50, 58, 120, 100], [0, 1, 40, 2, 60, 5])
+    chosen = select_levels(erratic, ["expert", "medium"], config)
+    assert chosen["expert"].iteration == 10 and chosen["medium"].iteration == 6
+    with pytest.raises(RuntimeError, match="no trained checkpoint"):
+        select_levels(_fake_checkpoints([0, 100, 50]), ["expert", "medium"], config)
+
+
+def test_reselection_reproduces_training_and_follows_the_action_noise(tmp_path):
+    trained = train_behaviour_policies(
+        "InvertedPendulum", tmp_path, seed=0, config=QUICK, final_eval_episodes=3
+    )
+    assert trained["request"]["action_noise"] == action_noise_for("InvertedPendulum")
+    directory = tmp_path / "InvertedPendulum"
+    stored = load_checkpoints(directory / "checkpoints.npz")
+    assert [c.iteration for c in stored] == [c[0] for c in trained["learning_curve"]]
+    same = reselect_behaviour_policies("InvertedPendulum", tmp_path)
+    assert same["levels"] == trained["levels"]
+    assert same["reselected_from"] == [trained["request"]]
+    assert same["learning_curve"] == trained["learning_curve"]
+    other = reselect_behaviour_policies("InvertedPendulum", tmp_path, action_noise=0.4)
+    assert other["request"]["action_noise"] == 0.4
+    assert other["learning_curve"] != trained["learning_curve"]
+    again = train_behaviour_policies(
+        "InvertedPendulum", tmp_path, seed=0, config=QUICK, action_noise=0.4, final_eval_episodes=3
+    )
+    assert again["status"] == "reused"
+    (directory / "checkpoints.npz").write_bytes(b"tampered")
+    with pytest.raises(ValueError, match="SHA-256"):
+        reselect_behaviour_policies("InvertedPendulum", tmp_path)
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_stored_policies_are_ordered_under_the_data_action_noise(name):
     if not (POLICY_DIR / name / "policies.json").exists():
         pytest.skip(f"no stored policies for {name}")
     policies, record = load_policies(name)
+    noise = action_noise_for(name)
+    assert noise > 0
+    assert record["request"]["action_noise"] == noise
     order = [lvl for lvl in ("simple", "medium", "expert") if lvl in policies]
     means = [record["levels"][lvl]["return_mean"] for lvl in order]
+    assert record["ordered_by_return"]
     assert all(a < b for a, b in zip(means, means[1:], strict=False))
-    # re-evaluate the best and worst stored level on two fresh episodes
-    hi = evaluate(f"{name}-v5", policies["expert"], [11, 12], horizon=1000)
-    lo = evaluate(f"{name}-v5", policies[order[0]], [11, 12], horizon=1000)
-    assert hi.mean() > lo.mean()
+    # roll every level out the way the offline datasets are, on fresh seeds
+    rolled = [
+        np.mean(
+            [
+                ep.episode_return
+                for ep in rollout_policy(
+                    name, policies[lvl], seed=99, level=lvl, n_episodes=3, action_noise=noise
+                )
+            ]
+        )
+        for lvl in order
+    ]
+    assert all(a < b for a, b in zip(rolled, rolled[1:], strict=False)), rolled
 
 
 def test_default_configs_cover_every_environment():
-    from pnc.data import ENVS
-
     assert set(DEFAULT_CONFIGS) == set(ENVS)
     with pytest.raises(ValueError):
         dataclasses.replace(QUICK, top_directions=5)

@@ -3,8 +3,9 @@
 These stand in for Minari's ``expert`` / ``medium`` / ``simple`` datasets when Minari's remote
 storage cannot be reached. Each level's policy (see :mod:`pnc.data.ars`) is rolled out with small
 Gaussian action noise (``action_noise`` times half the action range, clipped to the bounds; default
-per environment in :data:`DEFAULT_ACTION_NOISE`) from reset seeds named after ``(env, seed, level)``
-and written as ``pnc-offline/{env}/{level}-v0``.
+:func:`pnc.data.ars.action_noise_for`, the noise the levels were selected under, so the data's
+returns are ordered ``simple < medium < expert``) from reset seeds named after
+``(env, seed, level)`` and written as ``pnc-offline/{env}/{level}-v0``.
 The dataset metadata records the policy file hash, the ARS settings, the seeds and the returns.
 
 Command line::
@@ -24,16 +25,24 @@ from pathlib import Path
 import numpy as np
 
 from pnc.data import minari_io
-from pnc.data.ars import POLICY_DIR, LinearPolicy, load_policies
+from pnc.data.ars import (
+    DEFAULT_ACTION_NOISE,
+    FALLBACK_ACTION_NOISE,
+    POLICY_DIR,
+    LinearPolicy,
+    action_noise_for,
+    load_policies,
+)
 from pnc.data.envs import env_spec
 from pnc.data.minari_io import Episode
 from pnc.data.rng import numpy_rng
 
-#: Action-noise fraction used when none is given. The stored HalfCheetah gaits lose their return
-#: ordering under noise (the medium policy then falls over), so its data come from the
-#: deterministic policies, diversified by the seeded resets only.
-DEFAULT_ACTION_NOISE: dict[str, float] = {"HalfCheetah": 0.0}
-FALLBACK_ACTION_NOISE = 0.1
+__all__ = [
+    "DEFAULT_ACTION_NOISE",
+    "FALLBACK_ACTION_NOISE",
+    "make_offline_datasets",
+    "rollout_policy",
+]
 
 
 def rollout_policy(
@@ -136,9 +145,15 @@ def make_offline_datasets(
 
     spec = env_spec(name)
     if action_noise is None:
-        action_noise = DEFAULT_ACTION_NOISE.get(spec.name, FALLBACK_ACTION_NOISE)
+        action_noise = action_noise_for(spec.name)
     policy_dir = Path(policies) if policies is not None else POLICY_DIR
     loaded, record = load_policies(spec.name, policy_dir)
+    selected_noise = record["request"].get("action_noise")
+    if log is not None and selected_noise != action_noise:
+        log(
+            f"warning: the {spec.name} levels were selected under action noise {selected_noise}, "
+            f"the data use {action_noise}; their returns may not be ordered"
+        )
     summary = {
         "env": spec.name,
         "seed": int(seed),
@@ -197,7 +212,8 @@ def make_offline_datasets(
                     "ars_request": record["request"],
                     "ars_iteration": info["iteration"],
                     "ars_timesteps": info["timesteps"],
-                    "deterministic_return_mean": info["return_mean"],
+                    "selection_action_noise": selected_noise,
+                    "return_mean": info["return_mean"],
                 },
                 "n_episodes": n_eps,
                 "n_transitions": n_steps,
@@ -254,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         "--action-noise",
         type=float,
         default=None,
-        help=f"Gaussian action noise / half range (default {FALLBACK_ACTION_NOISE}; HalfCheetah 0)",
+        help="Gaussian action noise / half range (default: the noise the levels were selected "
+        f"under, {FALLBACK_ACTION_NOISE} unless pnc.data.ars.DEFAULT_ACTION_NOISE says otherwise)",
     )
     parser.add_argument("--force", action="store_true", help="replace datasets made differently")
     args = parser.parse_args(argv)
