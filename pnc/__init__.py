@@ -1,6 +1,13 @@
 """Perturb-and-Correct (P&C): post-hoc epistemic ensembles from one trained network."""
 
 from pnc.mlp import GaussianMLP, MLPConfig, forward, gaussian_nll, hidden_activations, init_params
+from pnc.perturb_correct import (
+    PnCConfig,
+    build_members,
+    perturbation_basis,
+    predict_members,
+    ridge_correction,
+)
 from pnc.predictive import Predictive, aleatoric_variance, epistemic_variance, mixture
 from pnc.train import (
     Standardizer,
@@ -15,11 +22,13 @@ from pnc.train import (
 __all__ = [
     "GaussianMLP",
     "MLPConfig",
+    "PnCConfig",
     "Predictive",
     "Standardizer",
     "TrainConfig",
     "TrainedModel",
     "aleatoric_variance",
+    "build_members",
     "epistemic_variance",
     "fit_params",
     "forward",
@@ -28,6 +37,9 @@ __all__ = [
     "init_params",
     "load_model",
     "mixture",
+    "perturbation_basis",
+    "predict_members",
+    "ridge_correction",
     "save_model",
     "train",
 ]

@@ -179,10 +179,10 @@ def _spd_solve(gram: Array, rhs: Array) -> Array:
     scale = jnp.where(diag > 0, jax.lax.rsqrt(jnp.where(diag > 0, diag, 1.0)), 1.0)
     scaled = gram * scale[:, None] * scale[None, :]
     chol = jnp.linalg.cholesky(scaled)
-    jitter = n * jnp.finfo(gram.dtype).eps
-    chol = jnp.where(
-        jnp.all(jnp.isfinite(chol)), chol, jnp.linalg.cholesky(scaled + jitter * jnp.eye(n))
-    )
+    # The retry depends on the first factor, so the two LAPACK calls never run concurrently (two
+    # independent factorisations in one XLA CPU program can deadlock its thread pool).
+    jitter = jnp.where(jnp.all(jnp.isfinite(chol)), 0.0, n * jnp.finfo(gram.dtype).eps)
+    chol = jnp.linalg.cholesky(scaled + jitter * jnp.eye(n, dtype=gram.dtype))
     inv_chol = _lower_triangular_inverse(chol)
 
     def solve(r):
