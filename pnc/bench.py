@@ -8,7 +8,11 @@ compile times are reported separately as ``*_compile_s``):
 - ``pnc_build_s``: P&C with 50 members, ``K = 20``, ``bootstrap_frac = 0.1`` on 50,000
   calibration rows, every hidden layer perturbed (:func:`pnc.perturb_correct.build_members`);
 - ``pnc_predict_s``: the 50 members on 10,000 inputs (:func:`pnc.perturb_correct.predict_members`);
-- ``pnc_build_over_train``: the post-hoc cost relative to training.
+- ``pnc_build_over_train``: the post-hoc cost relative to training;
+- ``methods``: per method ``train_s``, ``posthoc_s``, ``predict_s`` and ``total_over_base_train``
+  (:func:`pnc.methods.bench.benchmark_methods`, first calls, compilation included), and
+  ``pnc_over_deep_ensemble``: the whole cost of P&C (50 members) over that of the 5-member Deep
+  Ensemble. ``--no-methods`` skips this part.
 
 The reusable pieces (:func:`ant_sized_problem`, :func:`timed`, :func:`bench_pnc`) let other
 benchmark sections be merged into the same JSON document.
@@ -30,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pnc.methods.bench import benchmark_methods
 from pnc.mlp import MLPConfig
 from pnc.perturb_correct import PnCConfig, build_members, predict_members
 from pnc.train import Standardizer, TrainConfig, train
@@ -138,11 +143,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--cal-rows", type=int, default=50_000)
     parser.add_argument("--pred-rows", type=int, default=10_000)
     parser.add_argument("--member-chunk", type=int, default=None)
+    parser.add_argument(
+        "--no-methods",
+        action="store_true",
+        help="skip the per-method costs (pnc.methods.bench) and pnc_over_deep_ensemble",
+    )
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     result = {
         "environment": environment(),
-        "pnc": bench_pnc(
+        **bench_pnc(
             steps=args.steps,
             members=args.members,
             cal_rows=args.cal_rows,
@@ -150,6 +160,17 @@ def main(argv: list[str] | None = None) -> dict:
             member_chunk=args.member_chunk,
         ),
     }
+    if not args.no_methods:
+        print("timing every method (pnc.methods.bench) ...", file=sys.stderr, flush=True)
+        costs = benchmark_methods(
+            n_train=args.cal_rows,
+            n_predict=args.pred_rows,
+            steps=args.steps,
+            overrides={"pnc": {"n_members": args.members}},
+        )
+        result["methods"] = costs["methods"]
+        result["method_training_runs_s"] = costs["runs"]
+        result["pnc_over_deep_ensemble"] = costs["pnc_over_deep_ensemble"]
     text = json.dumps(result, indent=2, sort_keys=True)
     print(text)
     if args.out is not None:
