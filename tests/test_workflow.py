@@ -139,6 +139,23 @@ def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named)
     assert "Job stats" not in message  # rejected before any job is planned
 
 
+def test_behaviour_policies_are_trained_only_where_none_are_stored(workdir, tmp_path):
+    """Offline source: stored ARS policies are rolled out as they are; other envs train their own."""
+    config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
+    config["envs"] = ["InvertedPendulum", "Ant"]  # policies stored for the first only
+    path = tmp_path / "offline.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = _snakemake(workdir, "-n", "--configfile", str(path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _job_counts(proc.stdout).get("behaviour_policies") == 1
+    assert "pnc.data.ars Ant --out resources/policies" in proc.stdout
+    config["data"]["retrain_policies"] = True
+    path.write_text(yaml.safe_dump(config))
+    proc = _snakemake(workdir, "-n", "--configfile", str(path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _job_counts(proc.stdout).get("behaviour_policies") == 2
+
+
 def test_atomic_path_leaves_nothing_on_failure(tmp_path):
     target = tmp_path / "out" / "table.csv"
     with pytest.raises(RuntimeError), atomic_path(target) as tmp:

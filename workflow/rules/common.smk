@@ -42,6 +42,26 @@ wildcard_constraints:
 # ----------------------------------------------------------------------------- paths
 
 
+def policy_dir(env):
+    """Behaviour policies trained by the workflow, or None to use the stored copies in pnc/data."""
+    from pnc.data.ars import POLICY_DIR
+
+    stored = (POLICY_DIR / env / "policies.json").exists()
+    if stored and not DATA.get("retrain_policies", False):
+        return None
+    return f"resources/policies/{env}"
+
+
+def policy_input(wildcards):
+    path = policy_dir(wildcards.env)
+    return [] if path is None else [path]
+
+
+def policy_option(wildcards):
+    path = policy_dir(wildcards.env)
+    return "" if path is None else "--policies resources/policies"
+
+
 def splits_dir(wildcards):
     return f"resources/splits/{wildcards.env}/seed{wildcards.seed}"
 

@@ -3,13 +3,36 @@
 # under config data.minari_root; each dataset rule leaves a JSON record of what it made or found.
 
 
+rule behaviour_policies:
+    message:
+        "Train the ARS behaviour policies (expert/medium/simple) of {wildcards.env}"
+    output:
+        directory("resources/policies/{env}"),
+    params:
+        seed=DATA.get("seed", 0),
+    log:
+        "logs/behaviour_policies/{env}.log",
+    benchmark:
+        "benchmarks/behaviour_policies/{env}.tsv"
+    threads: THREADS["data"]
+    conda:
+        "../../envs/pnc.yaml"
+    shell:
+        "python -m pnc.workflow.pinned --threads {threads} -- "
+        "python -m pnc.data.ars {wildcards.env} --out resources/policies --seed {params.seed}"
+        " > {log:q} 2>&1"
+
+
 rule offline_data:
     message:
-        "Offline behaviour datasets (stored ARS policies) for {wildcards.env}"
+        "Offline behaviour datasets (ARS policies) for {wildcards.env}"
+    input:
+        policy_input,
     output:
         "resources/data/{env}/offline.json",
     params:
         root=MINARI_ROOT,
+        policies=policy_option,
         transitions=DATA.get("offline_transitions", 20000),
         seed=DATA.get("seed", 0),
     log:
@@ -22,7 +45,7 @@ rule offline_data:
     shell:
         "python -m pnc.workflow.pinned --threads {threads} -- "
         "python -m pnc.data.offline {wildcards.env} --minari-root {params.root:q}"
-        " --transitions {params.transitions} --seed {params.seed} --force"
+        " --transitions {params.transitions} --seed {params.seed} {params.policies} --force"
         " > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
 
