@@ -22,6 +22,7 @@ a partial file behind.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 import time
@@ -43,6 +44,8 @@ from pnc.train import TrainConfig
 
 #: Columns of the per-job metric tables and of ``results/results.csv``.
 RESULT_COLUMNS = ("env", "method", "config", "seed", "split", "metric", "value", "data_source")
+
+_LOG = logging.getLogger("pnc.workflow")
 
 
 @contextlib.contextmanager
@@ -231,6 +234,16 @@ def evaluate_run(
             rows.append((env, method_id, point.config_id, seed, split, metric, value, data_source))
         timings.append(
             {"config": point.config_id, "build_s": built - start, "predict_s": predicted - built}
+        )
+        _LOG.info(
+            "%s %s: configuration %d/%d (%s) built in %.1f s, evaluated in %.1f s",
+            env,
+            method_id,
+            len(timings),
+            len(points),
+            point.config_id,
+            built - start,
+            predicted - built,
         )
         del posterior
     frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))

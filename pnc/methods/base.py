@@ -112,12 +112,22 @@ class Method(Protocol):
         config_cls: frozen dataclass of the method's hyperparameters (all fields have defaults).
         training_fields: names of ``config_cls`` fields that change the training run.
         posthoc_fields: names of the fields that only change the post-hoc construction/sampling.
+        id_fields: the fields swept in the paper's grid, always shown in :meth:`config_id`.
     """
 
     id: ClassVar[str]
     config_cls: ClassVar[type]
     training_fields: ClassVar[tuple[str, ...]]
     posthoc_fields: ClassVar[tuple[str, ...]]
+    id_fields: ClassVar[tuple[str, ...]]
+
+    def make_config(self, overrides: Mapping[str, Any] | None = None) -> Any:
+        """A validated ``config_cls`` from defaults plus ``overrides`` (unknown keys raise)."""
+        ...
+
+    def config_id(self, config: Any) -> str:
+        """Stable readable id of a configuration, e.g. ``sigma=16,bootstrap_frac=0.1,ridge=0.0001``."""
+        ...
 
     def training_spec(self, config: Any) -> TrainingSpec:
         """The training run this configuration needs."""
