@@ -21,6 +21,7 @@ from pnc.data import minari_io
 from pnc.data.envs import env_spec
 from pnc.data.minari_io import Episode
 from pnc.data.rng import numpy_rng
+from pnc.data.rollout import collect_episodes
 
 
 def collect_random_episodes(
@@ -53,38 +54,15 @@ def collect_random_episodes(
     high = env.action_space.high.astype(np.float64)
     reset_rng = numpy_rng(spec.name, seed, "far", "reset")
     action_rng = numpy_rng(spec.name, seed, "far", "action")
-    episodes: list[Episode] = []
-    total = 0
     try:
-        while total < n_transitions:
-            reset_seed = int(reset_rng.integers(2**31 - 1))
-            obs, _ = env.reset(seed=reset_seed)
-            observations, actions, rewards, terms, truncs = [obs], [], [], [], []
-            while True:
-                action = action_rng.uniform(low, high).astype(np.float32)
-                obs, reward, terminated, truncated, _ = env.step(action)
-                observations.append(obs)
-                actions.append(action)
-                rewards.append(reward)
-                total += 1
-                cut = total >= n_transitions
-                terms.append(terminated)
-                truncs.append(truncated or (cut and not terminated))
-                if terminated or truncated or cut:
-                    break
-            episodes.append(
-                Episode(
-                    np.asarray(observations, np.float64),
-                    np.asarray(actions, np.float32),
-                    np.asarray(rewards, np.float64),
-                    np.asarray(terms, bool),
-                    np.asarray(truncs, bool),
-                    seed=reset_seed,
-                )
-            )
+        return collect_episodes(
+            env,
+            lambda obs: action_rng.uniform(low, high).astype(np.float32),
+            reset_rng,
+            n_transitions=n_transitions,
+        )
     finally:
         env.close()
-    return episodes
 
 
 def make_far_dataset(

@@ -36,6 +36,7 @@ from pnc.data.ars import (
 from pnc.data.envs import env_spec
 from pnc.data.minari_io import Episode
 from pnc.data.rng import numpy_rng
+from pnc.data.rollout import collect_episodes
 
 __all__ = [
     "DEFAULT_ACTION_NOISE",
@@ -85,39 +86,17 @@ def rollout_policy(
     scale = action_noise * (high - low) / 2.0
     reset_rng = numpy_rng(spec.name, seed, "offline", level, "reset")
     noise_rng = numpy_rng(spec.name, seed, "offline", level, "noise")
-    episodes: list[Episode] = []
-    total = 0
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        action = policy(obs) + scale * noise_rng.standard_normal(len(low))
+        return np.clip(action, low, high).astype(np.float32)
+
     try:
-        while (total if n_transitions is not None else len(episodes)) < budget:
-            reset_seed = int(reset_rng.integers(2**31 - 1))
-            obs, _ = env.reset(seed=reset_seed)
-            observations, actions, rewards, terms, truncs = [obs], [], [], [], []
-            while True:
-                action = policy(obs) + scale * noise_rng.standard_normal(len(low))
-                action = np.clip(action, low, high).astype(np.float32)
-                obs, reward, terminated, truncated, _ = env.step(action)
-                observations.append(obs)
-                actions.append(action)
-                rewards.append(reward)
-                total += 1
-                cut = n_transitions is not None and total >= n_transitions
-                terms.append(terminated)
-                truncs.append(truncated or (cut and not terminated))
-                if terminated or truncated or cut:
-                    break
-            episodes.append(
-                Episode(
-                    np.asarray(observations, np.float64),
-                    np.asarray(actions, np.float32),
-                    np.asarray(rewards, np.float64),
-                    np.asarray(terms, bool),
-                    np.asarray(truncs, bool),
-                    seed=reset_seed,
-                )
-            )
+        return collect_episodes(
+            env, act, reset_rng, n_transitions=n_transitions, n_episodes=n_episodes
+        )
     finally:
         env.close()
-    return episodes
 
 
 def make_offline_datasets(
