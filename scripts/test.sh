@@ -8,5 +8,6 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[test]"
+export PATH="$PWD/.venv/bin:$PATH"  # workflow jobs run `python -m pnc...`
 .venv/bin/ruff check .
 .venv/bin/python -m pytest "$@"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,6 @@ RULES = ROOT / "workflow" / "rules" / "report.smk"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("snakemake") is None, reason="snakemake is not on PATH")
 def test_report_rules_run_and_build_html_report(tmp_path):
     env = "InvertedPendulum-v5"
     results, all_configs = make_results(envs=(env,), no_mid=(env,), seeds=(0, 1))
@@ -30,6 +28,8 @@ def test_report_rules_run_and_build_html_report(tmp_path):
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     run_env = dict(os.environ, PATH=path)
     cmd = [
+        sys.executable,
+        "-m",
         "snakemake",
         "--cores",
         "1",

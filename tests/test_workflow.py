@@ -37,7 +37,12 @@ def _snakemake(cwd: Path, *args: str, timeout: int = 120) -> subprocess.Complete
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        # the jobs' `python` must be the interpreter running the tests (with pnc installed)
+        env={
+            **os.environ,
+            "PYTHONWARNINGS": "ignore",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
     )
 
 
