@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import flax.serialization
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from pnc.io import load_pytree, read_json, save_pytree, write_json
 from pnc.mlp import GaussianMLP, MLPConfig, Params, forward, gaussian_nll, init_params
 
 Array = jax.Array
@@ -223,39 +222,45 @@ def train(
 # ----------------------------------------------------------------------------- persistence
 
 
+def model_state(model: TrainedModel) -> dict:
+    """The arrays of ``model`` as a plain pytree: ``{"params", "x_norm", "y_norm"}``."""
+    return {
+        "params": model.params,
+        "x_norm": {"mean": model.x_norm.mean, "std": model.x_norm.std},
+        "y_norm": {"mean": model.y_norm.mean, "std": model.y_norm.std},
+    }
+
+
+def model_from_state(config: MLPConfig, state: dict) -> TrainedModel:
+    """Inverse of :func:`model_state` (leaves converted to ``jax.Array``)."""
+    state = jax.tree.map(jnp.asarray, state)
+    return TrainedModel(
+        config,
+        state["params"],
+        Standardizer(state["x_norm"]["mean"], state["x_norm"]["std"]),
+        Standardizer(state["y_norm"]["mean"], state["y_norm"]["std"]),
+    )
+
+
 def save_model(model: TrainedModel, directory: str | Path, extra: dict | None = None) -> None:
     """Write ``params.msgpack`` (flax msgpack: params and standardisers) and ``meta.json``.
 
     ``extra`` is stored under the ``"extra"`` key of ``meta.json`` (e.g. the training config).
     """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    state = {
-        "params": jax.tree.map(np.asarray, model.params),
-        "x_norm": {"mean": np.asarray(model.x_norm.mean), "std": np.asarray(model.x_norm.std)},
-        "y_norm": {"mean": np.asarray(model.y_norm.mean), "std": np.asarray(model.y_norm.std)},
-    }
-    (directory / "params.msgpack").write_bytes(flax.serialization.msgpack_serialize(state))
+    save_pytree(directory / "params.msgpack", model_state(model))
     meta = {
         "in_dim": model.in_dim,
         "out_dim": model.out_dim,
         "model_config": model.config.to_dict(),
         "extra": extra or {},
     }
-    (directory / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+    write_json(directory / "meta.json", meta)
 
 
 def load_model(directory: str | Path) -> tuple[TrainedModel, dict]:
     """Inverse of :func:`save_model`; returns ``(model, meta)``."""
     directory = Path(directory)
-    meta = json.loads((directory / "meta.json").read_text())
-    state = flax.serialization.msgpack_restore((directory / "params.msgpack").read_bytes())
-    config = MLPConfig.from_dict(meta["model_config"])
-    params = jax.tree.map(jnp.asarray, state["params"])
-    model = TrainedModel(
-        config,
-        params,
-        Standardizer(jnp.asarray(state["x_norm"]["mean"]), jnp.asarray(state["x_norm"]["std"])),
-        Standardizer(jnp.asarray(state["y_norm"]["mean"]), jnp.asarray(state["y_norm"]["std"])),
-    )
-    return model, meta
+    meta = read_json(directory / "meta.json")
+    state = load_pytree(directory / "params.msgpack", as_jax=False)
+    return model_from_state(MLPConfig.from_dict(meta["model_config"]), state), meta

@@ -25,7 +25,7 @@ import jax
 from pnc.io import load_pytree, read_json, save_pytree, write_json
 from pnc.mlp import MLPConfig
 from pnc.predictive import Predictive
-from pnc.train import Standardizer, TrainConfig, TrainedModel
+from pnc.train import TrainConfig, TrainedModel, model_from_state, model_state
 
 Array = jax.Array
 
@@ -71,13 +71,7 @@ class TrainingRun:
         """Write ``run.msgpack`` (params, standardisers, extras) and ``run.json``; never pickles."""
         directory = Path(directory)
         save_pytree(
-            directory / "run.msgpack",
-            {
-                "params": self.model.params,
-                "x_norm": {"mean": self.model.x_norm.mean, "std": self.model.x_norm.std},
-                "y_norm": {"mean": self.model.y_norm.mean, "std": self.model.y_norm.std},
-                "extras": dict(self.extras),
-            },
+            directory / "run.msgpack", {**model_state(self.model), "extras": dict(self.extras)}
         )
         write_json(
             directory / "run.json",
@@ -93,12 +87,7 @@ class TrainingRun:
         directory = Path(directory)
         info = read_json(directory / "run.json")
         tree = load_pytree(directory / "run.msgpack")
-        model = TrainedModel(
-            MLPConfig.from_dict(info["model_config"]),
-            tree["params"],
-            Standardizer(tree["x_norm"]["mean"], tree["x_norm"]["std"]),
-            Standardizer(tree["y_norm"]["mean"], tree["y_norm"]["std"]),
-        )
+        model = model_from_state(MLPConfig.from_dict(info["model_config"]), tree)
         spec = TrainingSpec(info["spec"]["kind"], tuple(tuple(o) for o in info["spec"]["options"]))
         return cls(spec, model, tree.get("extras", {}) or {}, info.get("meta", {}))
 
