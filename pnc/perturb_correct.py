@@ -173,14 +173,18 @@ def _spd_solve(gram: Array, rhs: Array) -> Array:
     many right-hand sides), then one step of iterative refinement against the unscaled system. If
     the factorisation breaks down (a Gram made indefinite by rounding) it is retried with a jitter
     of ``n * eps`` on the unit diagonal.
+
+    The two Cholesky factorisations are the only LAPACK calls, and the second depends on the first.
+    Under ``vmap`` they become batched LAPACK calls, which jaxlib 0.10 spreads over XLA's CPU thread
+    pool while the calling pool thread blocks; as many independent batched calls as the pool has
+    threads would wait on each other forever. Keeping every batched LAPACK call in a single chain
+    (and the triangular inverse free of LAPACK) rules that out.
     """
     n = gram.shape[0]
     diag = jnp.diagonal(gram)
     scale = jnp.where(diag > 0, jax.lax.rsqrt(jnp.where(diag > 0, diag, 1.0)), 1.0)
     scaled = gram * scale[:, None] * scale[None, :]
     chol = jnp.linalg.cholesky(scaled)
-    # The retry depends on the first factor, so the two LAPACK calls never run concurrently (two
-    # independent factorisations in one XLA CPU program can deadlock its thread pool).
     jitter = jnp.where(jnp.all(jnp.isfinite(chol)), 0.0, n * jnp.finfo(gram.dtype).eps)
     chol = jnp.linalg.cholesky(scaled + jitter * jnp.eye(n, dtype=gram.dtype))
     inv_chol = _lower_triangular_inverse(chol)
@@ -192,19 +196,50 @@ def _spd_solve(gram: Array, rhs: Array) -> Array:
     return out + solve(rhs - gram @ out)
 
 
+_LEAF = 16  # size of the diagonal blocks inverted by forward substitution
+
+
 def _lower_triangular_inverse(lower: Array) -> Array:
-    """``L^{-1}`` of a lower-triangular ``[n, n]`` matrix: ``[[A, 0], [C, D]]^{-1} =
-    [[A^{-1}, 0], [-D^{-1} C A^{-1}, D^{-1}]]``, recursing down to 16 x 16 triangular solves."""
+    """``L^{-1}`` of a lower-triangular ``[n, n]`` matrix with a non-zero diagonal.
+
+    ``L`` is padded with an identity block to a multiple of 16; all diagonal ``16 x 16`` blocks
+    are inverted together by forward substitution, and the blocks are joined by the recursion
+    ``[[A, 0], [C, D]]^{-1} = [[A^{-1}, 0], [-D^{-1} C A^{-1}, D^{-1}]]`` (split points on block
+    boundaries). Elementwise arithmetic and matrix products only: no LAPACK call.
+    """
     n = lower.shape[0]
-    if n <= 16:
-        eye = jnp.eye(n, dtype=lower.dtype)
-        return jax.lax.linalg.triangular_solve(lower, eye, left_side=True, lower=True)
-    k = n // 2
-    a_inv = _lower_triangular_inverse(lower[:k, :k])
-    d_inv = _lower_triangular_inverse(lower[k:, k:])
-    return jnp.block(
-        [[a_inv, jnp.zeros((k, n - k), lower.dtype)], [-(d_inv @ (lower[k:, :k] @ a_inv)), d_inv]]
-    )
+    pad = -n % _LEAF
+    padded = jnp.pad(lower, ((0, pad), (0, pad)))
+    if pad:
+        unit = jnp.concatenate([jnp.zeros(n, lower.dtype), jnp.ones(pad, lower.dtype)])
+        padded = padded + jnp.diag(unit)
+    n_blocks = (n + pad) // _LEAF
+    tiles = padded.reshape(n_blocks, _LEAF, n_blocks, _LEAF)
+    leaves = _unit_block_inverses(tiles[jnp.arange(n_blocks), :, jnp.arange(n_blocks), :])
+
+    def join(lo: int, hi: int) -> Array:  # inverse of the diagonal block rows/cols [lo, hi)
+        if hi - lo == 1:
+            return leaves[lo]
+        mid = (lo + hi + 1) // 2
+        a_inv, d_inv = join(lo, mid), join(mid, hi)
+        c = padded[mid * _LEAF : hi * _LEAF, lo * _LEAF : mid * _LEAF]
+        zeros = jnp.zeros((a_inv.shape[0], d_inv.shape[1]), lower.dtype)
+        return jnp.block([[a_inv, zeros], [-(d_inv @ (c @ a_inv)), d_inv]])
+
+    return join(0, n_blocks)[:n, :n]
+
+
+def _unit_block_inverses(blocks: Array) -> Array:
+    """Inverses of lower-triangular blocks ``[k, b, b]`` by row-wise forward substitution:
+    row ``i`` of ``X = L^{-1}`` is ``(e_i - L[i, :i] X[:i]) / L[i, i]``."""
+    b = blocks.shape[-1]
+    eye = jnp.eye(b, dtype=blocks.dtype)
+    inv = jnp.zeros_like(blocks)
+    for i in range(b):
+        known = jnp.einsum("kj,kjc->kc", blocks[:, i, :i], inv[:, :i, :])  # L[i, :i] X[:i]
+        row = (eye[i] - known) / blocks[:, i, i, None]
+        inv = inv.at[:, i, :].set(row)
+    return inv
 
 
 # ----------------------------------------------------------------------------- perturbations

@@ -4,13 +4,9 @@
 # methods, reduced grids) and its report. Extra arguments go to snakemake (e.g. --cores 4, -n).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY="${PYTHON:-python3.11}"
-command -v "$PY" >/dev/null 2>&1 || PY=python3
-"$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
+source scripts/venv.sh
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import pnc, snakemake' >/dev/null 2>&1; then
-    [ -x .venv/bin/python ] || "$PY" -m venv .venv
-    .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e .
+    setup_venv "."
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 snakemake --cores "${CORES:-2}" --configfile config/quick.yaml "$@"

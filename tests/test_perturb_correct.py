@@ -312,3 +312,14 @@ def test_toy_correction_lowers_in_distribution_error(toy):
     base = rmse(forward(model.params, x_cal, model.config)[0])
     assert errs[True] < 0.5 * errs[False], errs
     assert errs[True] < 2.0 * base + 0.05, (errs, base)
+
+
+@pytest.mark.parametrize("n", [1, 7, 16, 17, 40, 65, 130])
+def test_lower_triangular_inverse_matches_numpy(n):
+    from pnc.perturb_correct import _lower_triangular_inverse
+
+    a = np.random.default_rng(n).normal(size=(n, n))
+    lower = np.linalg.cholesky(a @ a.T + n * np.eye(n)).astype(np.float32)
+    inv = np.asarray(jax.jit(_lower_triangular_inverse)(jnp.asarray(lower)))
+    assert np.array_equal(inv, np.tril(inv))
+    np.testing.assert_allclose(inv, np.linalg.inv(lower.astype(np.float64)), atol=1e-5, rtol=1e-4)

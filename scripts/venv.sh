@@ -1,0 +1,11 @@
+# Sourced by quick.sh and test.sh: create .venv with Python 3.11 if missing and install the
+# project's pinned dependencies into it. Usage: setup_venv SPEC (e.g. "." or ".[test]").
+setup_venv() {
+    local py="${PYTHON:-python3.11}"
+    command -v "$py" >/dev/null 2>&1 || py=python3
+    "$py" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
+    [ -x .venv/bin/python ] || "$py" -m venv .venv
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e "$1"
+    export PATH="$PWD/.venv/bin:$PATH"  # workflow jobs run `python -m pnc...`
+}
