@@ -25,6 +25,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from pnc._linalg import cholesky_and_inverse
 from pnc.mlp import MLPConfig, Params, forward, hidden_activations
 from pnc.predictive import Predictive
 
@@ -120,7 +121,8 @@ def ridge_correction(
     diagonal, factorised by Cholesky and refined by one step of iterative refinement. When
     ``B <= d + 1`` the equivalent ``B x B`` dual system ``X_v (X_v X_v^T + ridge I)^{-1} E`` is
     solved instead; with ``ridge = 0`` it gives the minimum-norm change that interpolates the
-    calibration targets. Pure and shape-static: works under ``jit``, ``vmap`` and autodiff.
+    calibration targets. Pure and shape-static: works under ``jit``, ``vmap`` and forward-mode
+    autodiff (``jvp``, ``jacfwd``).
 
     Args:
         h_cal: original post-activations on the correction subset, ``[B, d]``.
@@ -165,81 +167,45 @@ def ridge_correction(
     return kernel_new, bias_new
 
 
+_MAX_JITTER = 1e4  # the largest jitter tried, in units of n * eps
+
+
+@jax.jit  # eager callers then reuse one compiled solve per shape (the loops inside are traced)
 def _spd_solve(gram: Array, rhs: Array) -> Array:
     """Solve ``gram @ out = rhs`` for symmetric positive definite ``gram [n, n]``, ``rhs [n, q]``.
 
-    Jacobi scaling to unit diagonal, Cholesky ``LL^T``, and the explicit inverse of ``L`` by blocked
-    recursion (matrix products only: XLA's CPU triangular solve is an order of magnitude slower for
-    many right-hand sides), then one step of iterative refinement against the unscaled system. If
-    the factorisation breaks down (a Gram made indefinite by rounding) it is retried with a jitter
-    of ``n * eps`` on the unit diagonal.
-
-    The two Cholesky factorisations are the only LAPACK calls, and the second depends on the first.
-    Under ``vmap`` they become batched LAPACK calls, which jaxlib 0.10 spreads over XLA's CPU thread
-    pool while the calling pool thread blocks; as many independent batched calls as the pool has
-    threads would wait on each other forever. Keeping every batched LAPACK call in a single chain
-    (and the triangular inverse free of LAPACK) rules that out.
+    Jacobi scaling to unit diagonal, the Cholesky factor and its explicit inverse
+    (:func:`pnc._linalg.cholesky_and_inverse`: matrix products only, no LAPACK call, so the
+    member-vmapped solves never wait on XLA's CPU thread pool), then one step of iterative
+    refinement against the unscaled system. A Gram formed in float32 can come out indefinite at
+    the rounding level; the factorisation is then redone with a jitter on the unit diagonal,
+    ``n * eps`` first and ten times more on each further failure (at most five retries; the
+    refinement step against the unjittered system removes the jitter's first-order effect).
     """
     n = gram.shape[0]
     diag = jnp.diagonal(gram)
     scale = jnp.where(diag > 0, jax.lax.rsqrt(jnp.where(diag > 0, diag, 1.0)), 1.0)
     scaled = gram * scale[:, None] * scale[None, :]
-    chol = jnp.linalg.cholesky(scaled)
-    jitter = jnp.where(jnp.all(jnp.isfinite(chol)), 0.0, n * jnp.finfo(gram.dtype).eps)
-    chol = jnp.linalg.cholesky(scaled + jitter * jnp.eye(n, dtype=gram.dtype))
-    inv_chol = _lower_triangular_inverse(chol)
+    eye = jnp.eye(n, dtype=gram.dtype)
+    unit = n * jnp.finfo(gram.dtype).eps
+
+    def failed(state):
+        inv, jitter = state
+        return ~jnp.all(jnp.isfinite(inv)) & (jitter <= _MAX_JITTER * unit)
+
+    def attempt(state):  # jitter 0 first, then unit, 10 unit, ...
+        _, jitter = state
+        inv = cholesky_and_inverse(scaled + jitter * eye)[1]
+        return inv, jnp.where(jitter == 0, unit, 10 * jitter).astype(gram.dtype)
+
+    start = (jnp.full_like(gram, jnp.nan), jnp.zeros((), gram.dtype))
+    inv_chol, _ = jax.lax.while_loop(failed, attempt, start)
 
     def solve(r):
         return scale[:, None] * (inv_chol.T @ (inv_chol @ (scale[:, None] * r)))
 
     out = solve(rhs)
     return out + solve(rhs - gram @ out)
-
-
-_LEAF = 16  # size of the diagonal blocks inverted by forward substitution
-
-
-def _lower_triangular_inverse(lower: Array) -> Array:
-    """``L^{-1}`` of a lower-triangular ``[n, n]`` matrix with a non-zero diagonal.
-
-    ``L`` is padded with an identity block to a multiple of 16; all diagonal ``16 x 16`` blocks
-    are inverted together by forward substitution, and the blocks are joined by the recursion
-    ``[[A, 0], [C, D]]^{-1} = [[A^{-1}, 0], [-D^{-1} C A^{-1}, D^{-1}]]`` (split points on block
-    boundaries). Elementwise arithmetic and matrix products only: no LAPACK call.
-    """
-    n = lower.shape[0]
-    pad = -n % _LEAF
-    padded = jnp.pad(lower, ((0, pad), (0, pad)))
-    if pad:
-        unit = jnp.concatenate([jnp.zeros(n, lower.dtype), jnp.ones(pad, lower.dtype)])
-        padded = padded + jnp.diag(unit)
-    n_blocks = (n + pad) // _LEAF
-    tiles = padded.reshape(n_blocks, _LEAF, n_blocks, _LEAF)
-    leaves = _unit_block_inverses(tiles[jnp.arange(n_blocks), :, jnp.arange(n_blocks), :])
-
-    def join(lo: int, hi: int) -> Array:  # inverse of the diagonal block rows/cols [lo, hi)
-        if hi - lo == 1:
-            return leaves[lo]
-        mid = (lo + hi + 1) // 2
-        a_inv, d_inv = join(lo, mid), join(mid, hi)
-        c = padded[mid * _LEAF : hi * _LEAF, lo * _LEAF : mid * _LEAF]
-        zeros = jnp.zeros((a_inv.shape[0], d_inv.shape[1]), lower.dtype)
-        return jnp.block([[a_inv, zeros], [-(d_inv @ (c @ a_inv)), d_inv]])
-
-    return join(0, n_blocks)[:n, :n]
-
-
-def _unit_block_inverses(blocks: Array) -> Array:
-    """Inverses of lower-triangular blocks ``[k, b, b]`` by row-wise forward substitution:
-    row ``i`` of ``X = L^{-1}`` is ``(e_i - L[i, :i] X[:i]) / L[i, i]``."""
-    b = blocks.shape[-1]
-    eye = jnp.eye(b, dtype=blocks.dtype)
-    inv = jnp.zeros_like(blocks)
-    for i in range(b):
-        known = jnp.einsum("kj,kjc->kc", blocks[:, i, :i], inv[:, :i, :])  # L[i, :i] X[:i]
-        row = (eye[i] - known) / blocks[:, i, i, None]
-        inv = inv.at[:, i, :].set(row)
-    return inv
 
 
 # ----------------------------------------------------------------------------- perturbations

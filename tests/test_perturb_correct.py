@@ -315,11 +315,23 @@ def test_toy_correction_lowers_in_distribution_error(toy):
 
 
 @pytest.mark.parametrize("n", [1, 7, 16, 17, 40, 65, 130])
-def test_lower_triangular_inverse_matches_numpy(n):
-    from pnc.perturb_correct import _lower_triangular_inverse
+def test_blocked_cholesky_and_inverse_match_numpy(n):
+    from pnc._linalg import cholesky_and_inverse
 
     a = np.random.default_rng(n).normal(size=(n, n))
-    lower = np.linalg.cholesky(a @ a.T + n * np.eye(n)).astype(np.float32)
-    inv = np.asarray(jax.jit(_lower_triangular_inverse)(jnp.asarray(lower)))
-    assert np.array_equal(inv, np.tril(inv))
-    np.testing.assert_allclose(inv, np.linalg.inv(lower.astype(np.float64)), atol=1e-5, rtol=1e-4)
+    spd = a @ a.T + n * np.eye(n)
+    chol, inv = jax.jit(cholesky_and_inverse)(jnp.asarray(spd, jnp.float32))
+    chol, inv = np.asarray(chol), np.asarray(inv)
+    assert np.array_equal(chol, np.tril(chol)) and np.array_equal(inv, np.tril(inv))
+    ref = np.linalg.cholesky(spd)
+    np.testing.assert_allclose(chol, ref, atol=1e-4 * np.abs(ref).max(), rtol=1e-4)
+    np.testing.assert_allclose(inv, np.linalg.inv(ref), atol=1e-5, rtol=1e-4)
+
+
+def test_blocked_cholesky_flags_an_indefinite_matrix():
+    from pnc._linalg import cholesky_and_inverse
+
+    m = np.eye(20, dtype=np.float32)
+    m[17, 17] = -1.0
+    chol, inv = cholesky_and_inverse(jnp.asarray(m))
+    assert not np.all(np.isfinite(np.asarray(chol))) and not np.all(np.isfinite(np.asarray(inv)))
