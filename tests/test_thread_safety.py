@@ -1,12 +1,12 @@
 """P&C builds never stall the XLA CPU thread pool.
 
 jaxlib 0.10 runs every *batched* LAPACK call (Cholesky, triangular solve, ...) by splitting the
-batch over XLA's intra-op thread pool and blocking until the pieces finish. When as many such
-calls run at once as the pool has threads, all of them wait on work that no free thread can pick
-up, and the program hangs. ``build_members`` vmaps its ridge solves over members, so they use no
-LAPACK call at all (``pnc._linalg``). On a two-thread pool the old solve (independent batched triangular
-solves) hung in roughly one README example run out of five; repeating the build many times in a subprocess with
-a deadline turns such a hang into a test failure instead of a stalled test run.
+batch over XLA's intra-op thread pool and blocking until the pieces finish. When as many such calls
+run at once as the pool has threads, all of them wait on work that no free thread can pick up, and
+the program hangs. ``build_members`` vmaps its ridge solves over members, so they use no LAPACK call
+at all (``pnc._linalg``). On a two-thread pool the earlier solve (independent batched triangular
+solves) hung in roughly one README example run out of five; repeating the build many times in a
+subprocess with a deadline turns such a hang into a test failure instead of a stalled test run.
 """
 
 import os
