@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from synthetic_results import make_results
 
-from pnc import figures as fg
-from pnc import stats as st
+from pnc.report import figures as fg
+from pnc.report import stats as st
 
 
 @pytest.fixture(scope="module")

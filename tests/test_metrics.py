@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from pnc import metrics
-from pnc.evaluate import evaluate_splits, summarise_split
 from pnc.predictive import Predictive
-from pnc.selection import apply_selection, select
-from pnc.study import RESULT_COLUMNS
+from pnc.study import metrics
+from pnc.study.evaluate import evaluate_splits, summarise_split
+from pnc.study.selection import apply_selection, select
+from pnc.study.stages import RESULT_COLUMNS
 from pnc.train import Standardizer
 
 

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sps
 from synthetic_results import make_results
 
-from pnc import stats as st
+from pnc.report import stats as st
 
 
 def _table(

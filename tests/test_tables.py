@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from synthetic_results import make_results
 
-from pnc import stats as st
-from pnc import tables as tb
+from pnc.report import stats as st
+from pnc.report import tables as tb
 
 ENVS = ("Ant-v5", "Hopper-v5", "Swimmer-v5")
 

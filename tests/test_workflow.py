@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from pnc.study import atomic_path
+from pnc.io import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

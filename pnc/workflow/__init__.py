@@ -1,7 +1,7 @@
 """Thin command-line entry points of the Snakemake workflow (``python -m pnc.workflow.<stage>``).
 
-Each stage module only parses arguments and calls a function of :mod:`pnc.study` or
-:mod:`pnc.selection`. :func:`limit_threads` makes a job use the number of cores Snakemake gave it
+Each stage module only parses arguments and calls a function of :mod:`pnc.study.stages` or
+:mod:`pnc.study.selection`. :func:`limit_threads` makes a job use the number of cores Snakemake gave it
 (``threads:``). XLA ignores ``OMP_NUM_THREADS`` and, on this JAX version, also runs a training
 scan on two busy threads whatever ``XLA_FLAGS`` say, so the process is pinned to ``n`` CPUs
 (``os.sched_setaffinity``); concurrent jobs on one machine claim distinct CPUs through lock files.

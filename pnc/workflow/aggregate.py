@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     log = setup_logging()
 
-    from pnc.selection import concatenate_outputs
+    from pnc.study.selection import concatenate_outputs
 
     sizes = concatenate_outputs(args.all_configs, args.results, args.selection, args.out_dir)
     log.info("wrote %s", sizes)

@@ -1,7 +1,7 @@
 """Select per (env, method) and write the results tables: ``python -m pnc.workflow.select``.
 
 Reads per-job metric CSVs and writes ``all_configs.csv``, ``results.csv`` and ``selection.json``
-(see :mod:`pnc.selection`).
+(see :mod:`pnc.study.selection`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     log = setup_logging()
 
-    from pnc.selection import select_and_write
+    from pnc.study.selection import select_and_write
 
     selection = select_and_write(
         args.tables,

@@ -1,11 +1,11 @@
 # Config -> targets. Everything here is derived from `config` (validated against
-# workflow/schemas/config.schema.yaml); method grids are expanded with pnc.grid, so an unknown
+# workflow/schemas/config.schema.yaml); method grids are expanded with pnc.study.grid, so an unknown
 # hyperparameter fails while the DAG is built, before any job runs.
 
 import json
 import re
 
-from pnc import grid as pnc_grid
+from pnc.study import grid as pnc_grid
 
 
 def _check_methods():

@@ -65,7 +65,7 @@ rule minari_data:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.fetch {wildcards.env} --threads {threads} --minari-root {params.root:q} {params.download}"
+        "python -m pnc.workflow.minari_data {wildcards.env} --threads {threads} --minari-root {params.root:q} {params.download}"
         " --out {output:q} > {log:q} 2>&1"
 
 

@@ -6,7 +6,7 @@
 # The Snakefile includes this file and lists `report_targets()` in `rule all`; the environments
 # come from `config["envs"]` (names as in the `env` column of the results tables). Every output that
 # belongs in `snakemake --report report.html` is wrapped in report(...) with a caption from
-# workflow/report/. The rules are thin: they call `python -m pnc.stats` and `python -m pnc.figures`
+# workflow/report/. The rules are thin: they call `python -m pnc.report.stats` and `python -m pnc.report.figures`
 # (pandas, numpy and matplotlib only; OMP_NUM_THREADS sizes the OpenBLAS pool to the rule's
 # threads).
 
@@ -67,7 +67,7 @@ rule report_tables:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "OMP_NUM_THREADS={threads} python -m pnc.stats {input:q} --out {params.out:q}"
+        "OMP_NUM_THREADS={threads} python -m pnc.report.stats {input:q} --out {params.out:q}"
         " > {log:q} 2>&1"
 
 
@@ -95,7 +95,7 @@ rule report_frontier_overview:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "OMP_NUM_THREADS={threads} python -m pnc.figures frontier {input:q}"
+        "OMP_NUM_THREADS={threads} python -m pnc.report.figures frontier {input:q}"
         " --out {params.stem:q} > {log:q} 2>&1"
 
 
@@ -125,7 +125,7 @@ rule report_frontier:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "OMP_NUM_THREADS={threads} python -m pnc.figures frontier {input:q} --env {wildcards.env:q}"
+        "OMP_NUM_THREADS={threads} python -m pnc.report.figures frontier {input:q} --env {wildcards.env:q}"
         " --out {params.stem:q} > {log:q} 2>&1"
 
 
@@ -155,5 +155,5 @@ rule report_metrics:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "OMP_NUM_THREADS={threads} python -m pnc.figures metrics {input:q} --env {wildcards.env:q}"
+        "OMP_NUM_THREADS={threads} python -m pnc.report.figures metrics {input:q} --env {wildcards.env:q}"
         " --out {params.stem:q} > {log:q} 2>&1"

@@ -8,8 +8,8 @@ clock including compilation, i.e. what one workflow job pays; the methods sharin
 
 Usage::
 
-    python -m pnc.methods.bench                      # full size, prints JSON
-    python -m pnc.methods.bench --n-train 2000 --n-predict 500 --steps 200 --hidden 32 32
+    python -m pnc.bench.method_costs                      # full size, prints JSON
+    python -m pnc.bench.method_costs --n-train 2000 --n-predict 500 --steps 200 --hidden 32 32
 """
 
 from __future__ import annotations

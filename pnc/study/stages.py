@@ -3,11 +3,11 @@
 The Snakemake workflow calls each stage through a thin entry point (``python -m pnc.workflow.<stage>``):
 
 1. :func:`train_run` -- one training run per (env, seed, run id) on the ``train`` split; the run is
-   shared by every configuration whose differing hyperparameters are post-hoc (:mod:`pnc.grid`).
+   shared by every configuration whose differing hyperparameters are post-hoc (:mod:`pnc.study.grid`).
 2. :func:`evaluate_run` -- for one (env, seed, method, run): post-hoc construction of every
    configuration using that run, prediction on ``val`` and every evaluation split, metric rows
-   (:mod:`pnc.evaluate`). Posteriors are never written to disk.
-3. selection and the results tables: :mod:`pnc.selection`.
+   (:mod:`pnc.study.evaluate`). Posteriors are never written to disk.
+3. selection and the results tables: :mod:`pnc.study.selection`.
 
 Randomness is a pure function of names (:func:`pnc.keys.derive_key`): training uses
 ``derive_key(env, seed, run_id, "train")``; construction and sampling use
@@ -21,12 +21,11 @@ a partial file behind.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,38 +34,17 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from pnc import grid
-from pnc.evaluate import EVAL_SPLITS, metric_rows, summarise_split
 from pnc.keys import derive_key
 from pnc.methods.base import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig
+from pnc.study import grid
+from pnc.study.evaluate import EVAL_SPLITS, metric_rows, summarise_split
 from pnc.train import TrainConfig
 
 #: Columns of the per-job metric tables and of ``results/results.csv``.
 RESULT_COLUMNS = ("env", "method", "config", "seed", "split", "metric", "value", "data_source")
 
 _LOG = logging.getLogger("pnc.workflow")
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
-    """Write ``frame`` as CSV atomically (no index; floats written losslessly)."""
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False, float_format="%.10g")
 
 
 def load_split_arrays(
@@ -104,7 +82,7 @@ def train_run(
 
     Args:
         env, seed: which splits (and the key ``derive_key(env, seed, spec.run_id, "train")``).
-        spec: the training run (``pnc.grid`` derives it from a method configuration).
+        spec: the training run (``pnc.study.grid`` derives it from a method configuration).
         splits_dir: directory holding ``splits.npz`` + ``manifest.json``.
         out_dir: where the run is written.
         model: ``MLPConfig`` fields except ``out_dim`` (e.g. ``{"hidden": [200, 200, 200, 200]}``).

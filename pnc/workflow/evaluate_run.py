@@ -1,4 +1,4 @@
-"""Evaluate every configuration of one (env, seed, method, run): ``python -m pnc.workflow.evaluate``.
+"""Evaluate every configuration of one (env, seed, method, run): ``python -m pnc.workflow.evaluate_run``.
 
 See :func:`pnc.study.evaluate_run`; writes one long CSV of metric rows.
 """
@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> None:
         cpus,
     )
 
-    from pnc.study import evaluate_run, write_csv
+    from pnc.io import write_csv
+    from pnc.study.stages import evaluate_run
 
     frame, timings = evaluate_run(
         env=args.env,

@@ -14,8 +14,8 @@ Every method has its own colour (Okabe-Ito, colour-blind safe), marker, line sty
 
 CLI::
 
-    python -m pnc.figures frontier results/all_configs.csv --out figures/frontier/Ant-v5 --env Ant-v5
-    python -m pnc.figures metrics results/results.csv --out figures/metrics/Ant-v5 --env Ant-v5
+    python -m pnc.report.figures frontier results/all_configs.csv --out figures/frontier/Ant-v5 --env Ant-v5
+    python -m pnc.report.figures metrics results/results.csv --out figures/metrics/Ant-v5 --env Ant-v5
 
 write ``STEM.pdf`` and ``STEM.png`` (``--env`` may repeat; omitted = every environment).
 """
@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from pnc import stats as st  # noqa: E402
+from pnc.report import stats as st  # noqa: E402
 
 #: Per-method style: colour, marker, line style and hatch (distinct in every channel).
 METHOD_STYLE: dict[str, dict[str, object]] = {
@@ -311,7 +311,7 @@ def frontier_figure(all_configs: pd.DataFrame, envs: Sequence[str] | None = None
     """The ID/OOD frontier, one panel per environment.
 
     Args:
-        all_configs: validated ``all_configs`` table (:func:`pnc.stats.validate_results` with
+        all_configs: validated ``all_configs`` table (:func:`pnc.report.stats.validate_results` with
             ``require_selected=True``).
         envs: environments to draw (default: all, in table order).
 
@@ -435,7 +435,7 @@ def metrics_figure(results: pd.DataFrame, env: str, pairs: Sequence[tuple[str, s
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pnc.figures", description="Figures of the MuJoCo study (PDF and PNG)."
+        prog="python -m pnc.report.figures", description="Figures of the MuJoCo study (PDF and PNG)."
     )
     sub = parser.add_subparsers(dest="kind", required=True)
     fr = sub.add_parser("frontier", help="ID/OOD frontier from all_configs.csv")

@@ -1,7 +1,7 @@
 """The paper's MuJoCo tables as LaTeX (booktabs), Markdown and CSV of the same numbers.
 
 Five tables are built from a validated results table and the statistics of
-:func:`pnc.stats.compute_statistics`:
+:func:`pnc.report.stats.compute_statistics`:
 
 - ``cross_env`` (paper Table 1): mean rank +- standard deviation and wins per headline metric
   (ID RMSE, Far NLL, Far AUROC, Far Spearman), best mean rank in bold, Wilcoxon-Holm arrows;
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pnc import stats as st
+from pnc.report import stats as st
 
 METRIC_DEFINITIONS: dict[str, str] = {
     "rmse": "ID RMSE: root mean squared error of the predictive mean on the held-out ID evaluation "

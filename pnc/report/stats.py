@@ -15,7 +15,7 @@ only the selected configuration of each (env, method). From it this module compu
    ``alpha = 0.05``.
 
 The P&C ablation without correction (``pnc_nocorr``) is carried through the summary but never ranked
-or tested. ``python -m pnc.stats RESULTS.csv --out DIR`` writes the tables (:mod:`pnc.tables`) and
+or tested. ``python -m pnc.report.stats RESULTS.csv --out DIR`` writes the tables (:mod:`pnc.report.tables`) and
 ``DIR/stats.json``.
 """
 
@@ -564,7 +564,7 @@ def compute_statistics(df: pd.DataFrame, *, alpha: float = ALPHA) -> dict[str, A
 
 def run(results_csv: str | Path, out_dir: str | Path, *, alpha: float = ALPHA) -> dict[str, Any]:
     """Load ``results_csv``, compute the statistics and write the tables and ``stats.json``."""
-    from pnc import tables  # local import: tables imports this module
+    from pnc.report import tables  # local import: tables imports this module
 
     df = load_results(results_csv)
     result = compute_statistics(df, alpha=alpha)
@@ -577,7 +577,7 @@ def run(results_csv: str | Path, out_dir: str | Path, *, alpha: float = ALPHA) -
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pnc.stats",
+        prog="python -m pnc.report.stats",
         description="Ranks, Wilcoxon-Holm tests and the paper's tables from a long-format results CSV.",
     )
     parser.add_argument(

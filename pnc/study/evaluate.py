@@ -1,7 +1,7 @@
 """Evaluating predictions on the study's splits: one :class:`pnc.Predictive` per split -> metric rows.
 
 The evaluation protocol of the MuJoCo study (paper Section 5.3, Appendix C), using the metric
-definitions of :mod:`pnc.metrics`:
+definitions of :mod:`pnc.study.metrics`:
 
 - every split (``val``, ``id``, ``near``, ``mid``, ``far``) gets ``rmse`` (original units),
   ``rmse_std`` (standardised), ``nll`` (moment-matched predictive, standardised) and ``spearman``;
@@ -9,7 +9,7 @@ definitions of :mod:`pnc.metrics`:
   against the ``id`` split (ID = negatives, shifted = positives).
 
 The shifted splits are only ever *evaluated*: nothing here feeds back into training, construction
-or hyperparameter selection (selection uses ``val`` alone, see :mod:`pnc.selection`).
+or hyperparameter selection (selection uses ``val`` alone, see :mod:`pnc.study.selection`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from pnc import metrics
 from pnc.predictive import Predictive, epistemic_variance, mixture
+from pnc.study import metrics
 from pnc.train import Standardizer
 
 #: Splits whose points are scored against the ``id`` split for AUROC.

@@ -10,7 +10,7 @@ compile times are reported separately as ``*_compile_s``):
 - ``pnc_predict_s``: the 50 members on 10,000 inputs (:func:`pnc.perturb_correct.predict_members`);
 - ``pnc_build_over_train``: the post-hoc cost relative to training;
 - ``methods``: per method ``train_s``, ``posthoc_s``, ``predict_s`` and ``total_over_base_train``
-  (:func:`pnc.methods.bench.benchmark_methods`, first calls, compilation included), and
+  (:func:`pnc.bench.method_costs.benchmark_methods`, first calls, compilation included), and
   ``pnc_over_deep_ensemble``: the whole cost of P&C (50 members) over that of the 5-member Deep
   Ensemble. ``--no-methods`` skips this part.
 
@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.methods.bench import benchmark_methods
+from pnc.bench.method_costs import benchmark_methods
 from pnc.mlp import MLPConfig
 from pnc.perturb_correct import PnCConfig, build_members, predict_members
 from pnc.train import Standardizer, TrainConfig, train
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--no-methods",
         action="store_true",
-        help="skip the per-method costs (pnc.methods.bench) and pnc_over_deep_ensemble",
+        help="skip the per-method costs (pnc.bench.method_costs) and pnc_over_deep_ensemble",
     )
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict:
         ),
     }
     if not args.no_methods:
-        print("timing every method (pnc.methods.bench) ...", file=sys.stderr, flush=True)
+        print("timing every method (pnc.bench.method_costs) ...", file=sys.stderr, flush=True)
         costs = benchmark_methods(
             n_train=args.cal_rows,
             n_predict=args.pred_rows,

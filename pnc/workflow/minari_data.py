@@ -1,4 +1,4 @@
-"""Check (and with ``--download`` fetch) an env's Minari datasets: ``python -m pnc.workflow.fetch``.
+"""Check (and with ``--download`` fetch) an env's Minari datasets: ``python -m pnc.workflow.minari_data``.
 
 Writes a JSON record of the dataset ids and episode counts (see :func:`pnc.study.fetch_minari`).
 """
@@ -20,8 +20,8 @@ def main(argv: list[str] | None = None) -> None:
     limit_threads(args.threads)
     log = setup_logging()
 
-    from pnc.io import write_json
-    from pnc.study import atomic_path, fetch_minari
+    from pnc.io import atomic_path, write_json
+    from pnc.study.stages import fetch_minari
 
     record = fetch_minari(args.env, root=args.minari_root, download=args.download)
     with atomic_path(args.out) as tmp:

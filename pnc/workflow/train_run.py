@@ -1,4 +1,4 @@
-"""Train one run for (env, seed): ``python -m pnc.workflow.train`` (see :func:`pnc.study.train_run`)."""
+"""Train one run for (env, seed): ``python -m pnc.workflow.train_run`` (see :func:`pnc.study.train_run`)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     log = setup_logging()
     log.info("train %s seed %d run %s on CPUs %s", args.env, args.seed, args.run_id, cpus)
 
-    from pnc.study import spec_from_dict, train_run
+    from pnc.study.stages import spec_from_dict, train_run
 
     spec = spec_from_dict(args.spec)
     if spec.run_id != args.run_id:

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pnc.io import read_json, write_json
-from pnc.study import RESULT_COLUMNS, atomic_path, write_csv
+from pnc.io import atomic_path, read_json, write_csv, write_json
+from pnc.study.stages import RESULT_COLUMNS
 
 #: The split and metric that drive selection.
 SELECTION_SPLIT = "val"

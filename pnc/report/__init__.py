@@ -1,0 +1,1 @@
+"""Statistics, tables and figures of the study's results (``python -m pnc.report``)."""
