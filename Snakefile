@@ -9,6 +9,9 @@
 #   snakemake --cores 2 --configfile config/quick.yaml      # quick default
 #   snakemake --cores N                                      # the paper's protocol (config.yaml)
 #   snakemake --cores N results/envs/Hopper/results.csv      # one environment, no report
+#   snakemake --report report.html                           # HTML report of a finished run
+#
+# Every job runs `python -m pnc.workflow.<stage> --threads {threads} ...` (see pnc/workflow).
 
 from snakemake.utils import min_version, validate
 
@@ -23,6 +26,9 @@ if not workflow.overwrite_configfiles:
 
 
 validate(config, "workflow/schemas/config.schema.yaml")
+
+
+report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"

@@ -45,11 +45,3 @@ def aleatoric_variance(pred: Predictive) -> Array:
 def epistemic_variance(pred: Predictive) -> Array:
     """Variance of the sample means across the ``S`` samples, ``[N, D]`` (population variance)."""
     return jnp.var(pred.means, axis=0)
-
-
-def concatenate(preds: list[Predictive]) -> Predictive:
-    """Join predictions computed in chunks along the sample axis (``axis=0``)."""
-    return Predictive(
-        jnp.concatenate([p.means for p in preds], axis=0),
-        jnp.concatenate([p.variances for p in preds], axis=0),
-    )

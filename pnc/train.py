@@ -29,7 +29,10 @@ STD_FLOOR = 1e-8
 
 
 class Standardizer(NamedTuple):
-    """Per-column affine standardisation ``(v - mean) / std``; ``mean``, ``std`` are ``[dim]``."""
+    """Per-column affine standardisation ``(v - mean) / std``; ``mean``, ``std`` are ``[dim]``.
+
+    A named tuple, hence a pytree whose leaves are ``mean`` and ``std``.
+    """
 
     mean: Array
     std: Array
@@ -150,15 +153,23 @@ def fit_params(
     return state.params, losses
 
 
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=("params", "x_norm", "y_norm"),
+    meta_fields=("config",),
+)
 @dataclasses.dataclass(frozen=True)
 class TrainedModel:
     """A trained Gaussian MLP with the standardisation it was trained under.
 
+    A pytree: its leaves are the parameters and the standardisers' ``mean``/``std``; ``config`` is
+    static metadata.
+
     Attributes:
-        config: the architecture.
+        config: the architecture (static).
         params: parameter pytree (float32).
-        x_norm: input standardiser (fitted on the training inputs).
-        y_norm: target standardiser (fitted on the training targets).
+        x_norm: input standardiser (fitted on the training inputs), ``[in_dim]`` arrays.
+        y_norm: target standardiser (fitted on the training targets), ``[D]`` arrays.
     """
 
     config: MLPConfig

@@ -11,15 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-ALL_METHODS = (
-    "deep_ensemble",
-    "mc_dropout",
-    "swag",
-    "laplace",
-    "subspace",
-    "pnc",
-    "pnc_nocorr",
-)
+from pnc.study.results import METHODS
+
+ALL_METHODS = METHODS
 #: A small grid per method; the first entry is the selected configuration.
 GRIDS = {
     "deep_ensemble": ["n_members=5"],

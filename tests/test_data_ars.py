@@ -1,5 +1,6 @@
-"""ARS behaviour policies: learning on InvertedPendulum-v5, level ordering under the data's action
-noise, re-selection without training, stored copies."""
+"""ARS (pnc.data.ars) and the behaviour policies (pnc.data.behaviour): learning on
+InvertedPendulum-v5, level ordering under the data's action noise, re-selection without training,
+stored copies."""
 
 import dataclasses
 import json
@@ -8,22 +9,16 @@ import numpy as np
 import pytest
 
 from pnc.data import ENVS, CacheConflictError
-from pnc.data.ars import (
+from pnc.data.ars import ARSConfig, Checkpoint, LinearPolicy, evaluate, load_checkpoints, train_ars
+from pnc.data.behaviour import (
     DEFAULT_CONFIGS,
     POLICY_DIR,
-    ARSConfig,
-    Checkpoint,
-    LinearPolicy,
-    action_noise_for,
-    evaluate,
-    load_checkpoints,
     load_policies,
     reselect_behaviour_policies,
     select_levels,
-    train_ars,
     train_behaviour_policies,
 )
-from pnc.data.offline import rollout_policy
+from pnc.data.offline import action_noise_for, rollout_policy
 
 QUICK = ARSConfig(
     iterations=16,
@@ -38,7 +33,9 @@ QUICK = ARSConfig(
 
 
 def test_ars_improves_inverted_pendulum_quickly():
-    checkpoints, info = train_ars("InvertedPendulum", QUICK, seed=0)
+    checkpoints, info = train_ars(
+        "InvertedPendulum", QUICK, seed=0, action_noise=action_noise_for("InvertedPendulum")
+    )
     first, best = checkpoints[0].eval_return, max(c.eval_return for c in checkpoints)
     assert best > 2 * first
     assert info["timesteps"] > 0 and checkpoints[-1].iteration == QUICK.iterations

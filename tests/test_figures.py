@@ -1,4 +1,4 @@
-"""Figures: frontier data, Pareto fronts, axis scales, grayscale-distinct styles, files and CLI."""
+"""Figures: frontier data, Pareto fronts, axis scales, grayscale-distinct styles and files."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import pytest
 from synthetic_results import make_results
 
 from pnc.report import figures as fg
-from pnc.report import stats as st
+from pnc.study import results as vocab
 
 
 @pytest.fixture(scope="module")
 def tables():
     results, all_configs = make_results(envs=("Ant-v5", "Swimmer-v5"), seeds=(0, 1))
     return (
-        st.validate_results(results),
-        st.validate_results(all_configs, require_selected=True),
+        vocab.validate(results),
+        vocab.validate(all_configs, require_selected=True),
         all_configs,
     )
 
@@ -36,8 +36,8 @@ def test_frontier_points_are_seed_means_per_configuration(tables):
 
 def test_frontier_needs_selected_column(tables):
     _, _, raw = tables
-    with pytest.raises(st.ResultsError, match="selected"):
-        st.validate_results(raw.drop(columns="selected"), require_selected=True)
+    with pytest.raises(vocab.ResultsError, match="selected"):
+        vocab.validate(raw.drop(columns="selected"), require_selected=True)
 
 
 def test_pareto_front():
@@ -61,7 +61,7 @@ def test_choose_scale(values, scale):
 
 
 def test_styles_distinct_in_every_channel():
-    methods = st.METHODS
+    methods = vocab.METHODS
     assert set(fg.METHOD_STYLE) == set(methods)
     for channel in ("color", "marker", "hatch"):
         values = [str(fg.METHOD_STYLE[m][channel]) for m in methods]
@@ -91,28 +91,11 @@ def test_frontier_panels_one_per_env(tables):
 
 def test_metrics_figure_panels_and_single_seed(tmp_path):
     results, _ = make_results(envs=("A",), no_mid=(), seeds=(0,), methods=("pnc", "swag"))
-    fig = fg.metrics_figure(st.validate_results(results), "A")
+    fig = fg.metrics_figure(vocab.validate(results), "A")
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
-    assert titles == [fg.metric_label(s, m) for s, m in st.HEADLINE]
+    assert titles == [fg.metric_label(s, m) for s, m in vocab.HEADLINE]
     assert "1 seed (no spread)" in fig._suptitle.get_text()
     fg.plt.close(fig)
-
-
-def test_cli_errors(tmp_path, capsys, tables):
-    results, _, raw = tables
-    path = tmp_path / "results.csv"
-    results.to_csv(path, index=False)
-    assert fg.main(["metrics", str(path), "--out", str(tmp_path / "m"), "--env", "Nope-v5"]) == 2
-    assert "Nope-v5" in capsys.readouterr().err
-    assert fg.main(["metrics", str(path), "--out", str(tmp_path / "m")]) == 2
-    assert "exactly one --env" in capsys.readouterr().err
-    # results.csv has no 'selected' column: the frontier needs all_configs.csv
-    assert fg.main(["frontier", str(path), "--out", str(tmp_path / "f")]) == 2
-    assert "selected" in capsys.readouterr().err
-    cfg = tmp_path / "all_configs.csv"
-    raw.to_csv(cfg, index=False)
-    assert fg.main(["frontier", str(cfg), "--out", str(tmp_path / "f"), "--env", "Ant-v5"]) == 0
-    assert (tmp_path / "f.png").is_file() and (tmp_path / "f.pdf").is_file()
 
 
 def test_frontier_rejects_inconsistent_selected_flags(tables):

@@ -22,9 +22,14 @@ def test_registry_holds_every_method_and_lists_ids_on_error():
     for method_id in methods.METHOD_IDS:
         method = methods.get(method_id)
         assert method.id == method_id
-        names = {f.name for f in dataclasses.fields(method.config_cls)}
-        assert set(method.training_fields) | set(method.posthoc_fields) == names
+        names = [f.name for f in dataclasses.fields(method.config_cls)]
+        keys = set(method.training_fields) | set(method.posthoc_fields)
+        assert method.config_keys == tuple(n for n in names if n in keys)
         assert not set(method.training_fields) & set(method.posthoc_fields)
+        assert set(method.id_fields) <= keys
+        assert not set(method.fixed) & keys and set(method.fixed) <= set(names)
+        if method_id not in ("pnc", "pnc_nocorr"):
+            assert set(method.config_keys) == set(names) and not method.fixed
     for exc in (KeyError, ValueError):
         with pytest.raises(exc) as info:
             methods.get("swa")
@@ -95,6 +100,42 @@ def test_non_default_fields_appear_in_the_id():
     config = pnc.make_config({"layers": [2, 0], "bootstrap_frac": None, "ridge": "1e-2"})
     assert config.layers == (0, 2) and config.ridge == 0.01
     assert pnc.config_id(config) == "sigma=16,bootstrap_frac=None,ridge=0.01,layers=0+2"
+
+
+def test_pnc_and_its_ablation_share_the_pnc_config():
+    pnc, nocorr = methods.get("pnc"), methods.get("pnc_nocorr")
+    assert pnc.config_cls is nocorr.config_cls is methods.PnCConfig
+    assert pnc.make_config() == methods.PnCConfig()
+    config = nocorr.make_config({"sigma": 8, "layers": [1], "rank": 5})
+    assert config == methods.PnCConfig(
+        sigma=8.0, layers=(1,), rank=5, bootstrap_frac=None, correct=False
+    )
+    assert nocorr.config_id(config) == "sigma=8,rank=5,layers=1"
+    assert nocorr.config_id(nocorr.make_config({"n_members": 10})) == "sigma=16,n_members=10"
+    for key in ("ridge", "bootstrap_frac", "correct"):
+        with pytest.raises(ValueError, match="valid keys: n_members, rank, sigma, layers$"):
+            nocorr.make_config({key: 0.1})
+    with pytest.raises(ValueError, match="correct"):
+        pnc.make_config({"correct": False})
+    # a config that breaks what the method pins is refused
+    with pytest.raises(ValueError, match="pnc_nocorr fixes correct=False"):
+        nocorr.config_id(pnc.make_config({"bootstrap_frac": None}))
+    with pytest.raises(ValueError, match="pnc fixes correct=True"):
+        pnc.training_spec(config)
+    with pytest.raises(ValueError, match="fixes ridge=0.0001"):
+        nocorr.config_id(methods.PnCConfig(ridge=0.1, bootstrap_frac=None, correct=False))
+
+
+def test_method_declarations_are_checked():
+    with pytest.raises(TypeError, match="not in"):
+
+        class _Bad(methods.SWAG):
+            posthoc_fields = ("scale", "temperature")
+
+    with pytest.raises(TypeError, match="fixed"):
+
+        class _BadFixed(methods.SWAG):
+            fixed = {"scale": 2.0}
 
 
 @pytest.mark.parametrize(

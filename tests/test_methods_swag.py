@@ -8,13 +8,8 @@ from jax.flatten_util import ravel_pytree
 
 from pnc import MLPConfig, TrainConfig
 from pnc.methods import TrainingRun, TrainingSpec
-from pnc.methods.swag import (
-    SWAGCollection,
-    base_spec,
-    swag_sample,
-    swag_statistics,
-    train_base,
-)
+from pnc.methods.base_run import SWAGCollection, base_spec, swag_statistics, train_base
+from pnc.methods.swag import swag_sample
 from pnc.mlp import init_params
 from pnc.train import Standardizer, TrainedModel, init_train_state, make_train_step
 

@@ -160,3 +160,24 @@ def test_build_rejects_the_wrong_run(toy):
         method, posterior = _posterior(toy, "swag")
         method.predict(posterior, jnp.zeros((3, 2)), key=jax.random.key(0))
     assert dataclasses.is_dataclass(methods.SWAGConfig())
+
+
+@pytest.mark.parametrize("method_id", methods.METHOD_IDS)
+def test_posterior_is_a_pytree_of_its_arrays(toy, method_id):
+    method, posterior = _posterior(toy, method_id)
+    leaves = jax.tree.leaves(posterior)
+    assert leaves and all(isinstance(leaf, jax.Array) for leaf in leaves)
+    # every field holding arrays contributes its leaves; sizes and hyperparameters are static
+    data, static = [], []
+    for field in dataclasses.fields(posterior):
+        value = getattr(posterior, field.name)
+        (static if isinstance(value, int | float) else data).append(value)
+    assert [id(leaf) for leaf in jax.tree.leaves(data)] == [id(leaf) for leaf in leaves]
+    treedef = jax.tree.structure(posterior)
+    assert jax.tree.structure(jax.tree.unflatten(treedef, leaves)) == treedef
+    assert set(map(id, jax.tree.leaves(posterior.model.params))) <= set(map(id, leaves))
+    assert jax.block_until_ready(posterior) is posterior
+    copy = jax.tree.map(jnp.copy, posterior)
+    a = method.predict(posterior, toy["inside"], key=jax.random.key(3))
+    b = method.predict(copy, toy["inside"], key=jax.random.key(3))
+    np.testing.assert_array_equal(a.means, b.means)

@@ -12,8 +12,8 @@ import scipy.stats
 from pnc.predictive import Predictive
 from pnc.study import metrics
 from pnc.study.evaluate import evaluate_splits, summarise_split
+from pnc.study.results import RESULT_COLUMNS
 from pnc.study.selection import apply_selection, select
-from pnc.study.stages import RESULT_COLUMNS
 from pnc.train import Standardizer
 
 

@@ -66,6 +66,23 @@ def test_save_load_roundtrip(tmp_path):
     assert not list(tmp_path.glob("**/*.pkl"))
 
 
+def test_trained_model_is_a_pytree_with_static_config():
+    x, y = _toy(64)
+    cfg = MLPConfig(out_dim=2, hidden=(8,))
+    model, _ = train(
+        x, y, key=jax.random.key(0), model_config=cfg, train_config=TrainConfig(steps=5)
+    )
+    leaves = jax.tree.leaves(model)
+    assert len(leaves) == len(jax.tree.leaves(model.params)) + 4  # + x/y mean and std
+    assert all(isinstance(leaf, jax.Array) for leaf in leaves)
+    assert jax.block_until_ready(model) is model
+    doubled = jax.tree.map(lambda a: 2 * a, model)
+    assert doubled.config == cfg
+    np.testing.assert_array_equal(doubled.x_norm.std, 2 * model.x_norm.std)
+    mean = jax.jit(lambda m, v: m.predict(v)[0])(model, x)  # config is static under jit
+    np.testing.assert_allclose(mean, model.predict(x)[0], rtol=1e-6, atol=1e-6)
+
+
 def test_bad_inputs_raise():
     with pytest.raises(ValueError):
         MLPConfig(out_dim=0)

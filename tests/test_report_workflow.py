@@ -1,4 +1,5 @@
-"""The report stage's rules file, included by a minimal Snakefile, run on a synthetic results table."""
+"""The report stage's rules (with the targets of common.smk), included by a minimal Snakefile and run
+on a synthetic results table; then the HTML report with the workflow's description."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from synthetic_results import make_results
 
 ROOT = Path(__file__).resolve().parents[1]
-RULES = ROOT / "workflow" / "rules" / "report.smk"
+RULES = ROOT / "workflow" / "rules"
+DESCRIPTION = ROOT / "workflow" / "report" / "workflow.rst"
 
 
 @pytest.mark.slow
@@ -21,8 +24,15 @@ def test_report_rules_run_and_build_html_report(tmp_path):
     (tmp_path / "results").mkdir()
     results.to_csv(tmp_path / "results" / "results.csv", index=False)
     all_configs.to_csv(tmp_path / "results" / "all_configs.csv", index=False)
+    config = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    config["envs"] = [env]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     (tmp_path / "Snakefile").write_text(
-        f'config["envs"] = ["{env}"]\ninclude: "{RULES}"\nrule all:\n    input: report_targets()\n'
+        'configfile: "config.yaml"\n'
+        f'report: "{DESCRIPTION}"\n'
+        f'include: "{RULES / "common.smk"}"\n'
+        f'include: "{RULES / "report.smk"}"\n'
+        "rule all:\n    input: report_targets()\n"
     )
     # the jobs' `python` must be the one running the tests
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -68,3 +78,4 @@ def test_report_rules_run_and_build_html_report(tmp_path):
     assert f"ID/OOD frontier on {env}" in html  # rendered per-env caption
     assert "Cross-environment summary" in html
     assert '"Tables"' in html and '"Figures"' in html
+    assert "one-step dynamics models" in html  # the workflow description (workflow.rst)

@@ -1,9 +1,8 @@
-"""Ranks, ties, wins, Wilcoxon signed-rank and Holm on hand-checked examples; input validation; CLI."""
+"""Ranks, ties, wins, Wilcoxon signed-rank and Holm on hand-checked examples; input validation."""
 
 from __future__ import annotations
 
 import itertools
-import json
 
 import numpy as np
 import pandas as pd
@@ -12,6 +11,7 @@ from scipy import stats as sps
 from synthetic_results import make_results
 
 from pnc.report import stats as st
+from pnc.study import results as vocab
 
 
 def _table(
@@ -24,7 +24,7 @@ def _table(
         for m, v in per_method.items()
         for s in seeds
     ]
-    return st.validate_results(pd.DataFrame(rows))
+    return vocab.validate(pd.DataFrame(rows))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -53,14 +53,14 @@ def test_rank_summary_mean_std_and_tied_wins():
 
 
 def test_ranking_uses_seed_means_excludes_ablation_and_respects_direction():
-    six = {m: float(i) for i, m in enumerate(st.RANKED_METHODS)}  # deep_ensemble lowest
+    six = {m: float(i) for i, m in enumerate(vocab.RANKED_METHODS)}  # deep_ensemble lowest
     df = _table({"E1": six | {"pnc_nocorr": -100.0}}, metric="nll", seeds=(0, 1))
     summary = st.summarise(df)
-    ranks = st.rank_methods(summary, "far", "nll", st.methods_present(df, st.RANKED_METHODS))
-    assert list(ranks.columns) == list(st.RANKED_METHODS)  # the ablation is never ranked
+    ranks = st.rank_methods(summary, "far", "nll", st.methods_present(df, vocab.RANKED_METHODS))
+    assert list(ranks.columns) == list(vocab.RANKED_METHODS)  # the ablation is never ranked
     np.testing.assert_array_equal(ranks.loc["E1"].to_numpy(), np.arange(1, 7))
     df_auroc = _table({"E1": six}, metric="auroc")
-    ranks = st.rank_methods(st.summarise(df_auroc), "far", "auroc", st.RANKED_METHODS)
+    ranks = st.rank_methods(st.summarise(df_auroc), "far", "auroc", vocab.RANKED_METHODS)
     np.testing.assert_array_equal(ranks.loc["E1"].to_numpy(), np.arange(6, 0, -1))
 
 
@@ -70,7 +70,7 @@ def test_rank_on_seed_means_not_single_seeds():
     for m, vals in (("deep_ensemble", (0.0, 10.0)), ("pnc", (4.0, 4.0))):
         for s, v in enumerate(vals):
             rows.append(dict(env="E", method=m, seed=s, split="id", metric="rmse", value=v))
-    summary = st.summarise(st.validate_results(pd.DataFrame(rows)))
+    summary = st.summarise(vocab.validate(pd.DataFrame(rows)))
     ranks = st.rank_methods(summary, "id", "rmse", ["deep_ensemble", "pnc"])
     assert ranks.loc["E", "pnc"] == 1 and ranks.loc["E", "deep_ensemble"] == 2
     de = summary[summary.method == "deep_ensemble"].iloc[0]
@@ -79,7 +79,7 @@ def test_rank_on_seed_means_not_single_seeds():
 
 def test_env_without_mid_split_is_left_out_of_mid_ranks_only():
     results, _ = make_results(envs=("A", "B", "C"), no_mid=("B",), seeds=(0, 1))
-    out = st.compute_statistics(st.validate_results(results))
+    out = st.compute_statistics(vocab.validate(results))
     assert out["ranks"]["mid/spearman"]["n_envs"] == 2
     assert set(out["ranks"]["mid/spearman"]["per_env"]) == {"A", "C"}
     assert out["ranks"]["far/spearman"]["n_envs"] == 3
@@ -88,7 +88,7 @@ def test_env_without_mid_split_is_left_out_of_mid_ranks_only():
 
 def test_missing_method_in_one_env_is_an_error():
     df = _table({"E1": {"pnc": 1.0, "swag": 2.0}, "E2": {"pnc": 1.0}})
-    with pytest.raises(st.ResultsError, match=r"E2: swag"):
+    with pytest.raises(vocab.ResultsError, match=r"E2: swag"):
         st.rank_methods(st.summarise(df), "far", "nll", ["swag", "pnc"])
 
 
@@ -182,7 +182,7 @@ def _dominant(n_envs: int, pnc_better: bool) -> pd.DataFrame:
     """P&C better (or worse) than every baseline in every env by distinct margins."""
     means = {}
     for e in range(n_envs):
-        per = {m: 10.0 + i + 0.1 * e for i, m in enumerate(st.RANKED_METHODS[:-1])}
+        per = {m: 10.0 + i + 0.1 * e for i, m in enumerate(vocab.RANKED_METHODS[:-1])}
         per["pnc"] = 10.0 - (1.0 + 0.37 * e) if pnc_better else 30.0 + 0.37 * e
         means[f"E{e}"] = per
     return _table(means, metric="nll")
@@ -205,7 +205,7 @@ def test_arrows_with_eight_envs_and_none_with_seven(pnc_better, arrow):
 def test_arrow_orientation_for_higher_is_better_metric():
     means = {}
     for e in range(9):
-        per = {m: 0.5 + 0.01 * i for i, m in enumerate(st.RANKED_METHODS[:-1])}
+        per = {m: 0.5 + 0.01 * i for i, m in enumerate(vocab.RANKED_METHODS[:-1])}
         per["pnc"] = 0.9 + 0.001 * e  # higher AUROC: P&C better
         means[f"E{e}"] = per
     out = st.compute_statistics(_table(means, metric="auroc"))["wilcoxon"]["far/auroc"]
@@ -213,7 +213,7 @@ def test_arrow_orientation_for_higher_is_better_metric():
 
 
 # ---------------------------------------------------------------------------------------------
-# Validation and CLI
+# Validation
 # ---------------------------------------------------------------------------------------------
 
 
@@ -239,37 +239,13 @@ def results() -> pd.DataFrame:
     ],
 )
 def test_bad_input_raises_naming_the_problem(results, mutate, message):
-    with pytest.raises(st.ResultsError, match=message):
-        st.validate_results(mutate(results.copy()))
+    with pytest.raises(vocab.ResultsError, match=message):
+        vocab.validate(mutate(results.copy()))
 
 
 def test_optional_columns_default_and_val_rows_are_ignored(results):
-    bare = results[list(st.REQUIRED_COLUMNS)].copy()
+    bare = results[list(vocab.REQUIRED_COLUMNS)].copy()
     val = bare[bare.split == "id"].assign(split="val")
-    df = st.validate_results(pd.concat([bare, val]))
+    df = vocab.validate(pd.concat([bare, val]))
     assert (df["config"] == "default").all() and (df["data_source"] == "unspecified").all()
     assert "val" not in set(df["split"]) and len(df) == len(bare)
-
-
-def test_cli_single_seed_per_env(tmp_path, capsys):
-    results, _ = make_results(envs=("A", "B"), no_mid=("B",), seeds=(7,))
-    path = tmp_path / "results.csv"
-    results.to_csv(path, index=False)
-    assert st.main([str(path), "--out", str(tmp_path / "out")]) == 0
-    out = json.loads((tmp_path / "out" / "stats.json").read_text())
-    assert out["seeds"] == {"A": 1, "B": 1}
-    assert all(r["std"] is None and r["n_seeds"] == 1 for r in out["summary"])
-    per_env = (tmp_path / "out" / "per_env.md").read_text()
-    assert "±" not in per_env.split("\n", 2)[2]  # cells show the mean only
-    assert "single seed" in per_env.split("\n", 1)[0]
-    # two environments: the Holm note replaces arrows
-    assert "no comparison can be significant" in (tmp_path / "out" / "cross_env.md").read_text()
-
-
-def test_cli_reports_bad_input(tmp_path, capsys, results):
-    path = tmp_path / "bad.csv"
-    results.assign(value=np.where(results.index == 0, np.nan, results.value)).to_csv(path)
-    assert st.main([str(path), "--out", str(tmp_path / "out")]) == 2
-    assert "non-finite" in capsys.readouterr().err
-    assert st.main([str(tmp_path / "missing.csv"), "--out", str(tmp_path / "out")]) == 2
-    assert "not found" in capsys.readouterr().err

@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 from synthetic_results import make_results
 
+from pnc.report import render
 from pnc.report import stats as st
 from pnc.report import tables as tb
+from pnc.study import results as vocab
 
 ENVS = ("Ant-v5", "Hopper-v5", "Swimmer-v5")
 
@@ -18,7 +20,7 @@ ENVS = ("Ant-v5", "Hopper-v5", "Swimmer-v5")
 @pytest.fixture(scope="module")
 def built():
     results, _ = make_results(envs=ENVS, no_mid=("Swimmer-v5",), seeds=(0, 1, 2))
-    df = st.validate_results(results)
+    df = vocab.validate(results)
     stats = st.compute_statistics(df)
     return df, stats, {t.name: t for t in tb.build_tables(df, stats)}
 
@@ -60,8 +62,8 @@ def test_every_table_is_built_with_booktabs(built):
 def test_cross_env_structure(built):
     df, stats, tables = built
     t = tables["cross_env"]
-    assert list(t.data["method"]) == list(st.RANKED_METHODS)  # six methods, no ablation
-    for split, metric in st.HEADLINE:
+    assert list(t.data["method"]) == list(vocab.RANKED_METHODS)  # six methods, no ablation
+    for split, metric in vocab.HEADLINE:
         cid = f"{split}_{metric}"
         for suffix in ("mean_rank", "rank_std", "wins", "n_envs", "p_holm", "arrow"):
             assert f"{cid}_{suffix}" in t.data.columns
@@ -70,15 +72,15 @@ def test_cross_env_structure(built):
         assert (t.data[f"{cid}_n_envs"] == len(ENVS)).all()
         assert t.data[f"{cid}_wins"].sum() >= len(ENVS)
     rows = _md_rows(t.markdown)
-    assert len(rows) == 6 and all(len(r) == 1 + 2 * len(st.HEADLINE) for r in rows)
+    assert len(rows) == 6 and all(len(r) == 1 + 2 * len(vocab.HEADLINE) for r in rows)
     assert len(_latex_body_rows(t.latex)) == 6
-    assert all(r.count(" & ") == 2 * len(st.HEADLINE) for r in _latex_body_rows(t.latex))
+    assert all(r.count(" & ") == 2 * len(vocab.HEADLINE) for r in _latex_body_rows(t.latex))
 
 
 def test_cross_env_bold_marks_best_mean_rank(built):
     _, _, tables = built
     t = tables["cross_env"]
-    for split, metric in st.HEADLINE:
+    for split, metric in vocab.HEADLINE:
         cid = f"{split}_{metric}"
         best = t.data[f"{cid}_mean_rank"] == t.data[f"{cid}_mean_rank"].min()
         np.testing.assert_array_equal(t.data[f"{cid}_best"], best)
@@ -113,22 +115,24 @@ def test_arrows_appear_with_enough_environments():
     means = {}
     rows = []
     for e_i, env in enumerate(envs):
-        means[env] = {m: 1.0 + 0.1 * i + 0.01 * e_i for i, m in enumerate(st.RANKED_METHODS[:-1])}
+        means[env] = {
+            m: 1.0 + 0.1 * i + 0.01 * e_i for i, m in enumerate(vocab.RANKED_METHODS[:-1])
+        }
         means[env]["pnc"] = 0.5 - 0.013 * e_i
         for m, v in means[env].items():
-            for split, metric in st.HEADLINE:
-                value = v if not st.HIGHER_IS_BETTER[metric] else -v
+            for split, metric in vocab.HEADLINE:
+                value = v if not vocab.METRIC_INFO[metric].higher_is_better else -v
                 rows.append(
                     dict(env=env, method=m, seed=0, split=split, metric=metric, value=value)
                 )
-    df = st.validate_results(pd.DataFrame(rows))
+    df = vocab.validate(pd.DataFrame(rows))
     stats = st.compute_statistics(df)
     t = tb.cross_env_table(df, stats)
     assert "no comparison can be significant" not in t.caption
-    assert t.latex.count(r"$^{\uparrow}$") == 5 * len(st.HEADLINE)
+    assert t.latex.count(r"$^{\uparrow}$") == 5 * len(vocab.HEADLINE)
     assert (t.data.loc[t.data.method != "pnc", "id_rmse_arrow"] == "up").all()
     w = tb.wilcoxon_table(df, stats)
-    assert len(w.data) == 5 * len(st.HEADLINE) and w.data["significant"].all()
+    assert len(w.data) == 5 * len(vocab.HEADLINE) and w.data["significant"].all()
     np.testing.assert_allclose(w.data["p_holm"], 5 * 2.0**-8)
 
 
@@ -143,8 +147,8 @@ def test_per_env_structure_and_bold(built):
             s = summary[
                 (summary.env == env) & (summary.split == split) & (summary.metric == metric)
             ]
-            s = s[s.method.isin(st.RANKED_METHODS)].set_index("method")["mean"]
-            best = s.idxmax() if st.HIGHER_IS_BETTER[metric] else s.idxmin()
+            s = s[s.method.isin(vocab.RANKED_METHODS)].set_index("method")["mean"]
+            best = s.idxmax() if vocab.METRIC_INFO[metric].higher_is_better else s.idxmin()
             rows = t.data[t.data.env == env].set_index("method")
             assert rows[f"{split}_{metric}_best"].sum() == 1
             assert rows.loc[best, f"{split}_{metric}_best"]
@@ -173,9 +177,9 @@ def test_spearman_dashes_for_missing_mid_and_italic_negatives(built):
 def test_ties_are_all_bold():
     rows = [
         dict(env="E", method=m, seed=0, split="far", metric="spearman", value=v)
-        for m, v in zip(st.RANKED_METHODS, [0.5, 0.5, 0.1, 0.2, -0.3, 0.4], strict=True)
+        for m, v in zip(vocab.RANKED_METHODS, [0.5, 0.5, 0.1, 0.2, -0.3, 0.4], strict=True)
     ]
-    df = st.validate_results(pd.DataFrame(rows))
+    df = vocab.validate(pd.DataFrame(rows))
     t = tb.spearman_table(df, st.summarise(df))
     assert list(t.data["far_spearman_best"]) == [True, True, False, False, False, False]
     assert t.latex.count(r"\textbf{") == 2
@@ -183,7 +187,7 @@ def test_ties_are_all_bold():
 
 def test_single_seed_cells_show_mean_only():
     results, _ = make_results(envs=("A",), no_mid=(), seeds=(0,))
-    df = st.validate_results(results)
+    df = vocab.validate(results)
     t = tb.per_env_table(df, st.summarise(df))
     assert tb.SINGLE_SEED_NOTE in t.caption
     assert all("±" not in c for r in _md_rows(t.markdown) for c in r[2:])
@@ -216,16 +220,16 @@ def test_abbreviate_config(config, expected):
 
 
 def test_latex_escape_and_number_format():
-    assert tb.latex_escape("P&C_x 50% ±") == r"P\&C\_x 50\% $\pm$"
-    assert tb.fmt(-0.123, 2, "$-$") == "$-$0.12"
-    assert tb.fmt(-0.001, 2) == "0.00"  # no negative zero
-    assert tb.decimals_for(0.00612) == 5 and tb.decimals_for(51.8) == 3
+    assert render.latex_escape("P&C_x 50% ±") == r"P\&C\_x 50\% $\pm$"
+    assert render.fmt(-0.123, 2, "$-$") == "$-$0.12"
+    assert render.fmt(-0.001, 2) == "0.00"  # no negative zero
+    assert render.decimals_for(0.00612) == 5 and render.decimals_for(51.8) == 3
 
 
 def test_write_tables(tmp_path, built):
     _, _, tables = built
-    paths = tb.write_tables(list(tables.values()), tmp_path)
-    assert len(paths) == len(tb.TABLE_NAMES) * len(tb.TABLE_FORMATS)
+    paths = render.write_tables(list(tables.values()), tmp_path)
+    assert len(paths) == len(tb.TABLE_NAMES) * len(render.TABLE_FORMATS)
     csv = pd.read_csv(tmp_path / "per_env.csv")
     pd.testing.assert_frame_equal(
         csv[["id_rmse_mean", "far_nll_mean"]],

@@ -1,8 +1,12 @@
-"""The Snakemake workflow: lint, the paper protocol's DAG, the SLURM profile, config validation,
-atomic outputs, and (marked ``slow``) the tiny CI configuration end to end in a temporary copy."""
+"""The Snakemake workflow: one stage convention for every rule's command, lint, the paper protocol's
+DAG, the SLURM profile, config validation, atomic outputs, and (marked ``slow``) the tiny CI
+configuration end to end in a temporary copy."""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
 import json
 import os
 import re
@@ -16,9 +20,12 @@ import pytest
 import yaml
 
 from pnc.io import atomic_path
+from pnc.study.results import RESULT_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
+RULE_FILES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+STAGE = re.compile(r"python -m pnc\.workflow\.(\w+) --threads \{threads\}(?= |$)")
 
 
 def _copy_workflow(dest: Path) -> Path:
@@ -56,6 +63,111 @@ def _job_counts(output: str) -> dict[str, int]:
         counts[name] = int(count)
     counts["total"] = int(match.group(2))
     return counts
+
+
+def _rules(text: str) -> dict[str, dict[str, str]]:
+    """``rule name -> {directive: its text}`` of a rules file (directives at 4 spaces, bodies deeper)."""
+    rules: dict[str, dict[str, str]] = {}
+    for block in re.split(r"^(?=rule )", text, flags=re.M)[1:]:
+        name = re.match(r"rule (\w+):", block).group(1)
+        parts = re.split(r"^    (\w+):[ \t]*", block, flags=re.M)[1:]
+        rules[name] = {key: body.strip() for key, body in zip(parts[::2], parts[1::2], strict=True)}
+    return rules
+
+
+def _shell_commands() -> dict[str, str]:
+    """Every rule's shell command, its adjacent string literals joined as Python joins them."""
+    commands = {}
+    for path in RULE_FILES:
+        for name, directives in _rules(path.read_text()).items():
+            if "shell" in directives:
+                commands[name] = ast.literal_eval(f"({directives['shell']})")
+    return commands
+
+
+def _calls_in_order(function: ast.FunctionDef) -> list[str]:
+    """Names of the functions called and modules imported in ``function``, in source order."""
+    events = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            events.append((node.lineno, node.col_offset, node.func.id))
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            events.append((node.lineno, node.col_offset, "import"))
+    return [name for *_, name in sorted(events)]
+
+
+def test_every_rule_runs_a_thread_limited_stage():
+    """``python -m pnc.workflow.<stage> --threads {threads} ...``; the stage limits its threads first."""
+    commands = _shell_commands()
+    assert {"train", "evaluate", "splits", "select", "report_tables", "report_metrics"} <= set(
+        commands
+    )
+    stages = {}
+    for rule, command in commands.items():
+        match = STAGE.match(command)
+        assert match, f"rule {rule}: {command!r}"
+        stages[rule] = match.group(1)
+    for path in [*RULE_FILES, ROOT / "Snakefile"]:
+        text = path.read_text()
+        assert "OMP_NUM_THREADS" not in text and "pinned" not in text, path
+    assert importlib.util.find_spec("pnc.workflow.pinned") is None
+
+    for rule, stage in stages.items():
+        spec = importlib.util.find_spec(f"pnc.workflow.{stage}")
+        assert spec is not None and spec.origin, f"rule {rule}: no module pnc.workflow.{stage}"
+        tree = ast.parse(Path(spec.origin).read_text())
+        main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
+        calls = _calls_in_order(main)
+        if "run_library_cli" in calls:  # limits the threads first (test_library_stages_...)
+            assert calls == ["run_library_cli"], stage
+            continue
+        assert "limit_threads" in calls, stage
+        # before the library is imported (and so before any JAX computation)
+        assert "import" not in calls[: calls.index("limit_threads")], stage
+        limit = next(
+            n
+            for n in ast.walk(main)
+            if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "limit_threads"
+        )
+        assert ast.unparse(limit.args[0]) == "args.threads", stage
+
+
+def test_every_rule_with_a_command_has_log_benchmark_and_threads():
+    for path in RULE_FILES:
+        for name, directives in _rules(path.read_text()).items():
+            if "shell" in directives:
+                assert {"log", "benchmark", "threads"} <= set(directives), (path.name, name)
+                assert "{log:q}" in directives["shell"], (path.name, name)
+
+
+@pytest.mark.parametrize(
+    ("stage", "library", "argv", "expected"),
+    [
+        ("behaviour_policies", "pnc.data.behaviour", ["Ant", "--out", "p", "--seed", "3"], None),
+        ("offline_data", "pnc.data.offline", ["Ant", "--transitions", "10", "--force"], None),
+        ("far_data", "pnc.data.far", ["Ant", "--minari-root", "m", "--transitions", "5"], None),
+        ("episode_splits", "pnc.data.__main__", ["Ant", "--seed", "0", "--out", "s"], None),
+        (
+            "report_tables",
+            "pnc.report.__main__",
+            ["r.csv", "--out", "t"],
+            ["tables", "r.csv", "--out", "t"],
+        ),
+        ("report_figure", "pnc.report.__main__", ["metrics", "r.csv", "--env", "Ant"], None),
+    ],
+)
+def test_library_stages_forward_their_arguments(monkeypatch, stage, library, argv, expected):
+    """Everything after ``--threads N`` reaches the library's ``main``, in order, after the limit."""
+    module = importlib.import_module(f"pnc.workflow.{stage}")
+    calls = []
+    limit = lambda n: calls.append(("limit", n))
+    monkeypatch.setattr(importlib.import_module("pnc.workflow"), "limit_threads", limit)
+    monkeypatch.setattr(module, "limit_threads", limit, raising=False)
+    monkeypatch.setattr(
+        importlib.import_module(library), "main", lambda a: calls.append(("main", a)) or 7
+    )
+    assert module.main(["--threads", "2", *argv]) == 7
+    assert calls == [("limit", 2), ("main", argv if expected is None else expected)]
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +265,7 @@ def test_behaviour_policies_are_trained_only_where_none_are_stored(workdir, tmp_
     proc = _snakemake(workdir, "-n", "--configfile", str(path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _job_counts(proc.stdout).get("behaviour_policies") == 1
-    assert "pnc.data.ars Ant --out resources/policies" in proc.stdout
+    assert "pnc.workflow.behaviour_policies --threads 1 Ant --out resources/policies" in proc.stdout
     config["data"]["retrain_policies"] = True
     path.write_text(yaml.safe_dump(config))
     proc = _snakemake(workdir, "-n", "--configfile", str(path))
@@ -181,16 +293,7 @@ def test_tiny_config_end_to_end(tmp_path):
 
     results = pd.read_csv(workdir / "results" / "results.csv")
     config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
-    assert list(results.columns) == [
-        "env",
-        "method",
-        "config",
-        "seed",
-        "split",
-        "metric",
-        "value",
-        "data_source",
-    ]
+    assert tuple(results.columns) == RESULT_COLUMNS
     assert set(results["data_source"]) == {"offline"}
     per_split = {"rmse", "rmse_std", "nll", "spearman"}
     expected = {("id", m) for m in per_split}

@@ -43,10 +43,13 @@ def synthetic_problem(
 
 
 def _timed(fn, *args, **kwargs):
-    """``(fn(*args, **kwargs), seconds)``, waiting for every array of the result."""
+    """``(fn(*args, **kwargs), seconds)``, waiting for every array of the result.
+
+    Posteriors and predictions are pytrees of their arrays; training runs are returned once their
+    arrays are computed.
+    """
     start = time.perf_counter()
-    out = fn(*args, **kwargs)
-    jax.block_until_ready(out if not hasattr(out, "__dict__") else vars(out))
+    out = jax.block_until_ready(fn(*args, **kwargs))
     return out, time.perf_counter() - start
 
 

@@ -18,29 +18,30 @@ subspace       Subspace Inference (ESS)                ``base``         100
 Usage::
 
     method = pnc.methods.get("swag")
+    method.config_keys                               # ("scale", "rank", "n_samples", "chunk_size")
     config = method.make_config({"scale": 0.3})      # clear error on unknown keys / bad values
     method.config_id(config)                         # "scale=0.3"
     run = method.train(method.training_spec(config), x_raw, y_raw,
                        model_config=..., train_config=..., key=...)
-    posterior = method.build(run, config, x_std, y_std, key=...)
+    posterior = method.build(run, config, x_std, y_std, key=...)   # a pytree of arrays
     pred = method.predict(posterior, x_test_std, key=...)
+
+``pnc`` and ``pnc_nocorr`` both take :class:`pnc.perturb_correct.PnCConfig` (re-exported here);
+``pnc_nocorr`` pins ``correct=False, bootstrap_frac=None`` and accepts ``n_members``, ``rank``,
+``sigma`` and ``layers`` only. The shared ``base`` run lives in :mod:`pnc.methods.base_run`.
 """
 
 from __future__ import annotations
 
-from pnc.methods.base import Method, TrainingRun, TrainingSpec
-from pnc.methods.common import config_id, make_config
+from pnc.methods.base import Method, TrainingRun, TrainingSpec, config_id, make_config
+from pnc.methods.base_run import SWAGCollection, base_spec, train_base
 from pnc.methods.deep_ensemble import DeepEnsemble, DeepEnsembleConfig
 from pnc.methods.laplace import Laplace, LaplaceConfig
 from pnc.methods.mc_dropout import MCDropout, MCDropoutConfig
-from pnc.methods.pnc_method import (
-    PerturbAndCorrect,
-    PerturbNoCorrection,
-    PnCMethodConfig,
-    PnCNoCorrConfig,
-)
+from pnc.methods.pnc_method import PerturbAndCorrect, PerturbNoCorrection
 from pnc.methods.subspace import Subspace, SubspaceConfig
-from pnc.methods.swag import SWAG, SWAGCollection, SWAGConfig, base_spec, train_base
+from pnc.methods.swag import SWAG, SWAGConfig
+from pnc.perturb_correct import PnCConfig
 
 _REGISTRY: dict[str, Method] = {
     m.id: m
@@ -83,13 +84,13 @@ def get(method_id: str) -> Method:
 def train_run(spec: TrainingSpec, x, y, *, model_config, train_config, key) -> TrainingRun:
     """Train any run by its spec (``base``, ``deep_ensemble``, ``mc_dropout``) on raw data."""
     trainers = {
-        "base": get("swag"),
-        "deep_ensemble": get("deep_ensemble"),
-        "mc_dropout": get("mc_dropout"),
+        "base": train_base,
+        "deep_ensemble": get("deep_ensemble").train,
+        "mc_dropout": get("mc_dropout").train,
     }
     if spec.kind not in trainers:
         raise ValueError(f"unknown training kind {spec.kind!r}; valid: {', '.join(trainers)}")
-    return trainers[spec.kind].train(
+    return trainers[spec.kind](
         spec, x, y, model_config=model_config, train_config=train_config, key=key
     )
 
@@ -106,8 +107,7 @@ __all__ = [
     "Method",
     "PerturbAndCorrect",
     "PerturbNoCorrection",
-    "PnCMethodConfig",
-    "PnCNoCorrConfig",
+    "PnCConfig",
     "SWAGCollection",
     "SWAGConfig",
     "Subspace",

@@ -1,33 +1,56 @@
-"""The contract every uncertainty method implements, and the registry that looks methods up by id.
+"""The contract every uncertainty method implements, its configuration rules and shared utilities.
 
 A method is used in three steps, each a pure function of its inputs and an explicit PRNG key:
 
 1. **train** a :class:`TrainingRun` (identified by a :class:`TrainingSpec`). Several method
    configurations share one run whenever the hyperparameters that differ are post-hoc: every P&C
    configuration, the SWAG scales, the Subspace temperatures and the Laplace prior precisions all
-   reuse the one ``base`` run; Deep Ensembles and each MC-Dropout rate have runs of their own.
+   reuse the one ``base`` run (:mod:`pnc.methods.base_run`); Deep Ensembles and each MC-Dropout
+   rate have runs of their own.
 2. **build** a posterior from the run (post-hoc construction, e.g. P&C members, the KFAC factors).
+   Posteriors are pytrees whose leaves are their arrays, so ``jax.block_until_ready(posterior)``
+   waits for the construction.
 3. **predict** ``S`` Gaussian samples on standardised inputs, as a :class:`pnc.Predictive`.
 
 All arrays handled here are in *standardised* units (inputs and targets standardised with the
 training statistics stored in ``run.model``).
+
+**Configurations.** A method's hyperparameters are a frozen dataclass (``config_cls``) whose fields
+all have defaults. A method accepts the fields named in its ``config_keys`` (its
+``training_fields`` and ``posthoc_fields``); every other field of ``config_cls`` is pinned, to the
+value in the method's ``fixed`` mapping or else to the field's default. This lets two methods share
+one config class: ``pnc`` and ``pnc_nocorr`` both use :class:`pnc.perturb_correct.PnCConfig`, the
+latter pinning ``correct=False`` and ``bootstrap_frac=None`` and not accepting ``ridge``. A
+workflow turns a YAML grid into configs with :func:`make_config` (unknown keys and ill-typed values
+are rejected with a message naming the key) and names each one by :func:`config_id`, e.g.
+``"sigma=16,bootstrap_frac=0.1,ridge=0.0001"``: the method's swept fields (``id_fields``) always,
+followed by every other accepted key that differs from its default, so two different
+configurations of one method never share an id and the default one reads like the paper's tables.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from pnc.io import load_pytree, read_json, save_pytree, write_json
 from pnc.mlp import MLPConfig
 from pnc.predictive import Predictive
-from pnc.train import TrainConfig, TrainedModel, model_from_state, model_state
+from pnc.train import Standardizer, TrainConfig, TrainedModel, model_from_state, model_state
 
 Array = jax.Array
+
+
+# ----------------------------------------------------------------------------- training runs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +115,9 @@ class TrainingRun:
         return cls(spec, model, tree.get("extras", {}) or {}, info.get("meta", {}))
 
 
+# ----------------------------------------------------------------------------- the contract
+
+
 class Method(Protocol):
     """What the registry returns for a method id.
 
@@ -102,6 +128,9 @@ class Method(Protocol):
         training_fields: names of ``config_cls`` fields that change the training run.
         posthoc_fields: names of the fields that only change the post-hoc construction/sampling.
         id_fields: the fields swept in the paper's grid, always shown in :meth:`config_id`.
+        fixed: values this method pins for fields of ``config_cls`` that it does not accept.
+        config_keys: the accepted fields (``training_fields`` and ``posthoc_fields``) in
+            ``config_cls`` order; the other fields are pinned (``fixed``, else their default).
     """
 
     id: ClassVar[str]
@@ -109,6 +138,10 @@ class Method(Protocol):
     training_fields: ClassVar[tuple[str, ...]]
     posthoc_fields: ClassVar[tuple[str, ...]]
     id_fields: ClassVar[tuple[str, ...]]
+    fixed: ClassVar[Mapping[str, Any]]
+
+    @property
+    def config_keys(self) -> tuple[str, ...]: ...
 
     def make_config(self, overrides: Mapping[str, Any] | None = None) -> Any:
         """A validated ``config_cls`` from defaults plus ``overrides`` (unknown keys raise)."""
@@ -138,10 +171,257 @@ class Method(Protocol):
     def build(self, run: TrainingRun, config: Any, x: Array, y: Array, *, key: Array) -> Any:
         """Post-hoc construction from standardised training data ``x [N, in]``, ``y [N, D]``.
 
-        P&C uses ``x`` as its calibration set; Laplace and Subspace Inference use both.
+        P&C uses ``x`` as its calibration set; Laplace and Subspace Inference use both. The result
+        is a pytree whose leaves are its arrays (configs and sizes are static metadata).
         """
         ...
 
     def predict(self, posterior: Any, x: Array, *, key: Array) -> Predictive:
         """``S`` predictive samples on standardised inputs ``x [N, in]`` (means/vars ``[S, N, D]``)."""
         ...
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+def _coerce(name: str, value: Any, annotation: Any) -> Any:
+    """Convert ``value`` to the field type ``annotation`` or raise ``ValueError`` naming ``name``."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(name, value, arg)
+            except ValueError as err:
+                errors.append(str(err))
+        raise ValueError("; ".join(errors))
+    if annotation is bool:
+        if isinstance(value, bool | np.bool_):
+            return bool(value)
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+        return int(value)
+    if annotation is float:
+        if isinstance(value, bool):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+        try:
+            out = float(value)  # YAML 1.1 reads "1e-4" as a string
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number, got {value!r}") from None
+        if not math.isfinite(out):
+            raise ValueError(f"{name} must be finite, got {value!r}")
+        return out
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"{name} must be a list, got {value!r}")
+        return tuple(_coerce(name, v, args[0]) for v in value)
+    raise TypeError(f"unsupported field type {annotation!r} for {name}")
+
+
+def _field_names(config_cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(config_cls))
+
+
+def make_config(
+    config_cls: type,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    keys: tuple[str, ...] | None = None,
+    fixed: Mapping[str, Any] | None = None,
+) -> Any:
+    """Build a config from its defaults, ``fixed`` values and a mapping of overrides.
+
+    Args:
+        config_cls: frozen dataclass whose fields all have defaults.
+        overrides: values of accepted keys (e.g. one point of a YAML grid); converted to the
+            fields' annotated types (``int``, ``float``, ``bool``, ``tuple[...]``, optionals).
+        keys: the fields that may be overridden (default: all fields of ``config_cls``).
+        fixed: values passed for fields outside ``keys`` (used as given, not coerced).
+
+    Raises:
+        ValueError: on a key outside ``keys`` (the message lists the valid ones) or a value of the
+            wrong type or out of range (the message names the key).
+    """
+    overrides = dict(overrides or {})
+    keys = _field_names(config_cls) if keys is None else tuple(keys)
+    unknown = sorted(set(overrides) - set(keys))
+    if unknown:
+        raise ValueError(
+            f"unknown {config_cls.__name__} key(s) {unknown}; valid keys: {', '.join(keys)}"
+        )
+    hints = typing.get_type_hints(config_cls)
+    kwargs = {k: _coerce(k, v, hints[k]) for k, v in overrides.items()}
+    return config_cls(**kwargs, **dict(fixed or {}))
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value)
+        return text[:-2] if text.endswith(".0") else text
+    if isinstance(value, tuple):
+        return "+".join(_format_value(v) for v in value) if value else "()"
+    return str(value)
+
+
+def config_id(
+    config: Any, id_fields: tuple[str, ...] = (), keys: tuple[str, ...] | None = None
+) -> str:
+    """Stable readable id: ``id_fields`` always, then every other key that is not at its default.
+
+    Example: ``config_id(PnCConfig(), ("sigma", "bootstrap_frac", "ridge"))`` is
+    ``"sigma=16,bootstrap_frac=0.1,ridge=0.0001"``. Only the fields in ``keys`` (default: all
+    fields) are considered, in field order after the ``id_fields``. Floats are written losslessly
+    (``repr``, without a trailing ``.0``), tuples joined by ``+``. A config with no ``id_fields``
+    and only defaults is ``"default"``.
+    """
+    keys = _field_names(type(config)) if keys is None else tuple(keys)
+    parts = [f"{name}={_format_value(getattr(config, name))}" for name in id_fields]
+    for field in dataclasses.fields(config):
+        if field.name in id_fields or field.name not in keys:
+            continue
+        value = getattr(config, field.name)
+        if field.default is dataclasses.MISSING or value != field.default:
+            parts.append(f"{field.name}={_format_value(value)}")
+    return ",".join(parts) or "default"
+
+
+def check_positive(config: Any, *names: str) -> None:
+    """Raise ``ValueError`` naming the first field of ``names`` that is not ``> 0``."""
+    for name in names:
+        if not getattr(config, name) > 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(config, name)!r}")
+
+
+class MethodBase:
+    """Shared behaviour of the registered methods (configs, ids); subclasses set the ClassVars.
+
+    Attributes:
+        id: the method id.
+        config_cls: frozen dataclass of the hyperparameters; several methods may share one.
+        training_fields: accepted fields that change the training run.
+        posthoc_fields: accepted fields that only change the post-hoc construction/sampling.
+        id_fields: the fields swept in the paper's grid, always shown in :meth:`config_id`.
+        fixed: pinned values of fields of ``config_cls`` that are not accepted; a field neither
+            accepted nor in ``fixed`` is pinned to its default. :meth:`make_config` passes these
+            values, and every method call checks that a config carries them.
+
+    The declarations are checked when a subclass is defined: ``training_fields`` and
+    ``posthoc_fields`` are disjoint fields of ``config_cls``, ``id_fields`` are among them, and
+    ``fixed`` names only fields that are not accepted.
+    """
+
+    id: ClassVar[str]
+    config_cls: ClassVar[type]
+    training_fields: ClassVar[tuple[str, ...]] = ()
+    posthoc_fields: ClassVar[tuple[str, ...]] = ()
+    id_fields: ClassVar[tuple[str, ...]] = ()
+    fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType({})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        names = set(_field_names(cls.config_cls))
+        accepted = set(cls.training_fields) | set(cls.posthoc_fields)
+        problems = []
+        if set(cls.training_fields) & set(cls.posthoc_fields):
+            problems.append("training_fields and posthoc_fields overlap")
+        if not accepted <= names:
+            problems.append(f"fields {sorted(accepted - names)} are not in {cls.config_cls}")
+        if not set(cls.id_fields) <= accepted:
+            problems.append(f"id_fields {sorted(set(cls.id_fields) - accepted)} are not accepted")
+        if not set(cls.fixed) <= names - accepted:
+            problems.append(
+                f"fixed {sorted(set(cls.fixed))} must name fields that are not accepted"
+            )
+        if problems:
+            raise TypeError(f"method {cls.__name__}: " + "; ".join(problems))
+
+    @property
+    def config_keys(self) -> tuple[str, ...]:
+        """The accepted fields (``training_fields`` and ``posthoc_fields``) in ``config_cls`` order."""
+        accepted = set(self.training_fields) | set(self.posthoc_fields)
+        return tuple(name for name in _field_names(self.config_cls) if name in accepted)
+
+    def make_config(self, overrides: Mapping[str, Any] | None = None) -> Any:
+        """Config from the defaults, :attr:`fixed` and ``overrides`` (see :func:`make_config`)."""
+        return make_config(self.config_cls, overrides, keys=self.config_keys, fixed=self.fixed)
+
+    def config_id(self, config: Any) -> str:
+        """Readable id of ``config`` over the accepted keys (see :func:`config_id`)."""
+        self._check_config(config)
+        return config_id(config, self.id_fields, self.config_keys)
+
+    def _check_config(self, config: Any) -> None:
+        if not isinstance(config, self.config_cls):
+            raise TypeError(
+                f"{self.id} expects a {self.config_cls.__name__}, got {type(config).__name__}"
+            )
+        accepted = set(self.config_keys)
+        for field in dataclasses.fields(config):
+            if field.name in accepted:
+                continue
+            pinned = self.fixed.get(field.name, field.default)
+            value = getattr(config, field.name)
+            if value != pinned:
+                raise ValueError(f"{self.id} fixes {field.name}={pinned!r}, got {value!r}")
+
+    def _check_kind(self, spec: TrainingSpec, kind: str) -> None:
+        if spec.kind != kind:
+            raise ValueError(f"{self.id} trains runs of kind {kind!r}, got {spec.kind!r}")
+
+    def __repr__(self) -> str:
+        return f"<method {self.id}>"
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def standardise(x: np.ndarray, y: np.ndarray, out_dim: int) -> tuple[Standardizer, Standardizer]:
+    """Fit the input/target standardisers on raw training data ``x [N, in]``, ``y [N, D]``."""
+    x = np.asarray(x)
+    y = np.asarray(y)
+    if x.ndim != 2 or y.ndim != 2 or x.shape[0] != y.shape[0]:
+        raise ValueError(f"x and y must be [N, *] with the same N, got {x.shape} and {y.shape}")
+    if y.shape[1] != out_dim:
+        raise ValueError(f"model out_dim {out_dim} != target dim {y.shape[1]}")
+    return Standardizer.fit(x), Standardizer.fit(y)
+
+
+def check_inputs(x: Array, in_dim: int) -> Array:
+    """Standardised inputs as float32 ``[N, in_dim]`` (clear error otherwise)."""
+    x = jnp.asarray(x, jnp.float32)
+    if x.ndim != 2 or x.shape[1] != in_dim:
+        raise ValueError(f"expected standardised inputs of shape [N, {in_dim}], got {x.shape}")
+    return x
+
+
+# ----------------------------------------------------------------------------- sampling
+
+
+def sample_predictive(
+    sample_fn: Callable[[Any], tuple[Array, Array]], xs: Any, chunk_size: int
+) -> Predictive:
+    """Evaluate ``sample_fn`` on every leading slice of ``xs`` in chunks of ``chunk_size``.
+
+    Inside a chunk the samples are computed with ``vmap``; chunks run one after another
+    (``lax.map``), so at most ``chunk_size`` weight samples exist at once.
+
+    Args:
+        sample_fn: maps one sample's inputs (a key, a coordinate vector, ...) to
+            ``(mean [N, D], var [N, D])``.
+        xs: pytree whose leaves have a leading sample axis ``S``.
+        chunk_size: samples evaluated together.
+
+    Returns:
+        :class:`Predictive` with ``means``/``variances`` of shape ``[S, N, D]``.
+    """
+    means, variances = jax.lax.map(sample_fn, xs, batch_size=chunk_size)
+    return Predictive(means, variances)

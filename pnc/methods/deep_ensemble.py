@@ -16,8 +16,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.methods.base import TrainingRun, TrainingSpec
-from pnc.methods.common import MethodBase, check_inputs, check_positive, standardise
+from pnc.methods.base import (
+    MethodBase,
+    TrainingRun,
+    TrainingSpec,
+    check_inputs,
+    check_positive,
+    standardise,
+)
 from pnc.mlp import MLPConfig, Params, forward
 from pnc.predictive import Predictive
 from pnc.train import TrainConfig, TrainedModel, fit_params
@@ -37,9 +43,17 @@ class DeepEnsembleConfig:
         check_positive(self, "n_members")
 
 
+@functools.partial(
+    jax.tree_util.register_dataclass, data_fields=("members", "model"), meta_fields=()
+)
 @dataclasses.dataclass(frozen=True)
 class DeepEnsemblePosterior:
-    """Stacked member parameters (leading ``[M]`` axis) and the shared model description."""
+    """The trained members (a pytree of its arrays).
+
+    Attributes:
+        members: stacked member parameters, a leading ``[M]`` axis on every leaf.
+        model: the first member with the shared architecture and standardisers.
+    """
 
     members: Params
     model: TrainedModel

@@ -33,9 +33,15 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from pnc.methods.base import TrainingRun, TrainingSpec
-from pnc.methods.common import MethodBase, check_inputs, check_positive, sample_predictive
-from pnc.methods.swag import base_spec, train_base
+from pnc.methods.base import (
+    MethodBase,
+    TrainingRun,
+    TrainingSpec,
+    check_inputs,
+    check_positive,
+    sample_predictive,
+)
+from pnc.methods.base_run import base_spec, train_base
 from pnc.mlp import MLPConfig, Params, forward, gaussian_nll, split_head
 from pnc.predictive import Predictive
 from pnc.train import TrainedModel
@@ -182,14 +188,23 @@ def sample_params(
     return out
 
 
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=("eigen", "model"),
+    meta_fields=("n_data", "prior_precision", "n_samples", "chunk_size"),
+)
 @dataclasses.dataclass(frozen=True)
 class LaplacePosterior:
-    """Eigendecomposed Kronecker factors around ``model.params``.
+    """Eigendecomposed Kronecker factors around ``model.params`` (a pytree of its arrays).
 
     Attributes:
-        eigen: ``{layer: {"q_a", "eig_a", "q_g", "eig_g"}}``.
-        n_data: ``N``, training rows.
-        prior_precision: ``delta``.
+        eigen: ``{layer: {"q_a" [d_in + 1, d_in + 1], "eig_a" [d_in + 1], "q_g" [d_out, d_out],
+            "eig_g" [d_out]}}``.
+        n_data: ``N``, training rows (static).
+        prior_precision: ``delta`` (static).
+        model: the base model (the MAP parameters ``W_MAP``).
+        n_samples: ``S`` weight samples (static).
+        chunk_size: samples evaluated together (static).
     """
 
     eigen: dict

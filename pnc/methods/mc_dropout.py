@@ -16,8 +16,14 @@ from typing import ClassVar
 import jax
 import numpy as np
 
-from pnc.methods.base import TrainingRun, TrainingSpec
-from pnc.methods.common import MethodBase, check_inputs, check_positive, sample_predictive
+from pnc.methods.base import (
+    MethodBase,
+    TrainingRun,
+    TrainingSpec,
+    check_inputs,
+    check_positive,
+    sample_predictive,
+)
 from pnc.mlp import GaussianMLP, MLPConfig, Params
 from pnc.predictive import Predictive
 from pnc.train import TrainedModel, train
@@ -43,8 +49,21 @@ class MCDropoutConfig:
         check_positive(self, "n_samples", "chunk_size")
 
 
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=("model",),
+    meta_fields=("n_samples", "chunk_size"),
+)
 @dataclasses.dataclass(frozen=True)
 class MCDropoutPosterior:
+    """The dropout network (a pytree of its arrays).
+
+    Attributes:
+        model: the network trained with dropout (its ``config.dropout_rate`` is the rate).
+        n_samples: ``S`` stochastic passes (static).
+        chunk_size: passes evaluated together (static).
+    """
+
     model: TrainedModel
     n_samples: int
     chunk_size: int

@@ -1,23 +1,28 @@
 """Perturb-and-Correct behind the method interface: ``pnc`` and its ablation ``pnc_nocorr``.
 
 Both use the shared ``base`` run and the standardised *training inputs* as the calibration set
-``D_cal`` (paper, Section 3). ``pnc`` sweeps ``sigma x bootstrap_frac x ridge`` (Appendix C: {8, 16,
-32} x {0.05, 0.1, 0.2, 0.3} x {1e-4, 1e-2}, ``K = 20``, ``M = 50``); ``pnc_nocorr`` applies the same
-random low-rank perturbations without the least-squares correction and sweeps ``sigma`` only.
-Members are built by :func:`pnc.perturb_correct.build_members` and evaluated by
+``D_cal`` (paper, Section 3), and both take :class:`pnc.perturb_correct.PnCConfig` as their config.
+``pnc`` sweeps ``sigma x bootstrap_frac x ridge`` (Appendix C: {8, 16, 32} x {0.05, 0.1, 0.2, 0.3}
+x {1e-4, 1e-2}, ``K = 20``, ``M = 50``) and pins ``correct=True``. ``pnc_nocorr`` applies the same
+random low-rank perturbations without the least-squares correction and sweeps ``sigma`` only: it
+pins ``correct=False`` and ``bootstrap_frac=None`` and accepts ``n_members``, ``rank``, ``sigma``
+and ``layers`` (``ridge`` stays at its default, unused without correction). Members are built by
+:func:`pnc.perturb_correct.build_members` and evaluated by
 :func:`pnc.perturb_correct.predict_members`, so ``S = M``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+import functools
+import types
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import jax
 
-from pnc.methods.base import TrainingRun, TrainingSpec
-from pnc.methods.common import MethodBase, check_inputs
-from pnc.methods.swag import base_spec, train_base
+from pnc.methods.base import MethodBase, TrainingRun, TrainingSpec, check_inputs
+from pnc.methods.base_run import base_spec, train_base
 from pnc.mlp import Params
 from pnc.perturb_correct import PnCConfig, build_members, predict_members
 from pnc.predictive import Predictive
@@ -26,45 +31,17 @@ from pnc.train import TrainedModel
 Array = jax.Array
 
 
-@dataclasses.dataclass(frozen=True)
-class PnCMethodConfig:
-    """P&C with correction; fields as in :class:`pnc.perturb_correct.PnCConfig`."""
-
-    n_members: int = 50
-    rank: int = 20
-    sigma: float = 16.0
-    bootstrap_frac: float | None = 0.1
-    ridge: float = 1e-4
-    layers: tuple[int, ...] | None = None
-
-    def __post_init__(self) -> None:
-        # validate with PnCConfig and keep its normalised layers (sorted tuple)
-        object.__setattr__(self, "layers", self.to_pnc().layers)
-
-    def to_pnc(self) -> PnCConfig:
-        return PnCConfig(**dataclasses.asdict(self), correct=True)
-
-
-@dataclasses.dataclass(frozen=True)
-class PnCNoCorrConfig:
-    """P&C without correction (the same perturbations, no refit)."""
-
-    n_members: int = 50
-    rank: int = 20
-    sigma: float = 16.0
-    layers: tuple[int, ...] | None = None
-
-    def __post_init__(self) -> None:
-        # validate with PnCConfig and keep its normalised layers (sorted tuple)
-        object.__setattr__(self, "layers", self.to_pnc().layers)
-
-    def to_pnc(self) -> PnCConfig:
-        return PnCConfig(**dataclasses.asdict(self), bootstrap_frac=None, correct=False)
-
-
+@functools.partial(
+    jax.tree_util.register_dataclass, data_fields=("members", "model"), meta_fields=()
+)
 @dataclasses.dataclass(frozen=True)
 class PnCPosterior:
-    """The ``M`` members (params pytree with a leading ``[M]`` axis) and the base model."""
+    """The P&C ensemble (a pytree of its arrays).
+
+    Attributes:
+        members: parameter pytree of the ``M`` members, a leading ``[M]`` axis on every leaf.
+        model: the base model (architecture and standardisers).
+    """
 
     members: Params
     model: TrainedModel
@@ -74,7 +51,7 @@ class PerturbAndCorrect(MethodBase):
     """P&C (Section 3) on the shared base run."""
 
     id: ClassVar[str] = "pnc"
-    config_cls: ClassVar[type] = PnCMethodConfig
+    config_cls: ClassVar[type] = PnCConfig
     training_fields: ClassVar[tuple[str, ...]] = ()
     posthoc_fields: ClassVar[tuple[str, ...]] = (
         "n_members",
@@ -85,8 +62,9 @@ class PerturbAndCorrect(MethodBase):
         "layers",
     )
     id_fields: ClassVar[tuple[str, ...]] = ("sigma", "bootstrap_frac", "ridge")
+    fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType({"correct": True})
 
-    def training_spec(self, config) -> TrainingSpec:
+    def training_spec(self, config: PnCConfig) -> TrainingSpec:
         self._check_config(config)
         return base_spec()
 
@@ -94,11 +72,11 @@ class PerturbAndCorrect(MethodBase):
         self._check_kind(spec, "base")
         return train_base(spec, x, y, model_config=model_config, train_config=train_config, key=key)
 
-    def build(self, run: TrainingRun, config, x, y, *, key) -> PnCPosterior:
+    def build(self, run: TrainingRun, config: PnCConfig, x, y, *, key) -> PnCPosterior:
         """Build the members with standardised training inputs ``x [N, in]`` as ``D_cal``."""
         self._check_config(config)
         x = check_inputs(x, run.model.in_dim)
-        members = build_members(run.model.params, run.model.config, x, config.to_pnc(), key=key)
+        members = build_members(run.model.params, run.model.config, x, config, key=key)
         return PnCPosterior(members, run.model)
 
     def predict(self, posterior: PnCPosterior, x: Array, *, key: Array) -> Predictive:
@@ -111,6 +89,8 @@ class PerturbNoCorrection(PerturbAndCorrect):
     """The "P&C without correction" ablation."""
 
     id: ClassVar[str] = "pnc_nocorr"
-    config_cls: ClassVar[type] = PnCNoCorrConfig
     posthoc_fields: ClassVar[tuple[str, ...]] = ("n_members", "rank", "sigma", "layers")
     id_fields: ClassVar[tuple[str, ...]] = ("sigma",)
+    fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType(
+        {"correct": False, "bootstrap_frac": None}
+    )

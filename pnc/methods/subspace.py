@@ -24,10 +24,16 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from pnc.methods.base import TrainingRun, TrainingSpec
-from pnc.methods.common import MethodBase, check_inputs, check_positive, sample_predictive
+from pnc.methods.base import (
+    MethodBase,
+    TrainingRun,
+    TrainingSpec,
+    check_inputs,
+    check_positive,
+    sample_predictive,
+)
+from pnc.methods.base_run import base_spec, swag_statistics, train_base
 from pnc.methods.ess import elliptical_slice_chain
-from pnc.methods.swag import base_spec, swag_statistics, train_base
 from pnc.mlp import MLPConfig, Params, forward, gaussian_nll
 from pnc.predictive import Predictive
 from pnc.train import TrainedModel
@@ -109,9 +115,23 @@ def _subspace_chain(
     return elliptical_slice_chain(log_lik, z0, key, n_samples=n_samples, burn_in=burn_in, thin=thin)
 
 
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=("mean", "basis", "z", "model"),
+    meta_fields=("n_evals", "chunk_size"),
+)
 @dataclasses.dataclass(frozen=True)
 class SubspacePosterior:
-    """Samples ``z [S, k]`` of the subspace coordinates, with ``mean [P]`` and ``basis [k, P]``."""
+    """Samples of the subspace coordinates (a pytree of its arrays).
+
+    Attributes:
+        mean: the SWA mean ``theta_SWA``, ``[P]``.
+        basis: the scaled principal directions ``B``, ``[k, P]``.
+        z: the retained ESS samples, ``[S, k]``.
+        n_evals: likelihood evaluations of the chain (static).
+        model: the base model (its params give the unflattening template).
+        chunk_size: samples evaluated together (static).
+    """
 
     mean: Array
     basis: Array

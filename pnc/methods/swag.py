@@ -1,8 +1,8 @@
-"""The shared ``base`` training run (which also collects SWAG statistics) and SWAG itself.
+"""SWAG (Maddox et al., 2019): a Gaussian fitted to the iterates of the optimiser.
 
-SWAG (Maddox et al., 2019) fits a Gaussian to the iterates of the optimiser: over the final part of
-training it keeps running first and second moments of the flattened parameters and the last ``K``
-deviation columns ``theta_i - mean_i``. Samples are
+The moments are collected during the shared ``base`` run (:mod:`pnc.methods.base_run`): running
+first and second moments of the flattened parameters and the last ``K`` deviation columns
+``theta_i - mean_i``. Samples are
 
     theta = mean + sqrt(scale) * (diag^{1/2} z1 + D z2 / sqrt(K - 1)),   z1 ~ N(0, I_P), z2 ~ N(0, I_K)
 
@@ -10,228 +10,32 @@ with ``diag = clamp(second moment - mean^2, 0)`` and ``D`` the ``[P, K]`` deviat
 covariance ``scale * (diag + D D^T / (K - 1))``. Maddox et al. write the covariance as
 ``(diag + D D^T / (K - 1)) / 2``; here that factor 1/2 is part of ``scale`` (``scale = 0.5`` is
 their sampler), which is swept post hoc over {0.1, 0.3, 1, 3, 10} (paper, Appendix C).
-
-The base run is standard training (the scan of :func:`pnc.train.make_train_step`) whose final
-iterate is the base model of P&C, Laplace, SWAG and Subspace Inference; collecting the moments does
-not change the trajectory.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import time
-from typing import Any, ClassVar, NamedTuple
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from pnc.methods.base import TrainingRun, TrainingSpec
-from pnc.methods.common import (
+from pnc.methods.base import (
     MethodBase,
+    TrainingRun,
+    TrainingSpec,
     check_inputs,
     check_positive,
     sample_predictive,
-    standardise,
 )
+from pnc.methods.base_run import base_spec, swag_statistics, train_base
 from pnc.mlp import MLPConfig, Params, forward
 from pnc.predictive import Predictive
-from pnc.train import TrainConfig, TrainedModel, TrainState, init_train_state, make_train_step
+from pnc.train import TrainedModel
 
 Array = jax.Array
-
-
-# ----------------------------------------------------------------------------- collection
-
-
-@dataclasses.dataclass(frozen=True)
-class SWAGCollection:
-    """When the base run collects SWAG statistics.
-
-    Attributes:
-        start_frac: collection covers the steps after ``floor(start_frac * steps)`` (default: the
-            second half of training).
-        every: collect one snapshot every ``every`` optimiser steps; snapshots are aligned so that
-            the final iterate is the last one.
-        rank: ``K``, the number of most recent deviation columns kept (fewer if fewer snapshots).
-    """
-
-    start_frac: float = 0.5
-    every: int = 50
-    rank: int = 20
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.start_frac < 1.0:
-            raise ValueError(f"start_frac must be in [0, 1), got {self.start_frac}")
-        if self.every < 1 or self.rank < 1:
-            raise ValueError(f"every and rank must be >= 1, got {self.every}, {self.rank}")
-
-    def n_snapshots(self, steps: int) -> int:
-        """Number of snapshots collected in a run of ``steps`` optimiser steps."""
-        return (steps - int(self.start_frac * steps)) // self.every
-
-    def options(self) -> tuple[tuple[str, Any], ...]:
-        """``TrainingSpec`` options: only the settings that differ from the defaults."""
-        default = SWAGCollection()
-        return tuple(
-            (f"swag_{f.name}", getattr(self, f.name))
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) != getattr(default, f.name)
-        )
-
-    @classmethod
-    def from_options(cls, options: tuple[tuple[str, Any], ...]) -> SWAGCollection:
-        kwargs = {}
-        for name, value in options:
-            if not name.startswith("swag_") or name[5:] not in {"start_frac", "every", "rank"}:
-                raise ValueError(f"unknown base-run option {name!r}")
-            kwargs[name[5:]] = value
-        return cls(**kwargs)
-
-
-def base_spec(collection: SWAGCollection | None = None) -> TrainingSpec:
-    """The spec of the shared base run (``run_id == "base"`` with the default collection)."""
-    return TrainingSpec("base", (collection or SWAGCollection()).options())
-
-
-class SWAGMoments(NamedTuple):
-    """Running SWAG statistics of the flattened parameters (``P`` entries).
-
-    Attributes:
-        n: number of snapshots collected so far (float scalar).
-        mean: running first moment ``[P]``.
-        sq_mean: running second moment ``[P]``.
-        m2: running sum of squared deviations from the mean ``[P]`` (Welford), so that the diagonal
-            variance ``m2 / n`` does not suffer the float32 cancellation of ``sq_mean - mean^2``.
-        deviations: ring buffer of the last ``K`` deviations ``theta_i - mean_i``, ``[K, P]``.
-    """
-
-    n: Array
-    mean: Array
-    sq_mean: Array
-    m2: Array
-    deviations: Array
-
-
-def init_moments(n_params: int, rank: int) -> SWAGMoments:
-    z = jnp.zeros((n_params,), jnp.float32)
-    return SWAGMoments(jnp.zeros((), jnp.float32), z, z, z, jnp.zeros((rank, n_params)))
-
-
-def update_moments(moments: SWAGMoments, theta: Array) -> SWAGMoments:
-    """Add one snapshot ``theta [P]`` to the running moments (column ``n mod K`` of the buffer)."""
-    n = moments.n + 1.0
-    delta = theta - moments.mean
-    mean = moments.mean + delta / n
-    sq_mean = moments.sq_mean + (jnp.square(theta) - moments.sq_mean) / n
-    m2 = moments.m2 + delta * (theta - mean)
-    slot = jnp.mod(moments.n.astype(jnp.int32), moments.deviations.shape[0])
-    deviations = moments.deviations.at[slot].set(theta - mean)
-    return SWAGMoments(n, mean, sq_mean, m2, deviations)
-
-
-def fit_params_swag(
-    model_config: MLPConfig,
-    train_config: TrainConfig,
-    collection: SWAGCollection,
-    x: Array,
-    y: Array,
-    key: Array,
-) -> tuple[Params, Array, SWAGMoments]:
-    """Standard training on standardised data that also collects SWAG moments; pure and jittable.
-
-    The key is used exactly as in :func:`pnc.train.fit_params`, so the final iterate equals the one
-    of plain training with the same key.
-
-    Returns:
-        ``(params, losses [steps], moments)``; ``moments.deviations`` holds
-        ``min(K, n_snapshots)`` valid columns (all of them in collection order modulo ``K``).
-    """
-    steps = train_config.steps
-    n_snap = collection.n_snapshots(steps)
-    if n_snap < 2:
-        raise ValueError(
-            f"SWAG collection needs >= 2 snapshots, got {n_snap} "
-            f"(steps={steps}, start_frac={collection.start_frac}, every={collection.every})"
-        )
-    rank = min(collection.rank, n_snap)
-    pre = steps - n_snap * collection.every
-    k_init, k_data = jax.random.split(key)
-    state = init_train_state(model_config, train_config, x.shape[-1], k_init)
-    step = make_train_step(model_config, train_config, x, y)
-    step_keys = jax.random.split(k_data, steps)
-    state, pre_losses = jax.lax.scan(step, state, step_keys[:pre])
-    flat, _ = ravel_pytree(state.params)
-
-    def collect(carry: tuple[TrainState, SWAGMoments], keys: Array):
-        state, moments = carry
-        state, losses = jax.lax.scan(step, state, keys)
-        moments = update_moments(moments, ravel_pytree(state.params)[0])
-        return (state, moments), losses
-
-    keys = step_keys[pre:].reshape(n_snap, collection.every, *step_keys.shape[1:])
-    (state, moments), losses = jax.lax.scan(
-        collect, (state, init_moments(flat.shape[0], rank)), keys
-    )
-    return state.params, jnp.concatenate([pre_losses, losses.reshape(-1)]), moments
-
-
-def train_base(
-    spec: TrainingSpec,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    model_config: MLPConfig,
-    train_config: TrainConfig,
-    key: Array,
-) -> TrainingRun:
-    """Train the shared ``base`` run on raw ``x [N, in]``, ``y [N, D]``.
-
-    ``run.extras["swag"]`` holds ``mean``, ``sq_mean``, ``var`` (each ``[P]``, flattened in
-    ``jax.flatten_util.ravel_pytree`` order of the params), ``deviations [K, P]`` and
-    ``n_snapshots``.
-    """
-    if spec.kind != "base":
-        raise ValueError(f"expected a base run spec, got {spec.kind!r}")
-    if model_config.dropout_rate != 0.0:
-        raise ValueError("the base run trains without dropout; got dropout_rate > 0")
-    collection = SWAGCollection.from_options(spec.options)
-    x_norm, y_norm = standardise(x, y, model_config.out_dim)
-    fit = jax.jit(fit_params_swag, static_argnums=(0, 1, 2))
-    t0 = time.perf_counter()
-    params, losses, moments = fit(
-        model_config,
-        train_config,
-        collection,
-        x_norm.transform(jnp.asarray(x, jnp.float32)),
-        y_norm.transform(jnp.asarray(y, jnp.float32)),
-        key,
-    )
-    jax.block_until_ready(moments)
-    train_s = time.perf_counter() - t0
-    extras = {
-        "swag": {
-            "mean": moments.mean,
-            "sq_mean": moments.sq_mean,
-            "var": moments.m2 / moments.n,
-            "deviations": moments.deviations,
-            "n_snapshots": moments.n,
-        }
-    }
-    losses = np.asarray(losses)
-    meta = {
-        "train_s": train_s,
-        "loss_first": float(losses[:50].mean()),
-        "loss_last": float(losses[-50:].mean()),
-        "train_config": dataclasses.asdict(train_config),
-        "swag_collection": dataclasses.asdict(collection),
-    }
-    return TrainingRun(spec, TrainedModel(model_config, params, x_norm, y_norm), extras, meta)
-
-
-# ----------------------------------------------------------------------------- the SWAG method
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,12 +59,23 @@ class SWAGConfig:
         check_positive(self, "scale", "rank", "n_samples", "chunk_size")
 
 
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=("mean", "std", "deviations", "model"),
+    meta_fields=("scale", "n_samples", "chunk_size"),
+)
 @dataclasses.dataclass(frozen=True)
 class SWAGPosterior:
-    """Diagonal-plus-low-rank Gaussian over the flattened parameters.
+    """Diagonal-plus-low-rank Gaussian over the flattened parameters (a pytree of its arrays).
 
     Attributes:
-        mean: ``[P]``; std: ``diag^{1/2}``, ``[P]``; deviations: ``[K, P]``; config: the model.
+        mean: ``[P]``, flattened in ``ravel_pytree`` order of ``model.params``.
+        std: ``diag^{1/2}``, ``[P]``.
+        deviations: the ``K`` most recent deviation columns, most recent first, ``[K, P]``.
+        scale: covariance scale (static).
+        model: the base model (its params give the unflattening template).
+        n_samples: ``S`` weight samples (static).
+        chunk_size: samples evaluated together (static).
     """
 
     mean: Array
@@ -350,21 +165,3 @@ class SWAG(MethodBase):
             n_samples=posterior.n_samples,
             chunk_size=posterior.chunk_size,
         )
-
-
-def swag_statistics(run: TrainingRun) -> dict[str, Array]:
-    """The SWAG arrays of a base run, checked against the model's parameter count.
-
-    ``deviations`` is returned most recent first (the ring buffer unrolled), so that
-    ``deviations[:k]`` are the last ``k`` deviation columns.
-    """
-    if run.spec.kind != "base" or "swag" not in run.extras:
-        raise ValueError(f"SWAG statistics live in a base run; got a {run.spec.kind!r} run")
-    stats = {k: jnp.asarray(v) for k, v in run.extras["swag"].items()}
-    n_params = ravel_pytree(run.model.params)[0].shape[0]
-    if stats["mean"].shape != (n_params,) or stats["deviations"].shape[1] != n_params:
-        raise ValueError("SWAG statistics do not match the model's parameters")
-    rank = stats["deviations"].shape[0]
-    last = int(stats["n_snapshots"]) - 1
-    stats["deviations"] = stats["deviations"][(last - np.arange(rank)) % rank]
-    return stats

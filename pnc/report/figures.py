@@ -10,21 +10,15 @@
   +- one standard deviation bar (no bar for a single seed).
 
 Every method has its own colour (Okabe-Ito, colour-blind safe), marker, line style and hatch
-(:data:`METHOD_STYLE`), so the figures stay readable in grayscale.
-
-CLI::
-
-    python -m pnc.report.figures frontier results/all_configs.csv --out figures/frontier/Ant-v5 --env Ant-v5
-    python -m pnc.report.figures metrics results/results.csv --out figures/metrics/Ant-v5 --env Ant-v5
-
-write ``STEM.pdf`` and ``STEM.png`` (``--env`` may repeat; omitted = every environment).
+(:data:`METHOD_STYLE`), so the figures stay readable in grayscale. Legends show each method's label
+and axis ticks its short label, both from :data:`pnc.study.results.METHOD_INFO` (the tables use the
+same). ``python -m pnc.report frontier|metrics`` draws them from the results CSVs; :func:`save`
+writes ``STEM.pdf`` and ``STEM.png``.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,6 +32,13 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from pnc.report import stats as st  # noqa: E402
+from pnc.study.results import (  # noqa: E402
+    BOUNDED_METRICS,
+    HEADLINE,
+    METHOD_INFO,
+    METRIC_INFO,
+    SPLIT_LABELS,
+)
 
 #: Per-method style: colour, marker, line style and hatch (distinct in every channel).
 METHOD_STYLE: dict[str, dict[str, object]] = {
@@ -48,15 +49,6 @@ METHOD_STYLE: dict[str, dict[str, object]] = {
     "subspace": {"color": "#56B4E9", "marker": "P", "linestyle": (0, (5, 1)), "hatch": "++"},
     "pnc": {"color": "#D55E00", "marker": "o", "linestyle": "-", "hatch": ""},
     "pnc_nocorr": {"color": "#6E6E6E", "marker": "X", "linestyle": (0, (1, 1)), "hatch": "oo"},
-}
-SHORT_LABELS = {
-    "deep_ensemble": "DE",
-    "mc_dropout": "MCD",
-    "swag": "SWAG",
-    "laplace": "Lapl.",
-    "subspace": "Sub.",
-    "pnc": "P&C",
-    "pnc_nocorr": "P&C w/o Corr",
 }
 RC_PARAMS = {
     "font.size": 9,
@@ -74,8 +66,6 @@ RC_PARAMS = {
 }
 FORMATS = ("pdf", "png")
 PNG_DPI = 150
-#: Metrics drawn on a linear axis with a reference line (AUROC 0.5, Spearman 0).
-BOUNDED_METRICS = ("auroc", "auroc_epistemic", "spearman")
 
 
 class FigureError(ValueError):
@@ -88,8 +78,9 @@ class FigureError(ValueError):
 
 
 def metric_label(split: str, metric: str) -> str:
-    arrow = "↑" if st.HIGHER_IS_BETTER[metric] else "↓"
-    return f"{st.SPLIT_LABELS[split]} {st.METRIC_LABELS[metric]} ({arrow} better)"
+    """E.g. ``Far NLL (↓ better)``."""
+    info = METRIC_INFO[metric]
+    return f"{SPLIT_LABELS[split]} {info.label} ({info.arrow} better)"
 
 
 def choose_scale(values: np.ndarray) -> str:
@@ -142,7 +133,8 @@ def _panel_grid(n: int, width: float, height: float, max_cols: int = 4):
     return fig, list(axes.flat[:n])
 
 
-def _check_envs(df: pd.DataFrame, envs: Sequence[str] | None) -> list[str]:
+def check_envs(df: pd.DataFrame, envs: Sequence[str] | None) -> list[str]:
+    """``envs`` (default: every environment of ``df``, in table order); unknown ones raise."""
     available = st.env_order(df)
     if not envs:
         return available
@@ -276,7 +268,7 @@ def _legend_handles(methods: Sequence[str], *, frontier: bool) -> list[Line2D]:
             linestyle=METHOD_STYLE[m]["linestyle"] if frontier else "none",
             markeredgecolor="black",
             markersize=7,
-            label=st.METHOD_LABELS[m],
+            label=METHOD_INFO[m].label,
         )
         for m in methods
     ]
@@ -311,14 +303,14 @@ def frontier_figure(all_configs: pd.DataFrame, envs: Sequence[str] | None = None
     """The ID/OOD frontier, one panel per environment.
 
     Args:
-        all_configs: validated ``all_configs`` table (:func:`pnc.report.stats.validate_results` with
+        all_configs: validated ``all_configs`` table (:func:`pnc.study.results.validate` with
             ``require_selected=True``).
         envs: environments to draw (default: all, in table order).
 
     Returns:
         The matplotlib figure.
     """
-    envs = _check_envs(all_configs, envs)
+    envs = check_envs(all_configs, envs)
     points = frontier_points(all_configs)
     with plt.rc_context(RC_PARAMS):
         fig, axes = _panel_grid(len(envs), 4.0, 3.4)
@@ -342,7 +334,7 @@ def frontier_figure(all_configs: pd.DataFrame, envs: Sequence[str] | None = None
 # --------------------------------------------------------------------------------------------
 
 
-def metrics_figure(results: pd.DataFrame, env: str, pairs: Sequence[tuple[str, str]] = st.HEADLINE):
+def metrics_figure(results: pd.DataFrame, env: str, pairs: Sequence[tuple[str, str]] = HEADLINE):
     """One environment's headline metrics across methods with the spread over seeds.
 
     Args:
@@ -353,7 +345,7 @@ def metrics_figure(results: pd.DataFrame, env: str, pairs: Sequence[tuple[str, s
     Returns:
         The matplotlib figure.
     """
-    (env,) = _check_envs(results, [env])
+    (env,) = check_envs(results, [env])
     df = results[results.env == env]
     methods = st.methods_present(df)
     rng = np.random.default_rng(0)  # jitter of the seed points only
@@ -396,12 +388,12 @@ def metrics_figure(results: pd.DataFrame, env: str, pairs: Sequence[tuple[str, s
                     zorder=3,
                 )
             if metric in BOUNDED_METRICS:  # chance level / no correlation as a reference line
-                ax.axhline(0.5 if metric.startswith("auroc") else 0.0, color="0.5", lw=0.8, ls="--")
+                ax.axhline(METRIC_INFO[metric].reference, color="0.5", lw=0.8, ls="--")
             else:
                 _set_scale(ax, "y", sel["value"].to_numpy())
             ax.set_xticks(
                 range(len(methods)),
-                [SHORT_LABELS[m] for m in methods],
+                [METHOD_INFO[m].short for m in methods],
                 rotation=40,
                 ha="right",
                 rotation_mode="anchor",
@@ -426,43 +418,3 @@ def metrics_figure(results: pd.DataFrame, env: str, pairs: Sequence[tuple[str, s
         )
         fig.tight_layout()
     return fig
-
-
-# --------------------------------------------------------------------------------------------
-# CLI
-# --------------------------------------------------------------------------------------------
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pnc.report.figures", description="Figures of the MuJoCo study (PDF and PNG)."
-    )
-    sub = parser.add_subparsers(dest="kind", required=True)
-    fr = sub.add_parser("frontier", help="ID/OOD frontier from all_configs.csv")
-    fr.add_argument("table", help="all_configs.csv (needs a boolean 'selected' column)")
-    me = sub.add_parser("metrics", help="one environment's headline metrics from results.csv")
-    me.add_argument("table", help="results.csv")
-    for p in (fr, me):
-        p.add_argument("--out", required=True, help="output stem: writes STEM.pdf and STEM.png")
-        p.add_argument("--env", action="append", help="environment (repeatable; default: all)")
-    args = parser.parse_args(argv)
-    try:
-        if args.kind == "frontier":
-            df = st.load_results(args.table, require_selected=True)
-            fig = frontier_figure(df, args.env)
-        else:
-            df = st.load_results(args.table)
-            envs = _check_envs(df, args.env)
-            if len(envs) != 1:
-                raise FigureError(f"the metrics figure needs exactly one --env; got {envs}")
-            fig = metrics_figure(df, envs[0])
-    except (st.ResultsError, FigureError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    for path in save(fig, args.out):
-        print(f"wrote {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

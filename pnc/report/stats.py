@@ -15,17 +15,16 @@ only the selected configuration of each (env, method). From it this module compu
    ``alpha = 0.05``.
 
 The P&C ablation without correction (``pnc_nocorr``) is carried through the summary but never ranked
-or tested. ``python -m pnc.report.stats RESULTS.csv --out DIR`` writes the tables (:mod:`pnc.report.tables`) and
-``DIR/stats.json``.
+or tested. Methods, splits, metrics and their directions are those of :mod:`pnc.study.results`;
+the input is validated there (:func:`pnc.study.results.validate`). This module only computes:
+``python -m pnc.report tables RESULTS.csv --out DIR`` writes the tables (:mod:`pnc.report.tables`)
+and ``DIR/stats.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,73 +32,19 @@ import pandas as pd
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from pnc.io import write_json
-
-#: The six methods of the ranking, in the paper's row order (P&C last).
-RANKED_METHODS: tuple[str, ...] = (
-    "deep_ensemble",
-    "mc_dropout",
-    "swag",
-    "laplace",
-    "subspace",
-    "pnc",
-)
-#: Methods reported in the summary and figures but never ranked or tested.
-ABLATION_METHODS: tuple[str, ...] = ("pnc_nocorr",)
-METHODS: tuple[str, ...] = RANKED_METHODS + ABLATION_METHODS
-#: The method every baseline is tested against.
-REFERENCE = "pnc"
-METHOD_LABELS: dict[str, str] = {
-    "deep_ensemble": "Deep Ensemble",
-    "mc_dropout": "MC Dropout",
-    "swag": "SWAG",
-    "laplace": "Laplace",
-    "subspace": "Subspace",
-    "pnc": "P&C",
-    "pnc_nocorr": "P&C w/o Corr",
-}
-
-#: Evaluation splits in display order; ``val`` rows are accepted in the input and ignored.
-SPLITS: tuple[str, ...] = ("id", "near", "mid", "far")
-IGNORED_SPLITS: tuple[str, ...] = ("val",)
-SPLIT_LABELS: dict[str, str] = {"id": "ID", "near": "Near", "mid": "Mid", "far": "Far"}
-
-#: Metric -> whether higher values are better.
-HIGHER_IS_BETTER: dict[str, bool] = {
-    "rmse": False,
-    "rmse_std": False,
-    "nll": False,
-    "auroc": True,
-    "auroc_epistemic": True,
-    "spearman": True,
-}
-METRICS: tuple[str, ...] = tuple(HIGHER_IS_BETTER)
-METRIC_LABELS: dict[str, str] = {
-    "rmse": "RMSE",
-    "rmse_std": "RMSE (std.)",
-    "nll": "NLL",
-    "auroc": "AUROC",
-    "auroc_epistemic": "AUROC (epist.)",
-    "spearman": "Spearman",
-}
-#: The four headline (split, metric) pairs of paper Table 1.
-HEADLINE: tuple[tuple[str, str], ...] = (
-    ("id", "rmse"),
-    ("far", "nll"),
-    ("far", "auroc"),
-    ("far", "spearman"),
+from pnc.study.results import (
+    HEADLINE,
+    METHODS,
+    METRIC_INFO,
+    METRICS,
+    RANKED_METHODS,
+    REFERENCE,
+    REPORTED_SPLITS,
+    ResultsError,
 )
 
-REQUIRED_COLUMNS: tuple[str, ...] = ("env", "method", "seed", "split", "metric", "value")
-#: Optional columns and the value they take when absent.
-OPTIONAL_DEFAULTS: dict[str, str] = {"config": "default", "data_source": "unspecified"}
-DATA_SOURCES: tuple[str, ...] = ("minari", "offline", "unspecified")
 ALPHA = 0.05
 TIE_RULE = "every method tied for the best rank counts a win"
-
-
-class ResultsError(ValueError):
-    """The results table is malformed; the message names the offending column, value or rows."""
 
 
 def key(split: str, metric: str) -> str:
@@ -108,124 +53,8 @@ def key(split: str, metric: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Loading and validation
+# Table order
 # --------------------------------------------------------------------------------------------
-
-
-def _describe_rows(frame: pd.DataFrame, limit: int = 5) -> str:
-    cols = [c for c in ("env", "method", "config", "seed", "split", "metric") if c in frame]
-    rows = [
-        ", ".join(f"{c}={r[c]}" for c in cols) for r in frame[cols].head(limit).to_dict("records")
-    ]
-    more = f" (and {len(frame) - limit} more)" if len(frame) > limit else ""
-    return "; ".join(rows) + more
-
-
-def validate_results(frame: pd.DataFrame, *, require_selected: bool = False) -> pd.DataFrame:
-    """Check a long-format results table and return a clean copy without ``val`` rows.
-
-    Args:
-        frame: one row per measured value; required columns ``env, method, seed, split, metric,
-            value``; optional ``config`` (default ``"default"``) and ``data_source`` (default
-            ``"unspecified"``); with ``require_selected`` also a boolean ``selected`` column.
-        require_selected: whether the table lists every configuration (``all_configs.csv``) and so
-            needs a ``selected`` column and may hold several configurations per (env, method).
-
-    Returns:
-        A copy with string ``env``/``method``/``config``/``split``/``metric``/``data_source``,
-        float ``value`` and the ``val`` split removed.
-
-    Raises:
-        ResultsError: on missing columns, unknown methods/splits/metrics/data sources, missing or
-            non-finite values, duplicated measurements, several configurations of one
-            (env, method) in a selected-only table, or an env with more than one data source.
-    """
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if require_selected and "selected" not in frame.columns:
-        missing.append("selected")
-    if missing:
-        raise ResultsError(
-            f"results table lacks required column(s) {missing}; it has {list(frame.columns)}"
-        )
-    df = frame.copy()
-    for column, default in OPTIONAL_DEFAULTS.items():
-        if column not in df.columns:
-            df[column] = default
-    df["config"] = df["config"].fillna("").astype(str).replace("", "default")
-    for column in ("env", "method", "split", "metric", "data_source"):
-        if df[column].isna().any():
-            raise ResultsError(
-                f"column {column!r} is empty in rows: {_describe_rows(df[df[column].isna()])}"
-            )
-        df[column] = df[column].astype(str).str.strip()
-    if df["seed"].isna().any():
-        raise ResultsError(f"column 'seed' is empty in rows: {_describe_rows(df[df.seed.isna()])}")
-
-    for column, allowed in (
-        ("method", METHODS),
-        ("split", SPLITS + IGNORED_SPLITS),
-        ("metric", METRICS),
-        ("data_source", DATA_SOURCES),
-    ):
-        unknown = sorted(set(df[column]) - set(allowed))
-        if unknown:
-            raise ResultsError(f"unknown {column} value(s) {unknown}; expected one of {allowed}")
-
-    df = df[~df["split"].isin(IGNORED_SPLITS)].reset_index(drop=True)
-    if df.empty:
-        raise ResultsError("results table holds no rows on the id/near/mid/far splits")
-
-    values = pd.to_numeric(df["value"], errors="coerce")
-    bad = ~np.isfinite(values.to_numpy(dtype=float))
-    if bad.any():
-        raise ResultsError(
-            f"{int(bad.sum())} value(s) are missing, non-numeric or non-finite (NaN/inf): "
-            f"{_describe_rows(df[bad])}"
-        )
-    df["value"] = values.astype(float)
-
-    if require_selected:
-        selected = df["selected"]
-        if selected.dtype != bool:
-            mapped = (
-                selected.astype(str)
-                .str.strip()
-                .str.lower()
-                .map({"true": True, "false": False, "1": True, "0": False})
-            )
-            if mapped.isna().any():
-                raise ResultsError(
-                    f"column 'selected' must be boolean; got {sorted(set(selected[mapped.isna()].astype(str)))}"
-                )
-            df["selected"] = mapped.astype(bool)
-
-    ident = ["env", "method", "config", "seed", "split", "metric"]
-    dup = df.duplicated(ident, keep=False)
-    if dup.any():
-        raise ResultsError(f"duplicated measurements: {_describe_rows(df[dup])}")
-
-    if not require_selected:
-        n_configs = df.groupby(["env", "method"])["config"].nunique()
-        several = n_configs[n_configs > 1]
-        if len(several):
-            raise ResultsError(
-                "a selected-results table holds one configuration per (env, method); several in "
-                f"{[f'{e}/{m}' for e, m in several.index]}"
-            )
-    sources = df.groupby("env")["data_source"].nunique()
-    mixed = sources[sources > 1]
-    if len(mixed):
-        raise ResultsError(f"env(s) {list(mixed.index)} list more than one data_source")
-    return df
-
-
-def load_results(path: str | Path, *, require_selected: bool = False) -> pd.DataFrame:
-    """Read and validate a long-format results CSV (see :func:`validate_results`)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"results table not found: {path}")
-    frame = pd.read_csv(path, dtype={"env": str, "method": str, "config": str, "split": str})
-    return validate_results(frame, require_selected=require_selected)
 
 
 def env_order(df: pd.DataFrame) -> list[str]:
@@ -248,7 +77,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     """Mean and sample standard deviation over seeds per (env, method, split, metric).
 
     Args:
-        df: a validated results table (:func:`validate_results`).
+        df: a validated results table (:func:`pnc.study.results.validate`).
 
     Returns:
         Columns ``env, method, config, split, metric, mean, std, n_seeds``; ``std`` is NaN where a
@@ -306,7 +135,9 @@ def rank_methods(
 ) -> pd.DataFrame:
     """Per-environment ranks of ``methods`` on the seed mean of (split, metric), ``[env, method]``."""
     means = mean_table(summary, split, metric, methods)
-    ranks = np.stack([rank_row(row, HIGHER_IS_BETTER[metric]) for row in means.to_numpy()])
+    ranks = np.stack(
+        [rank_row(row, METRIC_INFO[metric].higher_is_better) for row in means.to_numpy()]
+    )
     return pd.DataFrame(ranks, index=means.index, columns=means.columns)
 
 
@@ -454,7 +285,7 @@ def compare_to_reference(
     """
     baselines = [m for m in methods if m != reference]
     means = mean_table(summary, split, metric, list(methods))
-    sign = 1.0 if HIGHER_IS_BETTER[metric] else -1.0
+    sign = 1.0 if METRIC_INFO[metric].higher_is_better else -1.0
     tests = {b: wilcoxon_test(sign * (means[reference] - means[b]).to_numpy()) for b in baselines}
     reject, adjusted = holm([tests[b]["p"] for b in baselines], alpha)
     for b, rej, p_adj in zip(baselines, reject, adjusted, strict=True):
@@ -538,7 +369,7 @@ def compute_statistics(df: pd.DataFrame, *, alpha: float = ALPHA) -> dict[str, A
     }
     pairs = [
         (s, m)
-        for s in SPLITS
+        for s in REPORTED_SPLITS
         for m in METRICS
         if ((summary.split == s) & (summary.metric == m)).any()
     ]
@@ -553,52 +384,10 @@ def compute_statistics(df: pd.DataFrame, *, alpha: float = ALPHA) -> dict[str, A
             "rank_std": agg["rank_std"].to_dict(),
             "wins": agg["wins"].to_dict(),
             "n_envs": int(len(ranks)),
-            "higher_is_better": HIGHER_IS_BETTER[metric],
+            "higher_is_better": METRIC_INFO[metric].higher_is_better,
         }
         if (split, metric) in HEADLINE and REFERENCE in ranked and len(ranked) > 1:
             out["wilcoxon"][key(split, metric)] = compare_to_reference(
                 summary, split, metric, ranked, alpha=alpha
             )
     return _clean(out)
-
-
-def run(results_csv: str | Path, out_dir: str | Path, *, alpha: float = ALPHA) -> dict[str, Any]:
-    """Load ``results_csv``, compute the statistics and write the tables and ``stats.json``."""
-    from pnc.report import tables  # local import: tables imports this module
-
-    df = load_results(results_csv)
-    result = compute_statistics(df, alpha=alpha)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tables.write_tables(tables.build_tables(df, result), out_dir)
-    write_json(out_dir / "stats.json", result)
-    return result
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pnc.report.stats",
-        description="Ranks, Wilcoxon-Holm tests and the paper's tables from a long-format results CSV.",
-    )
-    parser.add_argument(
-        "results", help="long-format CSV (env, method, seed, split, metric, value, ...)"
-    )
-    parser.add_argument("--out", required=True, help="directory for the tables and stats.json")
-    parser.add_argument("--alpha", type=float, default=ALPHA, help="Holm family-wise level")
-    args = parser.parse_args(argv)
-    if not 0.0 < args.alpha < 1.0:
-        parser.error(f"--alpha must lie in (0, 1), got {args.alpha}")
-    try:
-        result = run(args.results, args.out, alpha=args.alpha)
-    except (ResultsError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(
-        f"{len(result['envs'])} env(s), methods {result['methods']}: tables and stats.json "
-        f"written to {args.out}"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,8 @@
-"""The paper's MuJoCo tables as LaTeX (booktabs), Markdown and CSV of the same numbers.
+"""The paper's MuJoCo tables, each as LaTeX (booktabs), Markdown and CSV of the same numbers.
 
-Five tables are built from a validated results table and the statistics of
-:func:`pnc.report.stats.compute_statistics`:
+Five :class:`pnc.report.render.Table` objects are built from a validated results table
+(:func:`pnc.study.results.validate`) and the statistics of
+:func:`pnc.report.stats.compute_statistics`; :func:`pnc.report.render.write_tables` writes them:
 
 - ``cross_env`` (paper Table 1): mean rank +- standard deviation and wins per headline metric
   (ID RMSE, Far NLL, Far AUROC, Far Spearman), best mean rank in bold, Wilcoxon-Holm arrows;
@@ -13,42 +14,41 @@ Five tables are built from a validated results table and the statistics of
 
 Bold marks the best seed mean among the six ranked methods (every exactly tied best is bold). Where
 a single seed leaves the standard deviation undefined, only the mean is printed (and the caption
-says so). The LaTeX needs ``\\usepackage{booktabs,longtable}``.
+says so). Method, split and metric labels and the metric definitions in the captions come from
+:mod:`pnc.study.results`. The LaTeX needs ``\\usepackage{booktabs,longtable}``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from pnc.report import stats as st
+from pnc.report.render import (
+    ARROW,
+    LATEX_ARROW,
+    Table,
+    best_mask,
+    decimals_for,
+    latex_escape,
+    latex_longtable,
+    latex_tabular,
+    markdown_table,
+    mean_std_cell,
+)
+from pnc.study.results import (
+    ABLATION_METHODS,
+    BOUNDED_METRICS,
+    HEADLINE,
+    METHOD_INFO,
+    METRIC_INFO,
+    RANKED_METHODS,
+    REPORTED_SPLITS,
+    SPLIT_LABELS,
+)
 
-METRIC_DEFINITIONS: dict[str, str] = {
-    "rmse": "ID RMSE: root mean squared error of the predictive mean on the held-out ID evaluation "
-    "split, in original target units.",
-    "nll": "NLL: Gaussian negative log-likelihood of the moment-matched predictive (mean of the "
-    "member means; mean of the member variances plus variance of the member means), averaged "
-    "over points and target dimensions, in standardised units.",
-    "auroc": "AUROC: ID evaluation points against the shifted split's points, scored by the total "
-    "predictive variance summed over target dimensions (shifted = positive).",
-    "spearman": "Spearman: per split, rank correlation between each point's total predictive "
-    "variance and its squared error (both summed over target dimensions).",
-}
-SHORT_METHOD = {
-    "deep_ensemble": "DE",
-    "mc_dropout": "MCD",
-    "swag": "SWAG",
-    "laplace": "Lap.",
-    "subspace": "Sub.",
-    "pnc": "P&C",
-    "pnc_nocorr": "P&C w/o Corr",
-}
 #: Abbreviations of hyperparameter names in the selected-configuration table (paper Table 3).
 HPARAM_ABBREVIATIONS = {
     "n_members": "n",
@@ -69,129 +69,27 @@ HPARAM_ABBREVIATIONS = {
     "rank": "K",
     "n_samples": "S",
 }
-#: Metrics in [-1, 1] or [0, 1], always printed with three decimals.
-BOUNDED_METRICS = ("auroc", "auroc_epistemic", "spearman")
+#: Metrics whose definition a caption prints.
+DEFINED_IN_CAPTIONS: tuple[str, ...] = ("rmse", "nll", "auroc", "spearman")
 PER_ENV_COLUMNS: tuple[tuple[str, str], ...] = (("id", "rmse"), ("far", "nll"), ("far", "auroc"))
 SINGLE_SEED_NOTE = (
     "Where an environment has a single seed the standard deviation is undefined and only the "
     "mean is shown."
 )
-ARROW = {"up": "↑", "down": "↓"}
-LATEX_ARROW = {"up": r"$^{\uparrow}$", "down": r"$^{\downarrow}$"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Table:
-    """One rendered table.
-
-    Attributes:
-        name: file stem (``DIR/{name}.tex|.md|.csv``).
-        caption: plain-text caption (also the LaTeX caption after escaping).
-        data: the numbers shown, one row per table row (written as CSV).
-        latex: the LaTeX source (booktabs ``tabular`` or ``longtable``).
-        markdown: a Markdown pipe table preceded by its caption.
-    """
-
-    name: str
-    caption: str
-    data: pd.DataFrame
-    latex: str
-    markdown: str
 
 
 # --------------------------------------------------------------------------------------------
-# Formatting helpers
+# Labels and captions
 # --------------------------------------------------------------------------------------------
-
-
-_LATEX_SPECIALS = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-}
-
-
-def latex_escape(text: str) -> str:
-    """Escape LaTeX's special characters in plain text (arrows become math arrows)."""
-    out = "".join(_LATEX_SPECIALS.get(ch, ch) for ch in str(text))
-    return out.replace("↑", r"$\uparrow$").replace("↓", r"$\downarrow$").replace("±", r"$\pm$")
-
-
-def md_escape(text: str) -> str:
-    return str(text).replace("|", r"\|")
-
-
-def decimals_for(value: float, significant: int = 3, lo: int = 3, hi: int = 6) -> int:
-    """Decimals that show ``significant`` digits of ``value``, clipped to ``[lo, hi]``."""
-    if not math.isfinite(value) or value == 0.0:
-        return lo
-    return int(np.clip(significant - 1 - math.floor(math.log10(abs(value))), lo, hi))
-
-
-def fmt(value: float, decimals: int, minus: str = "-") -> str:
-    """Fixed-point number; ``minus`` replaces the sign (LaTeX text mode wants ``$-$``)."""
-    text = f"{value:.{decimals}f}"
-    if text.startswith("-"):
-        text = minus + text[1:] if float(text) != 0.0 else text[1:]
-    return text
-
-
-def mean_std_cell(
-    mean: float,
-    std: float,
-    decimals: int,
-    *,
-    latex: bool,
-    bold: bool = False,
-    italic: bool = False,
-    superscript: str = "",
-) -> str:
-    """``mean ± std`` (only ``mean`` where ``std`` is NaN) with bold/italic markup."""
-    minus = "$-$" if latex else "−"
-    text = fmt(mean, decimals, minus)
-    if not (isinstance(std, float) and math.isnan(std)) and std is not None:
-        text += (r" $\pm$ " if latex else " ± ") + fmt(std, decimals, minus)
-    if latex:
-        if italic:
-            text = rf"\textit{{{text}}}"
-        if bold:
-            text = rf"\textbf{{{text}}}"
-    else:
-        if italic and bold:
-            text = f"***{text}***"
-        elif bold:
-            text = f"**{text}**"
-        elif italic:
-            text = f"*{text}*"
-    return text + superscript
 
 
 def column_label(split: str, metric: str) -> str:
     """E.g. ``Far NLL ↓``."""
-    arrow = "↑" if st.HIGHER_IS_BETTER[metric] else "↓"
-    return f"{st.SPLIT_LABELS[split]} {st.METRIC_LABELS[metric]} {arrow}"
+    return f"{SPLIT_LABELS[split]} {METRIC_INFO[metric].label} {METRIC_INFO[metric].arrow}"
 
 
 def column_id(split: str, metric: str) -> str:
     return f"{split}_{metric}"
-
-
-def best_mask(values: pd.Series, higher_is_better: bool) -> pd.Series:
-    """True where a value equals the best one (all exact ties)."""
-    best = values.max() if higher_is_better else values.min()
-    return values == best
-
-
-# --------------------------------------------------------------------------------------------
-# Captions
-# --------------------------------------------------------------------------------------------
 
 
 def describe_study(df: pd.DataFrame) -> str:
@@ -218,92 +116,14 @@ def describe_study(df: pd.DataFrame) -> str:
 
 
 def metric_definitions(metrics: Sequence[str]) -> str:
+    """The definitions of ``metrics`` (those in :data:`DEFINED_IN_CAPTIONS`), in order."""
     return " ".join(
-        METRIC_DEFINITIONS[m] for m in dict.fromkeys(metrics) if m in METRIC_DEFINITIONS
+        METRIC_INFO[m].definition for m in dict.fromkeys(metrics) if m in DEFINED_IN_CAPTIONS
     )
 
 
 def _has_single_seed(summary: pd.DataFrame) -> bool:
     return bool((summary["n_seeds"] < 2).any())
-
-
-# --------------------------------------------------------------------------------------------
-# Rendering
-# --------------------------------------------------------------------------------------------
-
-
-def _latex_tabular(
-    caption: str,
-    label: str,
-    colspec: str,
-    header: list[str],
-    rows: list[list[str]],
-    *,
-    size: str = r"\small",
-) -> str:
-    body = [" & ".join(r) + r" \\" for r in rows]
-    return "\n".join(
-        [
-            r"% requires \usepackage{booktabs}",
-            r"\begin{table}[t]",
-            r"  \centering",
-            f"  {size}",
-            f"  \\caption{{{latex_escape(caption)}}}",
-            f"  \\label{{{label}}}",
-            f"  \\begin{{tabular}}{{{colspec}}}",
-            r"    \toprule",
-            *[f"    {h}" for h in header],
-            r"    \midrule",
-            *[f"    {b}" for b in body],
-            r"    \bottomrule",
-            r"  \end{tabular}",
-            r"\end{table}",
-            "",
-        ]
-    )
-
-
-def _latex_longtable(
-    caption: str, label: str, colspec: str, header: str, groups: list[tuple[str, list[list[str]]]]
-) -> str:
-    ncol = len(colspec.replace("@{\\hskip 1.5em}", ""))
-    lines = [
-        r"% requires \usepackage{booktabs,longtable}",
-        r"\begingroup",
-        r"\small",
-        f"\\begin{{longtable}}{{{colspec}}}",
-        f"\\caption{{{latex_escape(caption)}}}",
-        f"\\label{{{label}}}\\\\",
-        r"\toprule",
-        header,
-        r"\midrule",
-        r"\endfirsthead",
-        r"\caption[]{(continued)}\\",
-        r"\toprule",
-        header,
-        r"\midrule",
-        r"\endhead",
-        r"\midrule",
-        f"\\multicolumn{{{ncol}}}{{r}}{{\\emph{{Continued on next page}}}} \\\\",
-        r"\endfoot",
-        r"\bottomrule",
-        r"\endlastfoot",
-    ]
-    for i, (title, rows) in enumerate(groups):
-        if i:
-            lines.append(r"\midrule")
-        lines.append(f"\\multicolumn{{{ncol}}}{{l}}{{{title}}} \\\\")
-        lines += ["    " + " & ".join(r) + r" \\" for r in rows]
-    lines += [r"\end{longtable}", r"\endgroup", ""]
-    return "\n".join(lines)
-
-
-def _markdown(caption: str, header: list[str], rows: list[list[str]]) -> str:
-    lines = [f"Table: {md_escape(caption)}", ""]
-    lines.append("| " + " | ".join(md_escape(h) for h in header) + " |")
-    lines.append("|" + "|".join(["---"] * len(header)) + "|")
-    lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------------------------
@@ -326,7 +146,7 @@ def _significance_notes(stats: dict[str, Any], pairs: Sequence[tuple[str, str]])
 
 def cross_env_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
     """Paper Table 1: mean rank +- std and wins of the six methods per headline metric."""
-    pairs = [(s, m) for s, m in st.HEADLINE if st.key(s, m) in stats["ranks"]]
+    pairs = [(s, m) for s, m in HEADLINE if st.key(s, m) in stats["ranks"]]
     methods = stats["ranked_methods"]
     caption = (
         f"Cross-environment summary across {describe_study(df)}. Entries report mean rank ± "
@@ -337,7 +157,8 @@ def cross_env_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
         "two-sided Wilcoxon signed-rank tests over environments on the per-environment means "
         f"against P&C, Holm-corrected across the baselines at alpha = {stats['alpha']:g}: ↑ means "
         "P&C is significantly better than the baseline, ↓ the reverse (p-values in the Wilcoxon "
-        "table). The ablation P&C w/o Corr is not ranked. "
+        "table). "
+        + "".join(f"The ablation {METHOD_INFO[m].label} is not ranked. " for m in ABLATION_METHODS)
         + metric_definitions([m for _, m in pairs])
     )
     notes = _significance_notes(stats, pairs)
@@ -350,8 +171,8 @@ def cross_env_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
         st.key(s, m): min(stats["ranks"][st.key(s, m)]["mean_rank"].values()) for s, m in pairs
     }
     for method in methods:
-        rec: dict[str, Any] = {"method": method, "label": st.METHOD_LABELS[method]}
-        md_row, tex_row = [st.METHOD_LABELS[method]], [latex_escape(st.METHOD_LABELS[method])]
+        rec: dict[str, Any] = {"method": method, "label": METHOD_INFO[method].label}
+        md_row, tex_row = [METHOD_INFO[method].label], [latex_escape(METHOD_INFO[method].label)]
         for split, metric in pairs:
             k, cid = st.key(split, metric), column_id(split, metric)
             r = stats["ranks"][k]
@@ -407,16 +228,16 @@ def cross_env_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
         name="cross_env",
         caption=caption,
         data=pd.DataFrame.from_records(records),
-        latex=_latex_tabular(
+        latex=latex_tabular(
             caption, "tab:mujoco-cross-env", "l" + "rr" * len(pairs), tex_header, tex_rows
         ),
-        markdown=_markdown(caption, md_header, md_rows),
+        markdown=markdown_table(caption, md_header, md_rows),
     )
 
 
 def wilcoxon_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
     """The Wilcoxon signed-rank tests of P&C against each baseline, with Holm-adjusted p-values."""
-    pairs = [(s, m) for s, m in st.HEADLINE if st.key(s, m) in stats["wilcoxon"]]
+    pairs = [(s, m) for s, m in HEADLINE if st.key(s, m) in stats["wilcoxon"]]
     caption = (
         f"P&C against each baseline across {describe_study(df)}: two-sided Wilcoxon signed-rank "
         "tests over environments on the per-environment seed means (zero differences dropped), "
@@ -457,7 +278,7 @@ def wilcoxon_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
             rows.append(
                 [
                     column_label(split, metric),
-                    st.METHOD_LABELS[baseline],
+                    METHOD_INFO[baseline].label,
                     str(w["n_envs"]),
                     f"{t['r_plus']:g}",
                     f"{t['r_minus']:g}",
@@ -471,14 +292,14 @@ def wilcoxon_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
         name="wilcoxon",
         caption=caption,
         data=pd.DataFrame.from_records(records, columns=list(records[0]) if records else None),
-        latex=_latex_tabular(
+        latex=latex_tabular(
             caption,
             "tab:mujoco-wilcoxon",
             "llrrrrrl",
             [" & ".join(latex_escape(h) for h in header) + r" \\"],
             [[latex_escape(c) for c in r] for r in rows],
         ),
-        markdown=_markdown(caption, header, rows),
+        markdown=markdown_table(caption, header, rows),
     )
 
 
@@ -531,7 +352,7 @@ def hparams_table(df: pd.DataFrame) -> Table:
         + " 'default': the method has no tuned hyperparameters."
     )
     data = pd.DataFrame([{"env": e} | {m: configs.get((e, m), "") for m in methods} for e in envs])
-    header = ["Env"] + [SHORT_METHOD[m] for m in methods]
+    header = ["Env"] + [METHOD_INFO[m].short for m in methods]
     rows = [
         [e] + [abbreviate_config(configs[(e, m)]) if (e, m) in configs else "--" for m in methods]
         for e in envs
@@ -540,7 +361,7 @@ def hparams_table(df: pd.DataFrame) -> Table:
         name="hparams",
         caption=caption,
         data=data,
-        latex=_latex_tabular(
+        latex=latex_tabular(
             caption,
             "tab:mujoco-selected-hparams",
             "l" * len(header),
@@ -548,7 +369,7 @@ def hparams_table(df: pd.DataFrame) -> Table:
             [[latex_escape(c) for c in r] for r in rows],
             size=r"\scriptsize",
         ),
-        markdown=_markdown(caption, header, rows),
+        markdown=markdown_table(caption, header, rows),
     )
 
 
@@ -566,7 +387,7 @@ def _grouped(
     italic_negative: bool,
 ) -> tuple[list[dict[str, Any]], list[tuple[str, list[list[str]]]], list[list[str]]]:
     """Rows grouped by environment: CSV records, LaTeX groups and Markdown rows."""
-    methods = st.methods_present(df, st.RANKED_METHODS)
+    methods = st.methods_present(df, RANKED_METHODS)
     seeds = df.groupby("env")["seed"].nunique()
     indexed = summary.set_index(["env", "method", "split", "metric"])
     records, groups, md_rows = [], [], []
@@ -580,15 +401,15 @@ def _grouped(
             except KeyError:
                 continue
         bold = {
-            sm: best_mask(c["mean"].reindex(methods).dropna(), st.HIGHER_IS_BETTER[sm[1]])
+            sm: best_mask(c["mean"].reindex(methods).dropna(), METRIC_INFO[sm[1]].higher_is_better)
             for sm, c in cells.items()
         }
         tex_rows = []
         for method in methods:
             rec: dict[str, Any] = {"env": env, "method": method}
             tex_row, md_row = (
-                [latex_escape(st.METHOD_LABELS[method])],
-                [env, st.METHOD_LABELS[method]],
+                [latex_escape(METHOD_INFO[method].label)],
+                [env, METHOD_INFO[method].label],
             )
             for split, metric in pairs:
                 cid = column_id(split, metric)
@@ -647,16 +468,16 @@ def per_env_table(
         name="per_env",
         caption=caption,
         data=pd.DataFrame.from_records(records),
-        latex=_latex_longtable(
+        latex=latex_longtable(
             caption, "tab:mujoco-per-env", "l" + "r" * len(pairs), header, groups
         ),
-        markdown=_markdown(caption, ["Env", "Method", *labels], md_rows),
+        markdown=markdown_table(caption, ["Env", "Method", *labels], md_rows),
     )
 
 
 def spearman_table(df: pd.DataFrame, summary: pd.DataFrame) -> Table:
     """Appendix Table 5: Spearman per split, best in bold, negatives in italics, ``--`` if absent."""
-    pairs = [(s, "spearman") for s in st.SPLITS]
+    pairs = [(s, "spearman") for s in REPORTED_SPLITS]
     caption = (
         f"Spearman rank correlation between predicted variance and squared error across "
         f"{describe_study(df)}, computed per seed and reported as mean ± standard deviation "
@@ -664,20 +485,20 @@ def spearman_table(df: pd.DataFrame, summary: pd.DataFrame) -> Table:
         "the best value(s) in each split column are shown in bold. Negative correlations are "
         "italicised to indicate anti-informative uncertainty signals; '--' marks a split the "
         "environment does not have. "
-        + METRIC_DEFINITIONS["spearman"]
+        + METRIC_INFO["spearman"].definition
         + (" " + SINGLE_SEED_NOTE if _has_single_seed(summary) else "")
     )
     records, groups, md_rows = _grouped(df, summary, pairs, decimals=2, italic_negative=True)
-    labels = [f"{st.SPLIT_LABELS[s]} ↑" for s, _ in pairs]
+    labels = [f"{SPLIT_LABELS[s]} ↑" for s, _ in pairs]
     header = "Method & " + " & ".join(latex_escape(lab) for lab in labels) + r" \\"
     return Table(
         name="spearman",
         caption=caption,
         data=pd.DataFrame.from_records(records),
-        latex=_latex_longtable(
+        latex=latex_longtable(
             caption, "tab:mujoco-spearman", "l@{\\hskip 1.5em}rrrr", header, groups
         ),
-        markdown=_markdown(caption, ["Env", "Method", *labels], md_rows),
+        markdown=markdown_table(caption, ["Env", "Method", *labels], md_rows),
     )
 
 
@@ -699,20 +520,3 @@ def build_tables(df: pd.DataFrame, stats: dict[str, Any]) -> list[Table]:
 
 
 TABLE_NAMES: tuple[str, ...] = ("cross_env", "wilcoxon", "hparams", "per_env", "spearman")
-TABLE_FORMATS: tuple[str, ...] = ("tex", "md", "csv")
-
-
-def write_tables(tables: Sequence[Table], out_dir: str | Path) -> list[Path]:
-    """Write ``{name}.tex``, ``{name}.md`` and ``{name}.csv`` for every table; returns the paths."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for t in tables:
-        for ext, text in (("tex", t.latex), ("md", t.markdown)):
-            path = out_dir / f"{t.name}.{ext}"
-            path.write_text(text, encoding="utf-8")
-            paths.append(path)
-        path = out_dir / f"{t.name}.csv"
-        t.data.to_csv(path, index=False)
-        paths.append(path)
-    return paths

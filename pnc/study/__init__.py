@@ -1,1 +1,1 @@
-"""The MuJoCo study's per-job stages, hyperparameter grids, evaluation, metrics and selection."""
+"""The MuJoCo study: results vocabulary, per-job stages, grids, evaluation, metrics, selection."""

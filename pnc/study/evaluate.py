@@ -1,12 +1,14 @@
 """Evaluating predictions on the study's splits: one :class:`pnc.Predictive` per split -> metric rows.
 
-The evaluation protocol of the MuJoCo study (paper Section 5.3, Appendix C), using the metric
-definitions of :mod:`pnc.study.metrics`:
+The evaluation protocol of the MuJoCo study (paper Section 5.3, Appendix C), with the metric
+functions of :mod:`pnc.study.metrics` and the split and metric names of :mod:`pnc.study.results`:
 
-- every split (``val``, ``id``, ``near``, ``mid``, ``far``) gets ``rmse`` (original units),
-  ``rmse_std`` (standardised), ``nll`` (moment-matched predictive, standardised) and ``spearman``;
-- every shifted split (``near``, ``mid``, ``far``) also gets ``auroc`` and ``auroc_epistemic``
-  against the ``id`` split (ID = negatives, shifted = positives).
+- every split of :data:`~pnc.study.results.EVAL_SPLITS` (``val``, ``id``, ``near``, ``mid``,
+  ``far``) gets :data:`~pnc.study.results.SPLIT_METRICS`: ``rmse`` (original units), ``rmse_std``
+  (standardised), ``nll`` (moment-matched predictive, standardised) and ``spearman``;
+- every shifted split (:data:`~pnc.study.results.SHIFTED_SPLITS`: ``near``, ``mid``, ``far``) also
+  gets :data:`~pnc.study.results.SHIFT_METRICS`: ``auroc`` and ``auroc_epistemic`` against the
+  ``id`` split (ID = negatives, shifted = positives).
 
 The shifted splits are only ever *evaluated*: nothing here feeds back into training, construction
 or hyperparameter selection (selection uses ``val`` alone, see :mod:`pnc.study.selection`).
@@ -21,16 +23,8 @@ import numpy as np
 
 from pnc.predictive import Predictive, epistemic_variance, mixture
 from pnc.study import metrics
+from pnc.study.results import EVAL_SPLITS, SHIFT_METRICS, SHIFTED_SPLITS, SPLIT_METRICS
 from pnc.train import Standardizer
-
-#: Splits whose points are scored against the ``id`` split for AUROC.
-SHIFTED_SPLITS = ("near", "mid", "far")
-#: Splits a configuration is evaluated on, in table order (``mid`` only where the env has it).
-EVAL_SPLITS = ("val", "id", "near", "mid", "far")
-#: Metrics computed on every split.
-SPLIT_METRICS = ("rmse", "rmse_std", "nll", "spearman")
-#: Metrics computed on shifted splits only (ID vs the split).
-SHIFT_METRICS = ("auroc", "auroc_epistemic")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,12 +97,12 @@ def metric_rows(summaries: Mapping[str, SplitSummary]) -> Iterator[tuple[str, st
             yield split, name, summary.metrics[name]
         if split in SHIFTED_SPLITS:
             ref = summaries["id"]
-            yield split, "auroc", metrics.auroc(ref.total_score, summary.total_score)
-            yield (
-                split,
-                "auroc_epistemic",
-                metrics.auroc(ref.epistemic_score, summary.epistemic_score),
-            )
+            shift_values = {
+                "auroc": metrics.auroc(ref.total_score, summary.total_score),
+                "auroc_epistemic": metrics.auroc(ref.epistemic_score, summary.epistemic_score),
+            }
+            for name in SHIFT_METRICS:
+                yield split, name, shift_values[name]
 
 
 def evaluate_splits(

@@ -1,4 +1,4 @@
-"""Hyperparameter grids of the study: YAML grid -> method configurations -> shared training runs.
+"""Hyperparameter grids of the study: YAML grid -> method configurations and their training runs.
 
 A method's entry in the workflow config (``methods:`` in ``config.yaml``) is
 
@@ -98,28 +98,6 @@ def expand(method_id: str, entry: Mapping[str, Any] | None) -> list[GridPoint]:
 def expand_all(methods_entry: Mapping[str, Any]) -> dict[str, list[GridPoint]]:
     """:func:`expand` for every method of the workflow config's ``methods`` mapping."""
     return {m: expand(m, e) for m, e in methods_entry.items()}
-
-
-def training_runs(methods_entry: Mapping[str, Any]) -> dict[str, GridPoint]:
-    """Distinct training runs needed by all configurations: ``run_id -> first GridPoint using it``.
-
-    The returned point names the method that trains the run (any method sharing a run trains it
-    identically: a run depends on its :class:`TrainingSpec` only).
-    """
-    runs: dict[str, GridPoint] = {}
-    for points in expand_all(methods_entry).values():
-        for p in points:
-            runs.setdefault(p.run_id, p)
-    return runs
-
-
-def method_runs(methods_entry: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Distinct ``(method, run_id)`` pairs: one evaluation job each."""
-    pairs: dict[tuple[str, str], None] = {}
-    for method_id, points in expand_all(methods_entry).items():
-        for p in points:
-            pairs[(method_id, p.run_id)] = None
-    return list(pairs)
 
 
 def points_for_run(method_id: str, entry: Mapping[str, Any] | None, run_id: str) -> list[GridPoint]:

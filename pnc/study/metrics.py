@@ -4,20 +4,9 @@ Every function takes NumPy or JAX arrays, computes in float64 and returns a Pyth
 Shapes: predictive ``mean``/``var`` and targets ``y`` are ``[N, D]`` (``N`` points, ``D`` target
 dimensions); per-point scores are ``[N]``.
 
-Definitions (the workflow's results tables use exactly these names):
-
-- ``rmse``: root mean squared error of the predictive mean over all points and target dimensions,
-  ``sqrt(mean_{n,d} (mu_nd - y_nd)^2)``, in original target units; ``rmse_std`` is the same in
-  standardised units (targets standardised with the training statistics).
-- ``nll``: Gaussian negative log-likelihood of the moment-matched predictive (mean of sample means;
-  mean of sample variances plus variance of sample means, :func:`pnc.predictive.mixture`), averaged
-  over points and target dimensions, standardised units.
-- ``auroc``: area under the ROC curve for separating ID evaluation points (negatives) from a shifted
-  split (positives, Near/Mid/Far) by a per-point score, the total predictive variance summed over
-  target dimensions; ``auroc_epistemic`` uses the variance of the sampled means instead.
-  Computed exactly from midranks (Mann-Whitney U), so ties count one half.
-- ``spearman``: Spearman rank correlation, per split, between the per-point total predictive
-  variance (summed over dimensions) and the per-point squared error (summed over dimensions).
+The results tables name these metrics ``rmse``, ``rmse_std``, ``nll``, ``auroc``,
+``auroc_epistemic`` and ``spearman``; their definitions are :data:`pnc.study.results.METRIC_INFO`,
+and :mod:`pnc.study.evaluate` computes them from a prediction with the functions here.
 """
 
 from __future__ import annotations

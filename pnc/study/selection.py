@@ -12,6 +12,9 @@ Tables (long format, one row per value):
   every configuration evaluated, splits ``val``, ``id``, ``near``, (``mid``), ``far``;
 - ``results``: the same without ``selected``, for the selected configuration of each (env, method)
   only, splits ``id``, ``near``, (``mid``), ``far``.
+
+Columns, splits and metrics are those of :mod:`pnc.study.results`; every table read here is
+checked with :func:`pnc.study.results.validate`.
 """
 
 from __future__ import annotations
@@ -24,31 +27,30 @@ import numpy as np
 import pandas as pd
 
 from pnc.io import atomic_path, read_json, write_csv, write_json
-from pnc.study.stages import RESULT_COLUMNS
+from pnc.study.results import (
+    RESULT_COLUMNS,
+    SELECTED_COLUMN,
+    SELECTION_METRIC,
+    SELECTION_SPLIT,
+    read_csv,
+    validate,
+)
 
-#: The split and metric that drive selection.
-SELECTION_SPLIT = "val"
-SELECTION_METRIC = "nll"
-
-
-def check_table(frame: pd.DataFrame) -> None:
-    """Raise ``ValueError`` if a metric table lacks columns, has duplicate rows or mixed seeds."""
-    missing = [c for c in RESULT_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"metric table lacks columns {missing}")
-    key = ["env", "method", "config", "seed", "split", "metric"]
-    dup = frame.duplicated(key)
-    if dup.any():
-        raise ValueError(
-            f"{int(dup.sum())} duplicate rows, e.g. {frame.loc[dup, key].iloc[0].to_dict()}"
-        )
+#: :func:`pnc.study.results.validate` options for the evaluation jobs' metric tables: every
+#: column, every configuration, the selection split kept, ``nan``/``inf`` values allowed.
+METRIC_TABLE_CHECKS = {
+    "all_columns": True,
+    "one_config": False,
+    "finite": False,
+    "drop_selection_split": False,
+}
 
 
 def select(frame: pd.DataFrame, seeds: Iterable[int] | None = None) -> dict:
     """Choose one configuration per (env, method) by mean validation NLL over seeds.
 
     Args:
-        frame: long metric table with :data:`pnc.study.RESULT_COLUMNS`.
+        frame: long metric table with :data:`pnc.study.results.RESULT_COLUMNS`.
         seeds: the seeds every configuration must have; default: all seeds in ``frame``.
 
     Returns:
@@ -56,9 +58,11 @@ def select(frame: pd.DataFrame, seeds: Iterable[int] | None = None) -> dict:
         (JSON-able; ``val_nll`` values are floats, ``nan``/``inf`` kept as such).
 
     Raises:
+        pnc.study.results.ResultsError: if the table is malformed (see
+            :func:`pnc.study.results.validate`).
         ValueError: if a configuration lacks the validation NLL of a seed.
     """
-    check_table(frame)
+    frame = validate(frame, **METRIC_TABLE_CHECKS)
     seeds = sorted({int(s) for s in (frame["seed"] if seeds is None else seeds)})
     val = frame[(frame["split"] == SELECTION_SPLIT) & (frame["metric"] == SELECTION_METRIC)]
     out: dict = {}
@@ -101,24 +105,20 @@ def apply_selection(frame: pd.DataFrame, selection: dict) -> tuple[pd.DataFrame,
     if missing:
         raise ValueError(f"no selection for (env, method) {missing}")
     all_configs = frame.loc[:, list(RESULT_COLUMNS)].copy()
-    all_configs["selected"] = [chosen[k] == c for k, c in zip(keys, frame["config"], strict=True)]
-    results = all_configs[all_configs["selected"] & (all_configs["split"] != SELECTION_SPLIT)]
-    results = results.drop(columns="selected").reset_index(drop=True)
+    all_configs[SELECTED_COLUMN] = [
+        chosen[k] == c for k, c in zip(keys, frame["config"], strict=True)
+    ]
+    results = all_configs[all_configs[SELECTED_COLUMN] & (all_configs["split"] != SELECTION_SPLIT)]
+    results = results.drop(columns=SELECTED_COLUMN).reset_index(drop=True)
     return all_configs.reset_index(drop=True), results
 
 
 def read_tables(paths: Iterable[str]) -> pd.DataFrame:
-    """Concatenate metric CSVs (``value`` as float64, ``config`` as string) and check them."""
-    frames = [
-        pd.read_csv(p, dtype={"config": str, "env": str, "method": str, "split": str})
-        for p in paths
-    ]
+    """Concatenate metric CSVs and validate them (``value`` as float64, ``config`` as string)."""
+    frames = [read_csv(p) for p in paths]
     if not frames:
         raise ValueError("no metric tables given")
-    frame = pd.concat(frames, ignore_index=True)
-    frame["value"] = frame["value"].astype(np.float64)
-    check_table(frame)
-    return frame
+    return validate(pd.concat(frames, ignore_index=True), **METRIC_TABLE_CHECKS)
 
 
 def select_and_write(
@@ -164,9 +164,9 @@ def concatenate_outputs(
             merged[env] = rec
     frames = {}
     for name, paths in (("all_configs", all_configs), ("results", results)):
-        frame = pd.concat([pd.read_csv(p, dtype={"config": str}) for p in paths], ignore_index=True)
+        frame = pd.concat([read_csv(p) for p in paths], ignore_index=True)
         if name == "results":
-            check_table(frame)
+            validate(frame, all_columns=True, finite=False)
         frames[name] = frame
         write_csv(frame, out / f"{name}.csv")
     with atomic_path(out / "selection.json") as tmp:

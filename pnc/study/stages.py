@@ -38,11 +38,9 @@ from pnc.keys import derive_key
 from pnc.methods.base import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig
 from pnc.study import grid
-from pnc.study.evaluate import EVAL_SPLITS, metric_rows, summarise_split
+from pnc.study.evaluate import metric_rows, summarise_split
+from pnc.study.results import EVAL_SPLITS, OPTIONAL_DEFAULTS, RESULT_COLUMNS
 from pnc.train import TrainConfig
-
-#: Columns of the per-job metric tables and of ``results/results.csv``.
-RESULT_COLUMNS = ("env", "method", "config", "seed", "split", "metric", "value", "data_source")
 
 _LOG = logging.getLogger("pnc.workflow")
 
@@ -174,7 +172,8 @@ def evaluate_run(
     ``far``; shifted splits only ever enter the metrics.
 
     Returns:
-        ``(rows, timings)``: a long table with :data:`RESULT_COLUMNS` (``value`` float64) and one
+        ``(rows, timings)``: a long table with :data:`pnc.study.results.RESULT_COLUMNS` (``value``
+        float64) and one
         ``{"config", "build_s", "predict_s"}`` dict per configuration.
     """
     from pnc import methods as registry
@@ -185,7 +184,7 @@ def evaluate_run(
     if run.spec != points[0].spec:
         raise ValueError(f"{run_dir} holds run {run.spec.run_id!r}, expected {run_id!r}")
     splits, manifest = load_split_arrays(splits_dir)
-    data_source = str(manifest.get("data_source", "unknown"))
+    data_source = str(manifest.get("data_source", OPTIONAL_DEFAULTS["data_source"]))
     x_norm = run.model.x_norm
     y_norm = run.model.y_norm
     x_train, y_train = splits["train"]

@@ -1,16 +1,34 @@
-"""Thin command-line entry points of the Snakemake workflow (``python -m pnc.workflow.<stage>``).
+"""Command-line stages of the Snakemake workflow: ``python -m pnc.workflow.<stage> --threads N ...``.
 
-Each stage module only parses arguments and calls a function of :mod:`pnc.study.stages` or
-:mod:`pnc.study.selection`. :func:`limit_threads` makes a job use the number of cores Snakemake gave it
-(``threads:``). XLA ignores ``OMP_NUM_THREADS`` and, on this JAX version, also runs a training
-scan on two busy threads whatever ``XLA_FLAGS`` say, so the process is pinned to ``n`` CPUs
-(``os.sched_setaffinity``); concurrent jobs on one machine claim distinct CPUs through lock files.
+Every rule's shell command runs one stage module of this package, and every stage follows one
+convention: it parses its arguments, calls :func:`limit_threads` with ``--threads`` (the rule's
+``threads:``) before any JAX computation, then calls one library function or command-line ``main``.
+Stages hold no logic of their own.
+
+- ``train_run``, ``evaluate_run``, ``minari_data``: :mod:`pnc.study.stages`.
+- ``select``, ``aggregate``: :mod:`pnc.study.selection`.
+- ``behaviour_policies``, ``offline_data``, ``far_data``, ``episode_splits``: the data command
+  lines ``python -m pnc.data.behaviour``, ``pnc.data.offline``, ``pnc.data.far`` and ``pnc.data``,
+  run in-process.
+- ``report_tables``, ``report_figure``: the report command line ``python -m pnc.report`` (``tables``;
+  ``frontier`` or ``metrics``), run in-process.
+
+The stages that run a library command line take its arguments after ``--threads N``, unchanged
+(:func:`forwarding_parser`); the library's exit status is the stage's.
+
+:func:`limit_threads` makes a job use the number of cores Snakemake gave it. XLA ignores
+``OMP_NUM_THREADS`` and, on this JAX version, also runs a training scan on two busy threads whatever
+``XLA_FLAGS`` say, so the process is pinned to ``n`` CPUs (``os.sched_setaffinity``); concurrent
+jobs on one machine claim distinct CPUs through lock files. The BLAS/OpenMP pools of NumPy are sized
+by the ``OMP_NUM_THREADS``-style variables that Snakemake sets to the rule's ``threads`` for every
+shell command, before the stage's interpreter starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import fcntl
+import importlib
 import json
 import logging
 import os
@@ -88,11 +106,35 @@ def claim_cpus(n: int) -> list[int]:
     return sorted(chosen)
 
 
-def parser(description: str) -> argparse.ArgumentParser:
+def parser(description: str, *, allow_abbrev: bool = True) -> argparse.ArgumentParser:
     """Argument parser with the options every stage shares (``--threads``)."""
-    p = argparse.ArgumentParser(description=description)
+    p = argparse.ArgumentParser(description=description, allow_abbrev=allow_abbrev)
     p.add_argument("--threads", type=int, default=1, help="cores this job may use (default 1)")
     return p
+
+
+def forwarding_parser(description: str) -> argparse.ArgumentParser:
+    """:func:`parser` of a stage that runs a library command line with the arguments it leaves.
+
+    Parse with ``parse_known_args``: the arguments other than the stage's own come back in their
+    order, for the library's ``main(argv)``. Options are matched by their full names only, so no
+    option of the library is taken for one of the stage's.
+    """
+    return parser(description, allow_abbrev=False)
+
+
+def run_library_cli(
+    module: str, description: str, argv: list[str] | None, *, command: tuple[str, ...] = ()
+) -> int:
+    """Run the command line ``python -m MODULE [COMMAND...] ARGS`` in-process on ``--threads`` CPUs.
+
+    Parses ``--threads N`` (:func:`forwarding_parser`), calls :func:`limit_threads` before the
+    library is imported, then returns ``MODULE.main([*command, *ARGS])`` with the remaining
+    arguments in their order.
+    """
+    args, rest = forwarding_parser(description).parse_known_args(argv)
+    limit_threads(args.threads)
+    return importlib.import_module(module).main([*command, *rest])
 
 
 def json_arg(text: str) -> object:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pnc.workflow import parser, setup_logging
+from pnc.workflow import limit_threads, parser, setup_logging
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -14,6 +14,7 @@ def main(argv: list[str] | None = None) -> None:
         "--out-dir", required=True, help="writes all_configs.csv, results.csv, selection.json"
     )
     args = p.parse_args(argv)
+    limit_threads(args.threads)
     log = setup_logging()
 
     from pnc.study.selection import concatenate_outputs

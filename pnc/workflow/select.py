@@ -6,7 +6,7 @@ Reads per-job metric CSVs and writes ``all_configs.csv``, ``results.csv`` and ``
 
 from __future__ import annotations
 
-from pnc.workflow import parser, setup_logging
+from pnc.workflow import limit_threads, parser, setup_logging
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--results", required=True, help="output: selected configurations, eval splits")
     p.add_argument("--selection", required=True, help="output: selection record (JSON)")
     args = p.parse_args(argv)
+    limit_threads(args.threads)
     log = setup_logging()
 
     from pnc.study.selection import select_and_write

@@ -1,29 +1,44 @@
-# Config -> targets. Everything here is derived from `config` (validated against
-# workflow/schemas/config.schema.yaml); method grids are expanded with pnc.study.grid, so an unknown
-# hyperparameter fails while the DAG is built, before any job runs.
+# Config -> targets and paths. Every target list, path helper and parameter string of the rules is
+# defined here, derived from `config` (validated against workflow/schemas/config.schema.yaml);
+# method grids are expanded with pnc.study.grid, so an unknown hyperparameter fails while the DAG is
+# built, before any job runs. Config errors found here are WorkflowErrors naming the key.
 
 import json
+import os
 import re
 
 from pnc.study import grid as pnc_grid
 
 
+def _config_entry(key, kind):
+    value = config.get(key)
+    if not isinstance(value, kind) or not value:
+        raise WorkflowError(
+            f"invalid config: {key!r} must be a non-empty {kind.__name__}, got {value!r}"
+        )
+    return value
+
+
 def _check_methods():
     try:
-        points = pnc_grid.expand_all(config["methods"])
+        points = pnc_grid.expand_all(_config_entry("methods", dict))
     except (KeyError, ValueError) as err:
         raise WorkflowError(f"invalid config: {err}") from None
     return points
 
 
 GRID_POINTS = _check_methods()
-ENVS = list(config["envs"])
-SEEDS = [int(s) for s in config["seeds"]]
-METHODS = list(config["methods"])
+ENVS = [str(e) for e in _config_entry("envs", list)]
+SEEDS = [int(s) for s in _config_entry("seeds", list)]
+METHODS = list(GRID_POINTS)
 # distinct training runs (run_id -> spec) and evaluation jobs (method, run_id)
 TRAINING_RUNS = {p.run_id: p.spec for pts in GRID_POINTS.values() for p in pts}
 METHOD_RUNS = list(dict.fromkeys((m, p.run_id) for m, pts in GRID_POINTS.items() for p in pts))
-DATA = config["data"]
+DATA = config.get("data") or {}
+if DATA.get("source") not in ("offline", "minari"):
+    raise WorkflowError(
+        f"invalid config: data.source must be 'offline' or 'minari', got {DATA.get('source')!r}"
+    )
 THREADS = {"train": 1, "evaluate": 1, "data": 1, **config.get("threads", {})}
 MINARI_ROOT = DATA.get("minari_root", "resources/minari")
 
@@ -44,7 +59,7 @@ wildcard_constraints:
 
 def policy_dir(env):
     """Behaviour policies trained by the workflow, or None to use the stored copies in pnc/data."""
-    from pnc.data.ars import POLICY_DIR
+    from pnc.data.behaviour import POLICY_DIR
 
     stored = (POLICY_DIR / env / "policies.json").exists()
     if stored and not DATA.get("retrain_policies", False):
@@ -91,8 +106,55 @@ def env_outputs(name):
     return [f"results/envs/{env}/{name}" for env in ENVS]
 
 
+def tables_dir(wildcards, output):
+    """Directory of the report tables (next to stats.json)."""
+    return os.path.dirname(output.json)
+
+
+def figure_stem(wildcards, output):
+    """A figure's path without its extension (the report writes STEM.pdf and STEM.png)."""
+    return os.path.splitext(output.png)[0]
+
+
+# ----------------------------------------------------------------------------- targets
+
+REPORT_TABLES = ("cross_env", "wilcoxon", "hparams", "per_env", "spearman")
+REPORT_TABLE_FORMATS = ("tex", "md", "csv")
+REPORT_FIGURE_FORMATS = ("pdf", "png")
+
+
+def data_targets():
+    """The episode splits of every (env, seed)."""
+    return expand("resources/splits/{env}/seed{seed}/manifest.json", env=ENVS, seed=SEEDS)
+
+
+def training_targets():
+    """Every training run of every (env, seed)."""
+    return expand(
+        "results/runs/{env}/seed{seed}/{run}/run.json",
+        env=ENVS,
+        seed=SEEDS,
+        run=list(TRAINING_RUNS),
+    )
+
+
 def results_targets():
     return ["results/all_configs.csv", "results/results.csv", "results/selection.json"]
+
+
+def report_targets():
+    """Every file the report rules write: the tables, stats.json and the figures."""
+    return (
+        expand("results/tables/{table}.{ext}", table=REPORT_TABLES, ext=REPORT_TABLE_FORMATS)
+        + ["results/tables/stats.json"]
+        + expand("figures/frontier_all.{ext}", ext=REPORT_FIGURE_FORMATS)
+        + expand(
+            "figures/{kind}/{env}.{ext}",
+            kind=("frontier", "metrics"),
+            env=ENVS,
+            ext=REPORT_FIGURE_FORMATS,
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- params

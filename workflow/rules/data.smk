@@ -18,9 +18,8 @@ rule behaviour_policies:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.pinned --threads {threads} -- "
-        "python -m pnc.data.ars {wildcards.env} --out resources/policies --seed {params.seed}"
-        " > {log:q} 2>&1"
+        "python -m pnc.workflow.behaviour_policies --threads {threads} {wildcards.env}"
+        " --out resources/policies --seed {params.seed} > {log:q} 2>&1"
 
 
 rule offline_data:
@@ -43,9 +42,9 @@ rule offline_data:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.pinned --threads {threads} -- "
-        "python -m pnc.data.offline {wildcards.env} --minari-root {params.root:q}"
-        " --transitions {params.transitions} --seed {params.seed} {params.policies} --force"
+        "python -m pnc.workflow.offline_data --threads {threads} {wildcards.env}"
+        " --minari-root {params.root:q} --transitions {params.transitions} --seed {params.seed}"
+        " {params.policies} --force"
         " > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
 
@@ -65,8 +64,8 @@ rule minari_data:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.minari_data {wildcards.env} --threads {threads} --minari-root {params.root:q} {params.download}"
-        " --out {output:q} > {log:q} 2>&1"
+        "python -m pnc.workflow.minari_data --threads {threads} {wildcards.env}"
+        " --minari-root {params.root:q} {params.download} --out {output:q} > {log:q} 2>&1"
 
 
 rule far_data:
@@ -86,9 +85,9 @@ rule far_data:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.pinned --threads {threads} -- "
-        "python -m pnc.data.far {wildcards.env} --minari-root {params.root:q}"
-        " --transitions {params.transitions} --seed {params.seed} --force"
+        "python -m pnc.workflow.far_data --threads {threads} {wildcards.env}"
+        " --minari-root {params.root:q} --transitions {params.transitions} --seed {params.seed}"
+        " --force"
         " > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
 
@@ -113,7 +112,7 @@ rule splits:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.pinned --threads {threads} -- "
-        "python -m pnc.data {wildcards.env} --source {params.source} --seed {wildcards.seed}"
-        " --out {params.out:q} --minari-root {params.root:q} {params.options} --force"
+        "python -m pnc.workflow.episode_splits --threads {threads} {wildcards.env}"
+        " --source {params.source} --seed {wildcards.seed} --out {params.out:q}"
+        " --minari-root {params.root:q} {params.options} --force"
         " > {log:q} 2>&1"

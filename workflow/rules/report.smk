@@ -3,41 +3,10 @@
 #   results/results.csv      (selected configuration per (env, method)) -> results/tables/*
 #   results/all_configs.csv  (every configuration, with `selected`)     -> figures/frontier*
 #
-# The Snakefile includes this file and lists `report_targets()` in `rule all`; the environments
-# come from `config["envs"]` (names as in the `env` column of the results tables). Every output that
-# belongs in `snakemake --report report.html` is wrapped in report(...) with a caption from
-# workflow/report/. The rules are thin: they call `python -m pnc.report.stats` and `python -m pnc.report.figures`
-# (pandas, numpy and matplotlib only; OMP_NUM_THREADS sizes the OpenBLAS pool to the rule's
-# threads).
-
-import os
-import re
-
-REPORT_TABLES = ("cross_env", "wilcoxon", "hparams", "per_env", "spearman")
-REPORT_TABLE_FORMATS = ("tex", "md", "csv")
-REPORT_FIGURE_FORMATS = ("pdf", "png")
-
-
-# Environments of the report (names as in the results tables' `env` column).
-REPORT_ENVS = [str(e) for e in (config.get("envs") or [])]
-if not REPORT_ENVS:
-    raise ValueError(
-        "the report stage needs config key 'envs': a non-empty list of environment names"
-    )
-REPORT_ENV_PATTERN = "|".join(re.escape(e) for e in REPORT_ENVS)
-# Every file the report stage writes: list `report_targets()` in `rule all`.
-REPORT_TARGETS = (
-    expand("results/tables/{table}.{ext}", table=REPORT_TABLES, ext=REPORT_TABLE_FORMATS)
-    + ["results/tables/stats.json"]
-    + expand("figures/frontier_all.{ext}", ext=REPORT_FIGURE_FORMATS)
-    + expand(
-        "figures/{kind}/{env}.{ext}",
-        kind=("frontier", "metrics"),
-        env=REPORT_ENVS,
-        ext=REPORT_FIGURE_FORMATS,
-    )
-)
-report_targets = lambda: list(REPORT_TARGETS)
+# The targets (`report_targets()`, listed in `rule all`) and the table names come from common.smk.
+# Every output that belongs in `snakemake --report report.html` is wrapped in report(...) with a
+# caption from workflow/report/. The rules run `python -m pnc.workflow.report_tables` and
+# `python -m pnc.workflow.report_figure`, which call `python -m pnc.report` in-process.
 
 
 rule report_tables:
@@ -58,7 +27,7 @@ rule report_tables:
         expand("results/tables/{table}.{ext}", table=REPORT_TABLES, ext=("tex", "md")),
         json="results/tables/stats.json",
     params:
-        out=lambda wildcards, output: os.path.dirname(output.json),
+        out=tables_dir,
     log:
         "logs/report/tables.log",
     benchmark:
@@ -67,8 +36,8 @@ rule report_tables:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "OMP_NUM_THREADS={threads} python -m pnc.report.stats {input:q} --out {params.out:q}"
-        " > {log:q} 2>&1"
+        "python -m pnc.workflow.report_tables --threads {threads} {input:q}"
+        " --out {params.out:q} > {log:q} 2>&1"
 
 
 rule report_frontier_overview:
@@ -86,7 +55,7 @@ rule report_frontier_overview:
         ),
         pdf="figures/frontier_all.pdf",
     params:
-        stem=lambda wildcards, output: os.path.splitext(output.png)[0],
+        stem=figure_stem,
     log:
         "logs/report/frontier_all.log",
     benchmark:
@@ -95,7 +64,7 @@ rule report_frontier_overview:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "OMP_NUM_THREADS={threads} python -m pnc.report.figures frontier {input:q}"
+        "python -m pnc.workflow.report_figure --threads {threads} frontier {input:q}"
         " --out {params.stem:q} > {log:q} 2>&1"
 
 
@@ -114,9 +83,7 @@ rule report_frontier:
         ),
         pdf="figures/frontier/{env}.pdf",
     params:
-        stem=lambda wildcards, output: os.path.splitext(output.png)[0],
-    wildcard_constraints:
-        env=REPORT_ENV_PATTERN,
+        stem=figure_stem,
     log:
         "logs/report/frontier/{env}.log",
     benchmark:
@@ -125,8 +92,8 @@ rule report_frontier:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "OMP_NUM_THREADS={threads} python -m pnc.report.figures frontier {input:q} --env {wildcards.env:q}"
-        " --out {params.stem:q} > {log:q} 2>&1"
+        "python -m pnc.workflow.report_figure --threads {threads} frontier {input:q}"
+        " --env {wildcards.env:q} --out {params.stem:q} > {log:q} 2>&1"
 
 
 rule report_metrics:
@@ -144,9 +111,7 @@ rule report_metrics:
         ),
         pdf="figures/metrics/{env}.pdf",
     params:
-        stem=lambda wildcards, output: os.path.splitext(output.png)[0],
-    wildcard_constraints:
-        env=REPORT_ENV_PATTERN,
+        stem=figure_stem,
     log:
         "logs/report/metrics/{env}.log",
     benchmark:
@@ -155,5 +120,5 @@ rule report_metrics:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "OMP_NUM_THREADS={threads} python -m pnc.report.figures metrics {input:q} --env {wildcards.env:q}"
-        " --out {params.stem:q} > {log:q} 2>&1"
+        "python -m pnc.workflow.report_figure --threads {threads} metrics {input:q}"
+        " --env {wildcards.env:q} --out {params.stem:q} > {log:q} 2>&1"

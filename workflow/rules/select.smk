@@ -22,7 +22,7 @@ rule select:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.select {input:q} --seeds {params.seeds}"
+        "python -m pnc.workflow.select --threads {threads} {input:q} --seeds {params.seeds}"
         " --all-configs {output.all_configs:q} --results {output.results:q}"
         " --selection {output.selection:q} > {log:q} 2>&1"
 
@@ -46,28 +46,23 @@ rule aggregate:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.aggregate --all-configs {input.all_configs:q}"
-        " --results {input.results:q} --selection {input.selection:q} --out-dir results"
-        " > {log:q} 2>&1"
+        "python -m pnc.workflow.aggregate --threads {threads}"
+        " --all-configs {input.all_configs:q} --results {input.results:q}"
+        " --selection {input.selection:q} --out-dir results > {log:q} 2>&1"
 
 
 rule only_data:
     message:
         "Partial target: the splits of every (env, seed)"
     input:
-        expand("resources/splits/{env}/seed{seed}/manifest.json", env=ENVS, seed=SEEDS),
+        data_targets(),
 
 
 rule only_training:
     message:
         "Partial target: every training run"
     input:
-        expand(
-            "results/runs/{env}/seed{seed}/{run}/run.json",
-            env=ENVS,
-            seed=SEEDS,
-            run=list(TRAINING_RUNS),
-        ),
+        training_targets(),
 
 
 rule only_results:

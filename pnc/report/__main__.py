@@ -1,0 +1,106 @@
+"""Command line of the study's report: tables, statistics and figures from the results CSVs.
+
+::
+
+    python -m pnc.report tables results/results.csv --out results/tables
+    python -m pnc.report frontier results/all_configs.csv --out figures/frontier/Ant-v5 --env Ant-v5
+    python -m pnc.report metrics results/results.csv --out figures/metrics/Ant-v5 --env Ant-v5
+
+``tables`` writes ``DIR/{name}.tex|.md|.csv`` for every table of :mod:`pnc.report.tables` and the
+statistics of :func:`pnc.report.stats.compute_statistics` as ``DIR/stats.json``. ``frontier`` and
+``metrics`` write ``STEM.pdf`` and ``STEM.png`` (:mod:`pnc.report.figures`); ``--env`` may repeat,
+and omitted means every environment (``metrics`` needs exactly one). A malformed or missing input
+table exits with status 2 and a message naming the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from pnc.io import write_json
+from pnc.report import figures, render, stats, tables
+from pnc.study.results import ResultsError, load
+
+
+def write_tables_and_stats(
+    results_csv: str | Path, out_dir: str | Path, *, alpha: float = stats.ALPHA
+) -> dict[str, Any]:
+    """Load ``results_csv``, compute the statistics and write the tables and ``stats.json``."""
+    df = load(results_csv)
+    result = stats.compute_statistics(df, alpha=alpha)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    render.write_tables(tables.build_tables(df, result), out_dir)
+    write_json(out_dir / "stats.json", result)
+    return result
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pnc.report",
+        description="Tables, statistics and figures of the MuJoCo study from its results CSVs.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    tb = sub.add_parser(
+        "tables",
+        help="ranks, Wilcoxon-Holm tests and the paper's tables from results.csv",
+        description="Ranks, Wilcoxon-Holm tests and the paper's tables from a long-format "
+        "results CSV.",
+    )
+    tb.add_argument(
+        "results", help="long-format CSV (env, method, seed, split, metric, value, ...)"
+    )
+    tb.add_argument("--out", required=True, help="directory for the tables and stats.json")
+    tb.add_argument("--alpha", type=float, default=stats.ALPHA, help="Holm family-wise level")
+    fr = sub.add_parser("frontier", help="ID/OOD frontier from all_configs.csv")
+    fr.add_argument("table", help="all_configs.csv (needs a boolean 'selected' column)")
+    me = sub.add_parser("metrics", help="one environment's headline metrics from results.csv")
+    me.add_argument("table", help="results.csv")
+    for p in (fr, me):
+        p.add_argument("--out", required=True, help="output stem: writes STEM.pdf and STEM.png")
+        p.add_argument("--env", action="append", help="environment (repeatable; default: all)")
+    return parser
+
+
+def _tables(args: argparse.Namespace) -> int:
+    result = write_tables_and_stats(args.results, args.out, alpha=args.alpha)
+    print(
+        f"{len(result['envs'])} env(s), methods {result['methods']}: tables and stats.json "
+        f"written to {args.out}"
+    )
+    return 0
+
+
+def _figure(args: argparse.Namespace) -> int:
+    if args.command == "frontier":
+        df = load(args.table, require_selected=True)
+        fig = figures.frontier_figure(df, args.env)
+    else:
+        df = load(args.table)
+        envs = figures.check_envs(df, args.env)
+        if len(envs) != 1:
+            raise figures.FigureError(f"the metrics figure needs exactly one --env; got {envs}")
+        fig = figures.metrics_figure(df, envs[0])
+    for path in figures.save(fig, args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; returns the exit status (2 on a malformed or missing input table)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "tables" and not 0.0 < args.alpha < 1.0:
+        parser.error(f"--alpha must lie in (0, 1), got {args.alpha}")
+    try:
+        return _tables(args) if args.command == "tables" else _figure(args)
+    except (ResultsError, figures.FigureError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,387 @@
+"""The vocabulary of the study's results tables and their one validator.
+
+Every table the study writes or reads (per-job metric tables, ``results/all_configs.csv``,
+``results/results.csv``) is in long format, one row per measured value, with the columns
+:data:`RESULT_COLUMNS`. This module names everything that may appear in them and how it is shown:
+
+- columns: :data:`RESULT_COLUMNS`, :data:`REQUIRED_COLUMNS`, :data:`OPTIONAL_DEFAULTS`,
+  :data:`SELECTED_COLUMN`, :data:`MEASUREMENT_KEY`, :data:`DATA_SOURCES`;
+- methods: :data:`METHOD_INFO` (label, short label, whether ranked), :data:`METHODS`,
+  :data:`RANKED_METHODS` (paper row order), :data:`ABLATION_METHODS`, :data:`REFERENCE`;
+- splits: :data:`EVAL_SPLITS`, :data:`SHIFTED_SPLITS`, :data:`REPORTED_SPLITS`,
+  :data:`SPLIT_LABELS`, and the selection criterion :data:`SELECTION_SPLIT`/:data:`SELECTION_METRIC`;
+- metrics: :data:`METRIC_INFO` (label, direction, bounds, reference line, definition),
+  :data:`METRICS`, :data:`SPLIT_METRICS`, :data:`SHIFT_METRICS`, :data:`BOUNDED_METRICS`,
+  :data:`HEADLINE`.
+
+:func:`validate` checks a table against this vocabulary; :func:`read_csv` and :func:`load` read one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# --------------------------------------------------------------------------------------------
+# Columns
+# --------------------------------------------------------------------------------------------
+
+#: Columns of the per-job metric tables, ``results/all_configs.csv`` and ``results/results.csv``.
+RESULT_COLUMNS: tuple[str, ...] = (
+    "env",
+    "method",
+    "config",
+    "seed",
+    "split",
+    "metric",
+    "value",
+    "data_source",
+)
+#: Columns every results table must have (the others take :data:`OPTIONAL_DEFAULTS`).
+REQUIRED_COLUMNS: tuple[str, ...] = ("env", "method", "seed", "split", "metric", "value")
+#: Optional columns and the value they take when absent.
+OPTIONAL_DEFAULTS: dict[str, str] = {"config": "default", "data_source": "unspecified"}
+#: Boolean column of ``all_configs.csv``: whether the row's configuration was selected.
+SELECTED_COLUMN = "selected"
+#: Columns that identify one measured value (no two rows may share them).
+MEASUREMENT_KEY: tuple[str, ...] = ("env", "method", "config", "seed", "split", "metric")
+#: Where an environment's data came from (``unspecified`` where the table does not say).
+DATA_SOURCES: tuple[str, ...] = ("minari", "offline", "unspecified")
+
+# --------------------------------------------------------------------------------------------
+# Methods
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodInfo:
+    """How a method appears in the results.
+
+    Attributes:
+        id: the method id (``pnc.methods.METHOD_IDS``).
+        label: display name (table rows, figure legends).
+        short: abbreviation (table column headers, figure axis ticks).
+        ranked: whether the method takes part in ranks and Wilcoxon-Holm tests (ablations do not).
+    """
+
+    id: str
+    label: str
+    short: str
+    ranked: bool
+
+
+#: Every method in the paper's row order: the six ranked methods (P&C last), then the ablation.
+METHOD_INFO: dict[str, MethodInfo] = {
+    m.id: m
+    for m in (
+        MethodInfo("deep_ensemble", "Deep Ensemble", "DE", ranked=True),
+        MethodInfo("mc_dropout", "MC Dropout", "MCD", ranked=True),
+        MethodInfo("swag", "SWAG", "SWAG", ranked=True),
+        MethodInfo("laplace", "Laplace", "Lap.", ranked=True),
+        MethodInfo("subspace", "Subspace", "Sub.", ranked=True),
+        MethodInfo("pnc", "P&C", "P&C", ranked=True),
+        MethodInfo("pnc_nocorr", "P&C w/o Corr", "P&C w/o Corr", ranked=False),
+    )
+}
+METHODS: tuple[str, ...] = tuple(METHOD_INFO)
+#: The methods of the ranking, in the paper's row order (P&C last).
+RANKED_METHODS: tuple[str, ...] = tuple(m for m in METHODS if METHOD_INFO[m].ranked)
+#: Methods reported in the summary and figures but never ranked or tested.
+ABLATION_METHODS: tuple[str, ...] = tuple(m for m in METHODS if not METHOD_INFO[m].ranked)
+#: The method every baseline is tested against.
+REFERENCE = "pnc"
+
+# --------------------------------------------------------------------------------------------
+# Splits
+# --------------------------------------------------------------------------------------------
+
+#: Splits a configuration is evaluated on, in table order (``mid`` only where the env has it).
+EVAL_SPLITS: tuple[str, ...] = ("val", "id", "near", "mid", "far")
+#: Splits whose points are scored against the ``id`` split for AUROC.
+SHIFTED_SPLITS: tuple[str, ...] = ("near", "mid", "far")
+#: The split and metric that drive hyperparameter selection (lowest mean over seeds wins).
+SELECTION_SPLIT = "val"
+SELECTION_METRIC = "nll"
+#: Splits the results report, in display order (the selection split is not reported).
+REPORTED_SPLITS: tuple[str, ...] = tuple(s for s in EVAL_SPLITS if s != SELECTION_SPLIT)
+SPLIT_LABELS: dict[str, str] = {
+    "val": "Val",
+    "id": "ID",
+    "near": "Near",
+    "mid": "Mid",
+    "far": "Far",
+}
+
+# --------------------------------------------------------------------------------------------
+# Metrics
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricInfo:
+    """What a metric measures and how it is shown.
+
+    Attributes:
+        id: the metric name in the tables.
+        label: display name.
+        higher_is_better: the preferred direction.
+        shifted_only: computed on shifted splits only (against ``id``), not on every split.
+        definition: one sentence defining the metric, as printed in table captions.
+        bounds: the metric's range where it is bounded, else ``None``.
+        reference: the no-skill value (chance-level AUROC, zero correlation), else ``None``.
+    """
+
+    id: str
+    label: str
+    higher_is_better: bool
+    shifted_only: bool
+    definition: str
+    bounds: tuple[float, float] | None = None
+    reference: float | None = None
+
+    @property
+    def arrow(self) -> str:
+        """``↑`` where higher is better, else ``↓``."""
+        return "↑" if self.higher_is_better else "↓"
+
+
+#: Every metric of the results tables, in display order.
+METRIC_INFO: dict[str, MetricInfo] = {
+    m.id: m
+    for m in (
+        MetricInfo(
+            "rmse",
+            "RMSE",
+            higher_is_better=False,
+            shifted_only=False,
+            definition="ID RMSE: root mean squared error of the predictive mean on the held-out "
+            "ID evaluation split, in original target units.",
+        ),
+        MetricInfo(
+            "rmse_std",
+            "RMSE (std.)",
+            higher_is_better=False,
+            shifted_only=False,
+            definition="RMSE (std.): root mean squared error of the predictive mean in "
+            "standardised units (targets standardised with the training statistics).",
+        ),
+        MetricInfo(
+            "nll",
+            "NLL",
+            higher_is_better=False,
+            shifted_only=False,
+            definition="NLL: Gaussian negative log-likelihood of the moment-matched predictive "
+            "(mean of the member means; mean of the member variances plus variance of the member "
+            "means), averaged over points and target dimensions, in standardised units.",
+        ),
+        MetricInfo(
+            "auroc",
+            "AUROC",
+            higher_is_better=True,
+            shifted_only=True,
+            definition="AUROC: ID evaluation points against the shifted split's points, scored by "
+            "the total predictive variance summed over target dimensions (shifted = positive).",
+            bounds=(0.0, 1.0),
+            reference=0.5,
+        ),
+        MetricInfo(
+            "auroc_epistemic",
+            "AUROC (epist.)",
+            higher_is_better=True,
+            shifted_only=True,
+            definition="AUROC (epist.): as AUROC, scored by the variance of the member means "
+            "summed over target dimensions.",
+            bounds=(0.0, 1.0),
+            reference=0.5,
+        ),
+        MetricInfo(
+            "spearman",
+            "Spearman",
+            higher_is_better=True,
+            shifted_only=False,
+            definition="Spearman: per split, rank correlation between each point's total "
+            "predictive variance and its squared error (both summed over target dimensions).",
+            bounds=(-1.0, 1.0),
+            reference=0.0,
+        ),
+    )
+}
+METRICS: tuple[str, ...] = tuple(METRIC_INFO)
+#: Metrics computed on every split.
+SPLIT_METRICS: tuple[str, ...] = tuple(m for m in METRICS if not METRIC_INFO[m].shifted_only)
+#: Metrics computed on shifted splits only (ID vs the split).
+SHIFT_METRICS: tuple[str, ...] = tuple(m for m in METRICS if METRIC_INFO[m].shifted_only)
+#: Metrics with a bounded range (printed with three decimals, drawn with a reference line).
+BOUNDED_METRICS: tuple[str, ...] = tuple(m for m in METRICS if METRIC_INFO[m].bounds is not None)
+#: The four headline (split, metric) pairs of paper Table 1.
+HEADLINE: tuple[tuple[str, str], ...] = (
+    ("id", "rmse"),
+    ("far", "nll"),
+    ("far", "auroc"),
+    ("far", "spearman"),
+)
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+
+class ResultsError(ValueError):
+    """The results table is malformed; the message names the offending column, value or rows."""
+
+
+def _describe_rows(frame: pd.DataFrame, limit: int = 5) -> str:
+    cols = [c for c in MEASUREMENT_KEY if c in frame]
+    rows = [
+        ", ".join(f"{c}={r[c]}" for c in cols) for r in frame[cols].head(limit).to_dict("records")
+    ]
+    more = f" (and {len(frame) - limit} more)" if len(frame) > limit else ""
+    return "; ".join(rows) + more
+
+
+def validate(
+    frame: pd.DataFrame,
+    *,
+    require_selected: bool = False,
+    one_config: bool | None = None,
+    all_columns: bool = False,
+    finite: bool = True,
+    drop_selection_split: bool = True,
+) -> pd.DataFrame:
+    """Check a long-format results table against the vocabulary and return a clean copy.
+
+    The defaults suit ``results.csv`` (one selected configuration per (env, method)); with
+    ``require_selected`` ``all_configs.csv``; the metric tables of the evaluation jobs, the input of
+    selection, need ``all_columns=True, one_config=False, finite=False,
+    drop_selection_split=False``.
+
+    Args:
+        frame: one row per measured value; the columns :data:`REQUIRED_COLUMNS`, optionally
+            ``config`` and ``data_source`` (:data:`OPTIONAL_DEFAULTS` where absent) and, with
+            ``require_selected``, a boolean :data:`SELECTED_COLUMN`.
+        require_selected: the table lists every configuration with a boolean ``selected`` column.
+        one_config: the table holds one configuration per (env, method); default: not
+            ``require_selected``.
+        all_columns: every column of :data:`RESULT_COLUMNS` must be present (no defaults).
+        finite: every value must be finite; otherwise ``nan`` and ``inf`` are accepted (but
+            non-numeric entries are not).
+        drop_selection_split: remove the :data:`SELECTION_SPLIT` rows from the copy; the rest of
+            the table must then not be empty.
+
+    Returns:
+        A copy with string ``env``/``method``/``config``/``split``/``metric``/``data_source``
+        (surrounding blanks removed, an empty ``config`` read as ``"default"``) and float
+        ``value``; boolean ``selected`` with ``require_selected``.
+
+    Raises:
+        ResultsError: on missing columns, unknown methods/splits/metrics/data sources, empty
+            identifying cells, missing, non-numeric or (with ``finite``) non-finite values,
+            duplicated measurements, several configurations of one (env, method) with
+            ``one_config``, a non-boolean ``selected`` column or an env with more than one data
+            source.
+    """
+    if one_config is None:
+        one_config = not require_selected
+    needed = RESULT_COLUMNS if all_columns else REQUIRED_COLUMNS
+    missing = [c for c in needed if c not in frame.columns]
+    if require_selected and SELECTED_COLUMN not in frame.columns:
+        missing.append(SELECTED_COLUMN)
+    if missing:
+        raise ResultsError(
+            f"results table lacks required column(s) {missing}; it has {list(frame.columns)}"
+        )
+    df = frame.copy()
+    for column, default in OPTIONAL_DEFAULTS.items():
+        if column not in df.columns:
+            df[column] = default
+    df["config"] = df["config"].fillna("").astype(str).replace("", OPTIONAL_DEFAULTS["config"])
+    for column in ("env", "method", "split", "metric", "data_source"):
+        if df[column].isna().any():
+            raise ResultsError(
+                f"column {column!r} is empty in rows: {_describe_rows(df[df[column].isna()])}"
+            )
+        df[column] = df[column].astype(str).str.strip()
+    if df["seed"].isna().any():
+        raise ResultsError(f"column 'seed' is empty in rows: {_describe_rows(df[df.seed.isna()])}")
+
+    for column, allowed in (
+        ("method", METHODS),
+        ("split", REPORTED_SPLITS + (SELECTION_SPLIT,)),
+        ("metric", METRICS),
+        ("data_source", DATA_SOURCES),
+    ):
+        unknown = sorted(set(df[column]) - set(allowed))
+        if unknown:
+            raise ResultsError(f"unknown {column} value(s) {unknown}; expected one of {allowed}")
+
+    if drop_selection_split:
+        df = df[df["split"] != SELECTION_SPLIT].reset_index(drop=True)
+        if df.empty:
+            raise ResultsError(
+                f"results table holds no rows on the {'/'.join(REPORTED_SPLITS)} splits"
+            )
+
+    values = pd.to_numeric(df["value"], errors="coerce")
+    if finite:
+        bad = ~np.isfinite(values.to_numpy(dtype=float))
+        problem = "missing, non-numeric or non-finite (NaN/inf)"
+    else:
+        bad = (values.isna() & df["value"].notna()).to_numpy()
+        problem = "non-numeric"
+    if bad.any():
+        raise ResultsError(f"{int(bad.sum())} value(s) are {problem}: {_describe_rows(df[bad])}")
+    df["value"] = values.astype(float)
+
+    if require_selected:
+        selected = df[SELECTED_COLUMN]
+        if selected.dtype != bool:
+            mapped = (
+                selected.astype(str)
+                .str.strip()
+                .str.lower()
+                .map({"true": True, "false": False, "1": True, "0": False})
+            )
+            if mapped.isna().any():
+                raise ResultsError(
+                    f"column {SELECTED_COLUMN!r} must be boolean; got "
+                    f"{sorted(set(selected[mapped.isna()].astype(str)))}"
+                )
+            df[SELECTED_COLUMN] = mapped.astype(bool)
+
+    dup = df.duplicated(list(MEASUREMENT_KEY), keep=False)
+    if dup.any():
+        raise ResultsError(f"duplicated measurements: {_describe_rows(df[dup])}")
+
+    if one_config:
+        n_configs = df.groupby(["env", "method"])["config"].nunique()
+        several = n_configs[n_configs > 1]
+        if len(several):
+            raise ResultsError(
+                "a selected-results table holds one configuration per (env, method); several in "
+                f"{[f'{e}/{m}' for e, m in several.index]}"
+            )
+    sources = df.groupby("env")["data_source"].nunique()
+    mixed = sources[sources > 1]
+    if len(mixed):
+        raise ResultsError(f"env(s) {list(mixed.index)} list more than one data_source")
+    return df
+
+
+def read_csv(path: str | Path) -> pd.DataFrame:
+    """Read a results CSV as written (identifying columns as strings), without validating it.
+
+    Raises:
+        FileNotFoundError: if ``path`` is not a file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"results table not found: {path}")
+    return pd.read_csv(path, dtype={"env": str, "method": str, "config": str, "split": str})
+
+
+def load(path: str | Path, **options: bool | None) -> pd.DataFrame:
+    """Read and validate a results CSV (``options`` as for :func:`validate`)."""
+    return validate(read_csv(path), **options)

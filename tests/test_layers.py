@@ -1,0 +1,95 @@
+"""The package's layering: each module imports only from the layers it is allowed to (README)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "pnc"
+
+CORE = {
+    "pnc",
+    "pnc.mlp",
+    "pnc.train",
+    "pnc.perturb_correct",
+    "pnc._linalg",
+    "pnc.diagnostics",
+    "pnc.predictive",
+    "pnc.keys",
+    "pnc.io",
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _layer(module: str) -> str:
+    if module in CORE:
+        return "core"
+    if module == "pnc.study.results":
+        return "results"
+    for layer in ("methods", "data", "study", "report", "workflow", "bench"):
+        if module == f"pnc.{layer}" or module.startswith(f"pnc.{layer}."):
+            return layer
+    raise AssertionError(f"module {module} belongs to no layer; add it to the layer map")
+
+
+#: layer -> the layers its modules may import (every import, also inside functions).
+ALLOWED = {
+    "core": {"core"},
+    "results": set(),
+    "methods": {"core", "methods"},
+    "data": {"data"},
+    "study": {"core", "methods", "data", "study", "results"},
+    "report": {"core", "results", "report"},
+    "bench": {"core", "methods", "bench"},
+    "workflow": {"core", "methods", "data", "study", "results", "report", "workflow"},
+}
+
+
+def _imports(path: Path) -> set[str]:
+    """Every ``pnc`` module imported anywhere in ``path`` (``from pnc.x import y`` -> ``pnc.x.y``
+    when that is a module, else ``pnc.x``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "pnc")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] != "pnc":
+                continue
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in MODULES else node.module)
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_module_imports_only_allowed_layers(module):
+    layer = _layer(module)
+    bad = sorted(m for m in _imports(MODULES[module]) if _layer(m) not in ALLOWED[layer])
+    assert not bad, f"{module} ({layer}) imports {bad}; allowed layers: {sorted(ALLOWED[layer])}"
+
+
+def test_no_module_name_repeats():
+    """No two modules share a file name (``__init__``/``__main__`` aside)."""
+    names: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        if path.stem not in ("__init__", "__main__"):
+            names.setdefault(path.stem, []).append(module)
+    assert not {k: v for k, v in names.items() if len(v) > 1}
+
+
+def test_layer_map_catches_a_forbidden_import(tmp_path):
+    path = tmp_path / "mod.py"
+    path.write_text("def f():\n    from pnc.report import tables\n    import pnc.study.grid\n")
+    assert _imports(path) == {"pnc.report.tables", "pnc.study.grid"}
+    assert _layer("pnc.report.tables") not in ALLOWED["core"]

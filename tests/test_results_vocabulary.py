@@ -1,0 +1,150 @@
+"""The results vocabulary agrees with the method registry, the workflow schema, the evaluation and
+the report; the one validator accepts the study's three kinds of table and rejects malformed ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from synthetic_results import make_results
+
+from pnc.methods import METHOD_IDS
+from pnc.predictive import Predictive
+from pnc.report import figures, stats, tables
+from pnc.study import results as vocab
+from pnc.study.evaluate import evaluate_splits
+from pnc.study.selection import METRIC_TABLE_CHECKS
+from pnc.train import Standardizer
+
+SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def test_every_registered_method_has_an_entry_and_vice_versa():
+    assert set(vocab.METHOD_INFO) == set(METHOD_IDS)
+    assert all(info.id == m for m, info in vocab.METHOD_INFO.items())
+    assert vocab.RANKED_METHODS == (
+        "deep_ensemble",
+        "mc_dropout",
+        "swag",
+        "laplace",
+        "subspace",
+        "pnc",
+    )
+    assert vocab.ABLATION_METHODS == ("pnc_nocorr",)
+    assert vocab.REFERENCE in vocab.RANKED_METHODS
+
+
+def test_workflow_schema_lists_the_vocabulary_methods():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    listed = schema["properties"]["methods"]["propertyNames"]["enum"]
+    assert len(listed) == len(set(listed))
+    assert set(listed) == set(vocab.METHODS)
+
+
+def _predictive(rng, s, n, d, spread=1.0) -> Predictive:
+    return Predictive(
+        means=rng.normal(size=(s, n, d)) * spread, variances=rng.uniform(0.5, 2.0, (s, n, d))
+    )
+
+
+def test_every_metric_the_evaluation_emits_is_described():
+    rng = np.random.default_rng(0)
+    preds = {s: _predictive(rng, 3, 20, 2) for s in vocab.EVAL_SPLITS}
+    targets = {s: rng.normal(size=(20, 2)) for s in vocab.EVAL_SPLITS}
+    rows = list(evaluate_splits(preds, targets, Standardizer(np.zeros(2), np.ones(2))))
+    emitted = {m for _, m, _ in rows}
+    assert emitted == set(vocab.METRICS)
+    for metric in emitted:
+        info = vocab.METRIC_INFO[metric]
+        assert info.id == metric and info.label and info.definition.endswith(".")
+        assert isinstance(info.higher_is_better, bool)
+        assert (info.bounds is None) == (info.reference is None)
+        if info.bounds is not None:
+            assert info.bounds[0] <= info.reference <= info.bounds[1]
+    for split in vocab.EVAL_SPLITS:
+        names = [m for s, m, _ in rows if s == split]
+        expected = vocab.SPLIT_METRICS + (
+            vocab.SHIFT_METRICS if split in vocab.SHIFTED_SPLITS else ()
+        )
+        assert names == list(expected)
+    assert vocab.REPORTED_SPLITS == ("id", "near", "mid", "far")
+    assert set(vocab.SPLIT_LABELS) == set(vocab.EVAL_SPLITS)
+    assert (vocab.SELECTION_SPLIT, vocab.SELECTION_METRIC) == ("val", "nll")
+    assert all(s in vocab.REPORTED_SPLITS and m in vocab.METRICS for s, m in vocab.HEADLINE)
+
+
+def test_tables_and_figures_share_labels():
+    assert vocab.METHOD_INFO["laplace"].short == "Lap."
+    results, _ = make_results(envs=("A", "B"), no_mid=("B",), seeds=(0, 1))
+    df = vocab.validate(results)
+    built = {t.name: t for t in tables.build_tables(df, stats.compute_statistics(df))}
+    methods = stats.methods_present(df)
+    header = built["hparams"].markdown.splitlines()[2]
+    assert (
+        header == "| " + " | ".join(["Env"] + [vocab.METHOD_INFO[m].short for m in methods]) + " |"
+    )
+    assert list(built["cross_env"].data["label"]) == [
+        vocab.METHOD_INFO[m].label for m in vocab.RANKED_METHODS
+    ]
+    fig = figures.metrics_figure(df, "A")
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    figures.plt.close(fig)
+    assert ticks == [vocab.METHOD_INFO[m].short for m in methods]
+    assert legend == [vocab.METHOD_INFO[m].label for m in methods]
+    assert "Lap." in ticks and "Lap." in header
+    assert set(figures.METHOD_STYLE) == set(vocab.METHODS)
+
+
+# ---------------------------------------------------------------------------------------------
+# The validator on the study's three kinds of table
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def all_configs() -> pd.DataFrame:
+    return make_results(envs=("A", "B"), no_mid=("B",), seeds=(0, 1))[1]
+
+
+def test_metric_tables_keep_val_rows_and_non_finite_values(all_configs):
+    metric_table = all_configs.drop(columns="selected")
+    rows = metric_table.index[metric_table.split == "far"][:2]
+    metric_table.loc[rows, "value"] = [np.nan, np.inf]
+    out = vocab.validate(metric_table, **METRIC_TABLE_CHECKS)
+    assert len(out) == len(metric_table) and "val" in set(out["split"])
+    assert out["value"].dtype == np.float64
+    assert np.isnan(out.loc[rows[0], "value"]) and np.isinf(out.loc[rows[1], "value"])
+    with pytest.raises(vocab.ResultsError, match="non-finite"):
+        vocab.validate(metric_table, one_config=False)
+
+
+@pytest.mark.parametrize(
+    "mutate,message",
+    [
+        (lambda d: d.drop(columns="data_source"), r"lacks required column\(s\) \['data_source'\]"),
+        (lambda d: d.assign(value=d.value.astype(object).where(d.index != 0, "x")), "non-numeric"),
+        (lambda d: pd.concat([d, d.iloc[:1]]), "duplicated measurements"),
+        (lambda d: d.assign(method=d.method.replace("pnc", "pnc2")), r"unknown method.*pnc2"),
+    ],
+)
+def test_metric_tables_reject_malformed_input(all_configs, mutate, message):
+    metric_table = all_configs.drop(columns="selected")
+    with pytest.raises(vocab.ResultsError, match=message):
+        vocab.validate(mutate(metric_table.copy()), **METRIC_TABLE_CHECKS)
+
+
+def test_all_configs_needs_boolean_selected(all_configs):
+    out = vocab.validate(
+        all_configs.assign(selected=all_configs.selected.astype(str)), require_selected=True
+    )
+    assert out["selected"].dtype == bool and "val" not in set(out["split"])
+    with pytest.raises(vocab.ResultsError, match="must be boolean"):
+        vocab.validate(all_configs.assign(selected="maybe"), require_selected=True)
+
+
+def test_load_names_a_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not found"):
+        vocab.load(tmp_path / "missing.csv")
