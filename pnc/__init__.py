@@ -4,6 +4,8 @@ from pnc.mlp import GaussianMLP, MLPConfig, forward, gaussian_nll, hidden_activa
 from pnc.perturb_correct import (
     PnCConfig,
     build_members,
+    build_members_ridge_path,
+    calibration_indices,
     perturbation_basis,
     predict_members,
     ridge_correction,
@@ -29,6 +31,8 @@ __all__ = [
     "TrainedModel",
     "aleatoric_variance",
     "build_members",
+    "build_members_ridge_path",
+    "calibration_indices",
     "epistemic_variance",
     "fit_params",
     "forward",

@@ -3,17 +3,21 @@
 Each member perturbs hidden-layer kernels along a random low-rank basis and repairs the damage by
 refitting the *next* affine layer on calibration activations (ridge least squares, Lemma 1):
 
-1. For every perturbed hidden layer ``l`` draw once, shared by all members, an orthonormal basis
+1. Optionally, ``D_cal`` is first reduced to ``calibration_size`` rows drawn once without
+   replacement (:func:`calibration_indices`; the authors' MuJoCo runs used 4,096 rows).
+2. For every perturbed hidden layer ``l`` draw once, shared by all members, an orthonormal basis
    ``U_l`` of ``K`` directions in the flat kernel space of ``W_l`` (:func:`perturbation_basis`).
-2. Member ``m`` draws ``z ~ N(0, I_K)`` per perturbed layer and sets
-   ``W_l <- W_l + sigma * reshape(U_l z)`` (Section 3, "Single-layer P&C").
-3. It refits layer ``l + 1`` (the next hidden layer, or the ``head`` after the last hidden layer)
+3. Member ``m`` draws ``z ~ N(0, I_K)`` per perturbed layer and sets
+   ``W_l <- W_l + sigma * reshape(U_l z)`` (Section 3, "Single-layer P&C"), or with
+   ``perturbation_norm="radius"`` ``W_l <- W_l + sigma * reshape(U_l z / ||z||)``.
+4. It refits layer ``l + 1`` (the next hidden layer, or the ``head`` after the last hidden layer)
    so that, on its correction subset ``S_m``, the perturbed post-activations reproduce the base
    network's pre-activations of layer ``l + 1`` (eq. PnC-correction; :func:`ridge_correction`).
-4. ``S_m`` is a bootstrap sample of the calibration set (Section 3, "Bootstrapped correction").
+5. ``S_m`` is a bootstrap sample of the calibration set (Section 3, "Bootstrapped correction").
 
 Members are parameter pytrees with a leading member axis ``[M, ...]``; they are built with ``vmap``
-over member keys inside one ``jit`` and evaluated with :func:`predict_members`.
+over member keys inside one ``jit`` (:func:`build_members`), for several ridge values at once with
+:func:`build_members_ridge_path`, and evaluated with :func:`predict_members`.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from pnc._linalg import cholesky_and_inverse
 from pnc.mlp import MLPConfig, Params, forward, hidden_activations
@@ -31,24 +37,56 @@ from pnc.predictive import Predictive
 
 Array = jax.Array
 
+PERTURBATION_NORMS = ("gaussian", "radius")
+"""Values of :attr:`PnCConfig.perturbation_norm`."""
+
+RIDGE_CENTERS = ("original", "zero")
+"""Values of :attr:`PnCConfig.ridge_center` and of ``center`` in :func:`ridge_correction`."""
+
+
+def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+
 
 @dataclasses.dataclass(frozen=True)
 class PnCConfig:
     """Hyperparameters of Perturb-and-Correct (paper, Section 3 and Appendix C).
 
+    The defaults are the paper's formulas; the authors' MuJoCo runs correspond to
+    ``perturbation_norm="radius"``, ``ridge_center="zero"``, ``calibration_size=4096``,
+    ``layers=(0, 2)`` (and the defaults ``min_subset=8``, ``subset_per_layer=False``).
+
     Attributes:
-        n_members: ensemble size ``M``.
-        rank: perturbation rank ``K`` (dimension of each layer's random basis ``U_l``).
-        sigma: perturbation scale ``sigma``; ``dW = sigma * reshape(U z)``, ``z ~ N(0, I_K)``.
-        bootstrap_frac: each member corrects on its own bootstrap sample (with replacement) of
-            ``round(bootstrap_frac * N_cal)`` calibration rows (at least one); ``None`` makes every
-            member correct on the whole calibration set.
-        ridge: ridge parameter ``lambda >= 0`` of eq. (PnC-correction), shrinking the corrected
-            layer towards the original one.
+        n_members: ensemble size ``M`` (paper: 50).
+        rank: perturbation rank ``K`` (dimension of each layer's random basis ``U_l``; paper: 20).
+        sigma: perturbation scale ``sigma``; see ``perturbation_norm``.
+        bootstrap_frac: each member corrects on its own sample, drawn with replacement, of
+            ``max(min_subset, floor(bootstrap_frac * N_cal))`` calibration rows (the authors'
+            ``max(8, int(bf * 4096))``); ``None`` makes every member correct on the whole
+            calibration set.
+        ridge: ridge parameter ``lambda >= 0`` of eq. (PnC-correction). It is a traced value in
+            the compiled build, so configurations differing only in ``ridge`` share one
+            compilation.
         layers: indices of the perturbed hidden layers (``0 .. n_hidden - 1``); ``None`` perturbs
-            every hidden layer. The output head is never perturbed.
+            every hidden layer. The output head is never perturbed (paper, "Multi-layer P&C").
         correct: ``False`` gives the "P&C without correction" ablation (the same perturbations,
             no refit).
+        perturbation_norm: ``"gaussian"``: ``dW = sigma * reshape(U z)``, ``z ~ N(0, I_K)`` (the
+            paper's formula, Section 3); ``"radius"``: ``dW = sigma * reshape(U z / ||z||)``, so
+            that ``||dW_l||_F = sigma`` for every member and layer (the authors' code, in which
+            the paper's grid ``sigma in {8, 16, 32}`` was tuned).
+        ridge_center: the point the refit layer is shrunk towards: ``"original"``, the layer
+            before correction (paper, eq. PnC-correction), or ``"zero"`` (the authors' submitted
+            MuJoCo runs). See :func:`ridge_correction`.
+        min_subset: lower bound on the size of a member's correction subset (the authors': 8).
+        calibration_size: if set, ``D_cal`` is reduced to this many rows drawn once without
+            replacement and shared by all members (:func:`calibration_indices`; the authors'
+            MuJoCo runs: 4,096 rows of the training split). ``None`` uses all rows given.
+        subset_per_layer: ``False``: a member draws one correction subset used for every corrected
+            layer (the authors' code); ``True``: an independent bootstrap subset per member and per
+            corrected layer (one reading of the paper's "each ``S_m`` an independent bootstrap
+            sample" for multi-layer P&C). Without effect when ``bootstrap_frac`` is ``None``.
     """
 
     n_members: int = 50
@@ -58,6 +96,11 @@ class PnCConfig:
     ridge: float = 1e-4
     layers: tuple[int, ...] | None = None
     correct: bool = True
+    perturbation_norm: str = "gaussian"
+    ridge_center: str = "original"
+    min_subset: int = 8
+    calibration_size: int | None = None
+    subset_per_layer: bool = False
 
     def __post_init__(self) -> None:
         if int(self.n_members) < 1:
@@ -77,8 +120,17 @@ class PnCConfig:
             if len(set(layers)) != len(layers) or any(i < 0 for i in layers):
                 raise ValueError(f"layers must be distinct non-negative indices, got {self.layers}")
             object.__setattr__(self, "layers", tuple(sorted(layers)))
+        _check_choice("perturbation_norm", self.perturbation_norm, PERTURBATION_NORMS)
+        _check_choice("ridge_center", self.ridge_center, RIDGE_CENTERS)
+        if int(self.min_subset) < 1:
+            raise ValueError(f"min_subset must be >= 1, got {self.min_subset}")
+        if self.calibration_size is not None and int(self.calibration_size) < 1:
+            raise ValueError(f"calibration_size must be >= 1 or None, got {self.calibration_size}")
         object.__setattr__(self, "n_members", int(self.n_members))
         object.__setattr__(self, "rank", int(self.rank))
+        object.__setattr__(self, "min_subset", int(self.min_subset))
+        if self.calibration_size is not None:
+            object.__setattr__(self, "calibration_size", int(self.calibration_size))
 
     def perturbed_layers(self, n_hidden: int) -> tuple[int, ...]:
         """The perturbed hidden-layer indices ``l_1 < l_2 < ...`` for a network with ``n_hidden``."""
@@ -91,38 +143,60 @@ class PnCConfig:
         return self.layers
 
     def subset_size(self, n_cal: int) -> int:
-        """Size of each member's correction subset ``|S_m|`` for ``n_cal`` calibration rows."""
+        """Size of each member's correction subset ``|S_m|`` for ``n_cal`` calibration rows.
+
+        ``max(min_subset, floor(bootstrap_frac * n_cal))`` (the authors' rule), or ``n_cal`` when
+        ``bootstrap_frac`` is ``None``. ``n_cal`` is the calibration set's size after the
+        ``calibration_size`` reduction.
+        """
         if self.bootstrap_frac is None:
             return n_cal
-        return max(1, int(round(self.bootstrap_frac * n_cal)))
+        return max(self.min_subset, math.floor(self.bootstrap_frac * n_cal))
 
 
 # ----------------------------------------------------------------------------- the correction
 
 
 def ridge_correction(
-    h_cal: Array, h_cal_perturbed: Array, kernel: Array, bias: Array, ridge: float | Array
+    h_cal: Array,
+    h_cal_perturbed: Array,
+    kernel: Array,
+    bias: Array,
+    ridge: float | Array,
+    *,
+    center: str = "original",
 ) -> tuple[Array, Array]:
     """Refit the next affine layer on perturbed calibration activations (Lemma 1).
 
     Solves eq. (PnC-correction) / (ls-correction) in the augmented form of Section 4.1, with
-    ``Theta = [b, W]`` and design rows ``[1, h]``::
+    ``Theta = [b; K]`` (``[d+1, q]``, bias row first), design rows ``X = [1, h]``,
+    ``X_v = [1, h_pert]`` and the shrinkage target ``C = Theta`` (``center="original"``, the
+    paper) or ``C = 0`` (``center="zero"``, the authors' submitted MuJoCo runs)::
 
-        min_{K', b'} ||h_pert K' + b' - (h K + b)||_F^2 + ridge (||K' - K||_F^2 + ||b' - b||^2).
+        min_{Theta'} ||X_v Theta' - X Theta||_F^2 + ridge ||Theta' - C||_F^2,
 
-    The closed form (eq. ridge-correction-closed-form) is evaluated through its equivalent
-    residual form (Appendix A, eq. theta-diff-clean): with ``X_v = [1, h_pert]`` and the
-    calibration target gap ``E = (h - h_pert) K`` (the biases cancel),
-    ``[b'; K'] - [b; K] = (X_v^T X_v + ridge I)^{-1} X_v^T E``. Hence ``h_pert == h`` returns the
-    layer bit-for-bit, and ``ridge -> inf`` returns the original layer.
+    the bias included in the penalty. With ``A = X_v^T X_v + ridge I`` and the calibration
+    target gap ``E = X Theta - X_v Theta = (h - h_pert) K`` (the biases cancel), the minimiser is
+    evaluated in its residual form (Appendix A, eq. theta-diff-clean)::
+
+        original:  Theta' - Theta = A^{-1} X_v^T E
+        zero:      Theta' - Theta = A^{-1} (X_v^T E - ridge Theta)
+
+    so that with ``center="original"`` ``h_pert == h`` returns the layer bit-for-bit and
+    ``ridge -> inf`` returns the original layer (with ``"zero"``, ``ridge -> inf`` gives zero).
+    At ``ridge = 0`` (and ``B > d + 1``) both centres give the same least-squares fit.
 
     Numerics: the ``(d+1) x (d+1)`` Gram is formed in the input precision (float32 by default,
     float64 when called on float64 arrays under ``jax.enable_x64``), Jacobi-scaled to unit
     diagonal, factorised by Cholesky and refined by one step of iterative refinement. When
-    ``B <= d + 1`` the equivalent ``B x B`` dual system ``X_v (X_v X_v^T + ridge I)^{-1} E`` is
-    solved instead; with ``ridge = 0`` it gives the minimum-norm change that interpolates the
-    calibration targets. Pure and shape-static: works under ``jit``, ``vmap`` and forward-mode
-    autodiff (``jvp``, ``jacfwd``).
+    ``B <= d + 1`` the equivalent ``B x B`` dual system is solved instead
+    (``A^{-1} X_v^T = X_v^T (X_v X_v^T + ridge I)^{-1}``)::
+
+        original:  Theta' = Theta + X_v^T (X_v X_v^T + ridge I)^{-1} E
+        zero:      Theta' = X_v^T (X_v X_v^T + ridge I)^{-1} X Theta
+
+    with ``ridge = 0`` it gives the interpolating solution closest to ``C``. Pure and
+    shape-static: works under ``jit``, ``vmap`` and forward-mode autodiff (``jvp``, ``jacfwd``).
 
     Args:
         h_cal: original post-activations on the correction subset, ``[B, d]``.
@@ -130,10 +204,26 @@ def ridge_correction(
         kernel: next layer's kernel in Flax layout, ``[d, q]``.
         bias: next layer's bias, ``[q]``.
         ridge: ``lambda >= 0`` (scalar, may be traced).
+        center: ``"original"`` or ``"zero"`` (static).
 
     Returns:
         ``(kernel_new [d, q], bias_new [q])``.
     """
+    system = _correction_system(h_cal, h_cal_perturbed, kernel, bias, center=center)
+    return _solve_correction(system, kernel, bias, ridge, center=center)
+
+
+def _correction_system(
+    h_cal: Array, h_cal_perturbed: Array, kernel: Array, bias: Array, *, center: str = "original"
+) -> tuple[Array, Array, Array]:
+    """The ridge-independent part of :func:`ridge_correction`: ``(X_v, Gram, right-hand side)``.
+
+    Primal (``B > d + 1``): ``Gram = X_v^T X_v`` ``[d+1, d+1]`` and ``X_v^T E`` ``[d+1, q]``.
+    Dual (``B <= d + 1``): ``Gram = X_v X_v^T`` ``[B, B]`` and ``E`` (``center="original"``) or
+    ``X Theta`` (``center="zero"``), ``[B, q]``. ``X_v = [1, h_pert]`` is ``[B, d+1]``. Solve with
+    :func:`_solve_correction` for any number of ridge values.
+    """
+    _check_choice("center", center, RIDGE_CENTERS)
     if h_cal.ndim != 2 or h_cal.shape != h_cal_perturbed.shape:
         raise ValueError(
             f"h_cal and h_cal_perturbed must both be [B, d], got {h_cal.shape} and "
@@ -149,7 +239,6 @@ def ridge_correction(
     n_rows, d = hv.shape
     kernel_c = kernel.astype(dtype)
     x_v = jnp.concatenate([jnp.ones((n_rows, 1), dtype), hv], axis=1)  # [B, d+1]
-    ridge = jnp.asarray(ridge, dtype)
     if n_rows > d + 1:
         if kernel.shape[1] < d:  # narrow layer: E = (h - h_pert) K first, then X_v^T E
             gram = x_v.T @ x_v
@@ -157,14 +246,46 @@ def ridge_correction(
         else:  # wide layer: one pass X_v^T [X_v, h - h_pert], then (X_v^T (h - h_pert)) K
             both = x_v.T @ jnp.concatenate([x_v, h - hv], axis=1)
             gram, rhs = both[:, : d + 1], both[:, d + 1 :] @ kernel_c
-        delta = _spd_solve(gram + ridge * jnp.eye(d + 1, dtype=dtype), rhs)  # [d+1, q]
+        return x_v, gram, rhs
+    gram = x_v @ x_v.T
+    if center == "original":
+        target = (h - hv) @ kernel_c  # E = X Theta - X_v Theta, [B, q]
     else:
-        gap = (h - hv) @ kernel_c  # E = X Theta^T - X_v Theta^T, [B, q]
-        gram = x_v @ x_v.T + ridge * jnp.eye(n_rows, dtype=dtype)
-        delta = x_v.T @ _spd_solve(gram, gap)
-    bias_new = bias + delta[0].astype(bias.dtype)
-    kernel_new = kernel + delta[1:].astype(kernel.dtype)
-    return kernel_new, bias_new
+        target = h @ kernel_c + bias.astype(dtype)  # X Theta, [B, q]
+    return x_v, gram, target
+
+
+def _solve_correction(
+    system: tuple[Array, Array, Array],
+    kernel: Array,
+    bias: Array,
+    ridge: float | Array,
+    *,
+    center: str = "original",
+) -> tuple[Array, Array]:
+    """Finish :func:`ridge_correction` from :func:`_correction_system` for one ``ridge``.
+
+    One Cholesky factorisation of ``Gram + ridge I``. ``kernel [d, q]`` and ``bias [q]`` are the
+    layer before correction, ``center`` must be the one the system was formed with.
+
+    Returns:
+        ``(kernel_new [d, q], bias_new [q])``.
+    """
+    _check_choice("center", center, RIDGE_CENTERS)
+    x_v, gram, rhs = system
+    dtype = gram.dtype
+    n_rows, d1 = x_v.shape
+    ridge = jnp.asarray(ridge, dtype)
+    if n_rows > d1:
+        if center == "zero":
+            theta = jnp.concatenate([bias[None, :], kernel], axis=0).astype(dtype)
+            rhs = rhs - ridge * theta
+        delta = _spd_solve(gram + ridge * jnp.eye(d1, dtype=dtype), rhs)  # [d+1, q]
+    else:
+        delta = x_v.T @ _spd_solve(gram + ridge * jnp.eye(n_rows, dtype=dtype), rhs)
+        if center == "zero":  # delta is Theta' itself
+            return delta[1:].astype(kernel.dtype), delta[0].astype(bias.dtype)
+    return kernel + delta[1:].astype(kernel.dtype), bias + delta[0].astype(bias.dtype)
 
 
 _MAX_JITTER = 1e4  # the largest jitter tried, in units of n * eps
@@ -242,13 +363,50 @@ def _layer_bases(key: Array, params: Params, layers: tuple[int, ...], rank: int)
     }
 
 
-def _perturbation(key: Array, layer: int, basis: Array, sigma: float, shape) -> Array:
-    """``sigma * reshape(U z)`` with ``z ~ N(0, I_K)`` drawn from ``fold_in(key, layer)``."""
+def _perturbation(key: Array, layer: int, basis: Array, config: PnCConfig, shape) -> Array:
+    """``sigma * reshape(U z)`` with ``z ~ N(0, I_K)`` drawn from ``fold_in(key, layer)``.
+
+    With ``config.perturbation_norm == "radius"`` the coefficients are rescaled to ``z / ||z||``.
+    """
     z = jax.random.normal(jax.random.fold_in(key, layer), (basis.shape[1],), jnp.float32)
-    return (sigma * (basis @ z)).reshape(shape)
+    if config.perturbation_norm == "radius":
+        z = z * jax.lax.rsqrt(jnp.sum(jnp.square(z)))
+    return (config.sigma * (basis @ z)).reshape(shape)
 
 
 # ----------------------------------------------------------------------------- members
+
+_CALIBRATION_STREAM = 0x0CA1B
+"""``fold_in`` data of the calibration-subset key: ``fold_in(key, _CALIBRATION_STREAM)``."""
+
+
+def calibration_indices(key: Array, n_rows: int, config: PnCConfig) -> Array | None:
+    """Rows of ``x_cal`` that form ``D_cal`` when ``config.calibration_size`` is set.
+
+    ``calibration_size`` distinct indices in ``[0, n_rows)``, drawn without replacement (a prefix
+    of a uniform permutation) from ``fold_in(key, 0x0CA1B)``: they depend only on ``key``,
+    ``n_rows`` and ``calibration_size``, not on the other fields nor on the member keys, so
+    configurations built with the same key share the calibration set. The authors' MuJoCo runs drew
+    4,096 rows of the training split once per seed.
+
+    Args:
+        key: the key passed to :func:`build_members`.
+        n_rows: number of rows ``N`` of ``x_cal``.
+        config: P&C hyperparameters.
+
+    Returns:
+        int32 indices ``[calibration_size]``, or ``None`` when ``calibration_size`` is ``None``.
+
+    Raises:
+        ValueError: if ``calibration_size > n_rows``.
+    """
+    size = config.calibration_size
+    if size is None:
+        return None
+    if size > n_rows:
+        raise ValueError(f"calibration_size={size} exceeds the {n_rows} rows of x_cal")
+    perm = jax.random.permutation(jax.random.fold_in(key, _CALIBRATION_STREAM), n_rows)
+    return perm[:size]
 
 
 def build_members(
@@ -267,22 +425,25 @@ def build_members(
     receives ``sigma * reshape(U_l z)``; the correction subset is propagated through the member's
     network *as modified so far*, and layer ``l_j + 1`` (``hidden_{l+1}`` or the ``head``) is refit
     so that these perturbed post-activations reproduce the *base* network's pre-activations of
-    layer ``l_j + 1`` on the same rows, shrinking towards its original parameters. If
+    layer ``l_j + 1`` on the same rows, shrinking towards ``config.ridge_center``. If
     ``l_{j+1} = l_j + 1`` the just-corrected layer is then perturbed on top of its correction
     (``W_{l+1} <- W_{l+1}^{corr} + dW``) and repaired in turn by layer ``l_j + 2``. The head is
-    only ever corrected. With ``config.correct = False`` the same perturbations (same key) are
-    applied with no refit. With ``sigma = 0`` nothing is perturbed and every member is the base
-    network exactly (Lemma 1 with ``Y_v = Y`` returns ``Theta``).
+    only ever corrected; layers neither perturbed nor corrected are returned unchanged. With
+    ``config.correct = False`` the same perturbations (same key) are applied with no refit. With
+    ``sigma = 0`` nothing is perturbed and every member is the base network exactly.
 
     Key use: ``key`` is split into a basis key (``U_l`` from ``fold_in(., l)``, shared by all
     members) and ``M`` member keys; a member key is split into a subset key and a coefficient key
     (``z`` for layer ``l`` from ``fold_in(., l)``), so ``correct=True`` and ``correct=False`` with
-    the same key perturb identically.
+    the same key perturb identically. The subset key draws the member's subset directly, or with
+    ``subset_per_layer`` the subset of the correction after layer ``l`` from ``fold_in(., l)``.
+    The calibration rows (``calibration_size``) come from :func:`calibration_indices`.
 
     Args:
         params: trained parameter pytree (see :func:`pnc.init_params`).
         mlp_config: its architecture.
-        x_cal: standardised calibration inputs ``D_cal``, ``[N, in_dim]``.
+        x_cal: standardised calibration inputs, ``[N, in_dim]`` (``D_cal``, or the pool it is
+            drawn from when ``config.calibration_size`` is set).
         config: P&C hyperparameters.
         key: PRNG key.
         member_chunk: members built at once (``vmap`` within a ``lax.map``); bounds memory to
@@ -292,6 +453,53 @@ def build_members(
         Parameter pytree with the same structure as ``params`` and a leading ``[M]`` axis on every
         leaf (unchanged leaves are broadcast).
     """
+    return _build_from(
+        params, mlp_config, x_cal, config, np.float32(config.ridge), key, member_chunk
+    )
+
+
+def build_members_ridge_path(
+    params: Params,
+    mlp_config: MLPConfig,
+    x_cal: Array,
+    config: PnCConfig,
+    ridges: Sequence[float],
+    *,
+    key: Array,
+    member_chunk: int | None = None,
+) -> Params:
+    """:func:`build_members` for several ridge values at once, sharing the ridge-free work.
+
+    For every ``r = ridges[i]`` the slice ``[i]`` of the result equals
+    ``build_members(params, mlp_config, x_cal, dataclasses.replace(config, ridge=r), key=key)``
+    up to float32 rounding (``config.ridge`` itself is ignored). Computed once and shared by all
+    ridge values: the calibration subset, the bases ``U_l``, the member keys, coefficients ``z``
+    and correction subsets, the base network's activations, and, for the first corrected layer,
+    the member's perturbed post-activations and the Gram ``X_v^T X_v`` (``X_v X_v^T`` when
+    ``|S_m| <= d + 1``) with its right-hand side. Per ridge value: one Cholesky factorisation of
+    ``Gram + r I`` for the first corrected layer, and the whole rest of the chain (later perturbed
+    layers see activations that pass through the ridge-dependent first correction). The ridge
+    values are processed one after another (a loop over ``[R]`` inside the compiled build), each
+    running the computation of a single build, so memory grows only by the ``[R, M]`` outputs.
+    With ``correct=False`` or ``sigma = 0`` the members do not depend on the ridge and are
+    broadcast.
+
+    Args:
+        params, mlp_config, x_cal, config, key, member_chunk: as for :func:`build_members`.
+        ridges: the ridge values ``lambda >= 0``, a non-empty 1-D sequence ``[R]``.
+
+    Returns:
+        Parameter pytree with a leading ``[R, M]`` on every leaf.
+    """
+    ridges = np.asarray(ridges, np.float32)
+    if ridges.ndim != 1 or ridges.size < 1:
+        raise ValueError(f"ridges must be a non-empty 1-D sequence, got shape {ridges.shape}")
+    if not np.all(np.isfinite(ridges) & (ridges >= 0)):
+        raise ValueError(f"ridges must be finite and >= 0, got {ridges.tolist()}")
+    return _build_from(params, mlp_config, x_cal, config, ridges, key, member_chunk)
+
+
+def _build_from(params, mlp_config, x_cal, config, ridges, key, member_chunk) -> Params:
     x_cal = jnp.asarray(x_cal, jnp.float32)
     if x_cal.ndim != 2 or x_cal.shape[0] < 1:
         raise ValueError(f"x_cal must be [N, in_dim] with N >= 1, got shape {x_cal.shape}")
@@ -301,67 +509,119 @@ def build_members(
     layers = config.perturbed_layers(mlp_config.n_hidden)
     if member_chunk is not None and member_chunk < 1:
         raise ValueError(f"member_chunk must be >= 1 or None, got {member_chunk}")
+    rows = calibration_indices(key, x_cal.shape[0], config)
+    if rows is not None:
+        x_cal = x_cal[rows]
     k_basis, k_members = jax.random.split(key)
     bases = _layer_bases(k_basis, params, layers, config.rank)
+    # the static part of the configuration: ridge is traced, the calibration rows are applied
+    static = dataclasses.replace(config, ridge=0.0, calibration_size=None)
     return _build(
-        params, bases, x_cal, jax.random.split(k_members, config.n_members),
-        mlp_config=mlp_config, config=config, layers=layers, member_chunk=member_chunk,
+        params, bases, x_cal, jax.random.split(k_members, config.n_members), ridges,
+        mlp_config=mlp_config, config=static, layers=layers, member_chunk=member_chunk,
     )  # fmt: skip
 
 
 @functools.partial(jax.jit, static_argnames=("mlp_config", "config", "layers", "member_chunk"))
-def _build(params, bases, x_cal, member_keys, *, mlp_config, config, layers, member_chunk):
+def _build(params, bases, x_cal, member_keys, ridges, *, mlp_config, config, layers, member_chunk):
+    """Members ``[M, ...]`` for a scalar ``ridges``, ``[R, M, ...]`` for ``ridges [R]``.
+
+    ``config.ridge`` and ``config.calibration_size`` are not read (``x_cal`` is ``D_cal``).
+    """
+    scalar = ridges.ndim == 0
+    ridges = jnp.reshape(ridges, (-1,))
+    n_ridges = ridges.shape[0]
     n_cal = x_cal.shape[0]
     n_sub = config.subset_size(n_cal)
     bootstrap = config.bootstrap_frac is not None
+    per_layer = bootstrap and config.subset_per_layer
+    n_draws = len(layers) if per_layer else 1
+    center = config.ridge_center
+    names = mlp_config.layer_names()
     # Base activations are gathered from one pass over D_cal when the subsets together cover more
-    # rows than D_cal, and otherwise recomputed on each member's subset (bounded memory).
+    # rows than D_cal, and otherwise recomputed on each subset (bounded memory).
     shared_base = (
-        config.correct and config.sigma > 0 and (not bootstrap or config.n_members * n_sub >= n_cal)
+        config.correct
+        and config.sigma > 0
+        and (not bootstrap or config.n_members * n_sub * n_draws >= n_cal)
     )
     base_full = hidden_activations(params, x_cal, mlp_config) if shared_base else None
 
+    def subset(k_sub, layer):
+        """Rows ``x_S`` and the base network's post-activations on them for layer ``layer``."""
+        if not bootstrap:
+            return x_cal, base_full
+        k = jax.random.fold_in(k_sub, layer) if per_layer else k_sub
+        idx = jax.random.randint(k, (n_sub,), 0, n_cal)
+        x = x_cal[idx]
+        if shared_base:
+            return x, [hb[idx] for hb in base_full]
+        return x, hidden_activations(params, x, mlp_config)
+
+    def perturb(p, dws, i):
+        return dict(p, **{names[i]: dict(p[names[i]], kernel=p[names[i]]["kernel"] + dws[i])})
+
+    def propagate(p, h, start, stop, dws):
+        """Post-activation of layer ``stop`` from that of ``start - 1``, perturbing ``stop``."""
+        for i in range(start, stop + 1):
+            if i == stop:
+                p = perturb(p, dws, i)
+            h = jax.nn.relu(h @ p[names[i]]["kernel"] + p[names[i]]["bias"])
+        return p, h
+
+    def broadcast(p):
+        return jax.tree.map(lambda a: jnp.broadcast_to(a, (n_ridges,) + a.shape), p)
+
     def member(mkey):
+        """One member for every ridge value, ``[R, ...]``."""
         k_sub, k_z = jax.random.split(mkey)
         p = dict(params)  # shallow copy; layers are replaced, never mutated
         if config.sigma == 0.0:  # no perturbation; the correction of Y_v = Y is the identity
-            return p
+            return broadcast(p)
+        dws = {
+            i: _perturbation(k_z, i, bases[i], config, params[names[i]]["kernel"].shape)
+            for i in layers
+        }
         if not config.correct:
             for i in layers:
-                kern = p[f"hidden_{i}"]["kernel"]
-                dw = _perturbation(k_z, i, bases[i], config.sigma, kern.shape)
-                p[f"hidden_{i}"] = dict(p[f"hidden_{i}"], kernel=kern + dw)
-            return p
-        if bootstrap:
-            idx = jax.random.randint(k_sub, (n_sub,), 0, n_cal)
-            x = x_cal[idx]
-            base = (
-                [hb[idx] for hb in base_full]
-                if shared_base
-                else hidden_activations(params, x, mlp_config)
+                p = perturb(p, dws, i)
+            return broadcast(p)
+        # ridge-independent: subsets, base activations, the first perturbed layer and its system
+        first = layers[0]
+        subsets = {i: subset(k_sub, i) for i in (layers if per_layer else layers[:1])}
+        x, base = subsets[first]
+        p, h = propagate(p, x, 0, first, dws)
+        nxt = params[names[first + 1]]
+        system = _correction_system(base[first], h, nxt["kernel"], nxt["bias"], center=center)
+
+        def chain(ridge):  # the ridge-dependent rest of the chain
+            kernel_new, bias_new = _solve_correction(
+                system, nxt["kernel"], nxt["bias"], ridge, center=center
             )
-        else:
-            x, base = x_cal, base_full
-        names = mlp_config.layer_names()
-        h = x
-        for i in range(layers[-1] + 1):
-            name = names[i]
-            if i in layers:
-                kern = p[name]["kernel"]
-                dw = _perturbation(k_z, i, bases[i], config.sigma, kern.shape)
-                p[name] = dict(p[name], kernel=kern + dw)
-            h = jax.nn.relu(h @ p[name]["kernel"] + p[name]["bias"])
-            if i in layers:
-                nxt = names[i + 1]
+            q = dict(p, **{names[first + 1]: {"kernel": kernel_new, "bias": bias_new}})
+            h_l, base_l, start = h, base, first + 1
+            for layer in layers[1:]:
+                if per_layer:
+                    h_l, base_l = subsets[layer]
+                    start = 0
+                q, h_l = propagate(q, h_l, start, layer, dws)
+                after = params[names[layer + 1]]
                 kernel_new, bias_new = ridge_correction(
-                    base[i], h, params[nxt]["kernel"], params[nxt]["bias"], config.ridge
+                    base_l[layer], h_l, after["kernel"], after["bias"], ridge, center=center
                 )
-                p[nxt] = {"kernel": kernel_new, "bias": bias_new}
-        return p
+                q[names[layer + 1]] = {"kernel": kernel_new, "bias": bias_new}
+                start = layer + 1
+            return q
+
+        return jax.lax.map(chain, ridges)
 
     if member_chunk is None or member_chunk >= member_keys.shape[0]:
-        return jax.vmap(member)(member_keys)
-    return jax.lax.map(member, member_keys, batch_size=member_chunk)
+        out = jax.vmap(member)(member_keys)
+    else:
+        out = jax.lax.map(member, member_keys, batch_size=member_chunk)
+    if scalar:
+        return jax.tree.map(lambda a: a[:, 0], out)
+    return jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), out)
 
 
 # ----------------------------------------------------------------------------- prediction

@@ -1,7 +1,11 @@
 """Synthetic long-format results tables shaped like the workflow's ``results/*.csv``.
 
 Values are drawn deterministically from ``numpy.random.default_rng(seed)``; each method has a
-quality offset so that orderings are stable but not trivial.
+quality offset so that orderings are stable but not trivial. Every configuration appears in each
+calibration variant: the ``vcal`` rows repeat the ``raw`` rows with the NLL shifted by
+:data:`VCAL_NLL_SHIFT` (lower for the methods in ``vcal_wins``, higher for the others), as variance
+scaling changes the NLL only; so the variant with the lower validation NLL is ``vcal`` exactly for
+the methods in ``vcal_wins``, and that variant of the first configuration is the selected pair.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pnc.study.results import METHODS
+from pnc.study.results import CALIBRATIONS, METHODS, VCAL
 
 ALL_METHODS = METHODS
 #: A small grid per method; the first entry is the selected configuration.
@@ -38,6 +42,10 @@ QUALITY = {
     "pnc": 1.0,
     "pnc_nocorr": -0.5,
 }
+#: Methods whose variance-calibrated variant has the lower NLL (and is selected).
+VCAL_WINS: tuple[str, ...] = ("swag", "laplace")
+#: How much ``vcal`` lowers (methods in ``vcal_wins``) or raises (the others) every NLL.
+VCAL_NLL_SHIFT = 0.1
 
 
 def make_results(
@@ -48,6 +56,8 @@ def make_results(
     no_mid: Sequence[str] = ("Swimmer-v5",),
     data_source: str = "offline",
     seed: int = 0,
+    calibrations: Sequence[str] = CALIBRATIONS,
+    vcal_wins: Sequence[str] = VCAL_WINS,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(results, all_configs)`` long-format tables.
 
@@ -58,12 +68,19 @@ def make_results(
         no_mid: environments without a Mid split.
         data_source: ``minari`` or ``offline`` for every env.
         seed: seed of the value generator.
+        calibrations: the variants every configuration appears in.
+        vcal_wins: methods whose ``vcal`` variant has the lower NLL (selected where present).
 
     Returns:
-        ``results`` (selected configuration only; splits id/near/(mid)/far) and ``all_configs``
-        (every configuration, plus ``val`` rows and a boolean ``selected`` column).
+        ``results`` (selected (config, calibration) pair only; splits id/near/(mid)/far) and
+        ``all_configs`` (every configuration and variant, plus ``val`` rows and a boolean
+        ``selected`` column).
     """
     rng = np.random.default_rng(seed)
+
+    def selected_variant(method: str) -> str:
+        return VCAL if VCAL in calibrations and method in vcal_wins else calibrations[0]
+
     rows = []
     for e_i, env in enumerate(envs):
         scale = 10.0 ** (e_i % 3 - 1)  # RMSE units differ across envs
@@ -86,20 +103,26 @@ def make_results(
                                 1 / (1 + np.exp(-(0.5 * shift + q + noise(0.2))))
                             )
                             values["auroc_epistemic"] = values["auroc"] - 0.01
-                        for metric, value in values.items():
-                            rows.append(
-                                {
-                                    "env": env,
-                                    "method": method,
-                                    "config": config,
-                                    "seed": s,
-                                    "split": split,
-                                    "metric": metric,
-                                    "value": float(value),
-                                    "data_source": data_source,
-                                    "selected": c_i == 0,
-                                }
-                            )
+                        for calibration in calibrations:
+                            for metric, value in values.items():
+                                if metric == "nll" and calibration == VCAL:
+                                    wins = method in vcal_wins
+                                    value += -VCAL_NLL_SHIFT if wins else VCAL_NLL_SHIFT
+                                rows.append(
+                                    {
+                                        "env": env,
+                                        "method": method,
+                                        "config": config,
+                                        "calibration": calibration,
+                                        "seed": s,
+                                        "split": split,
+                                        "metric": metric,
+                                        "value": float(value),
+                                        "data_source": data_source,
+                                        "selected": c_i == 0
+                                        and calibration == selected_variant(method),
+                                    }
+                                )
     all_configs = pd.DataFrame(rows)
     results = all_configs[all_configs.selected & (all_configs.split != "val")]
     return results.drop(columns="selected").reset_index(drop=True), all_configs

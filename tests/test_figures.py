@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic_results import make_results
+from synthetic_results import GRIDS, make_results
 
 from pnc.report import figures as fg
 from pnc.study import results as vocab
@@ -16,7 +16,7 @@ def tables():
     results, all_configs = make_results(envs=("Ant-v5", "Swimmer-v5"), seeds=(0, 1))
     return (
         vocab.validate(results),
-        vocab.validate(all_configs, require_selected=True),
+        vocab.validate(all_configs, require_selected=True, drop_selection_split=False),
         all_configs,
     )
 
@@ -28,10 +28,51 @@ def test_frontier_points_are_seed_means_per_configuration(tables):
     assert len(pts) == n_configs
     assert (pts.groupby(["env", "method"])["selected"].sum() == 1).all()
     row = pts[(pts.env == "Ant-v5") & (pts.method == "swag") & (pts.config == "scale=1.0")].iloc[0]
-    src = raw[(raw.env == "Ant-v5") & (raw.method == "swag") & (raw.config == "scale=1.0")]
+    # swag's variance-calibrated variant has the lower validation NLL (synthetic_results)
+    assert row["calibration"] == "vcal"
+    src = raw[
+        (raw.env == "Ant-v5")
+        & (raw.method == "swag")
+        & (raw.config == "scale=1.0")
+        & (raw.calibration == "vcal")
+    ]
     expected = src[(src.split == "far") & (src.metric == "nll")]["value"].mean()
     assert row["far_nll"] == pytest.approx(expected)
     assert not row["selected"] and row["n_seeds"] == 2
+
+
+def test_frontier_draws_each_configuration_in_its_val_chosen_variant(tables):
+    _, all_configs, _ = tables
+    pts = fg.frontier_points(all_configs)
+    val = all_configs[(all_configs.split == "val") & (all_configs.metric == "nll")]
+    means = val.groupby(["env", "method", "config", "calibration"])["value"].mean()
+    for r in pts.itertuples():
+        other = "raw" if r.calibration == "vcal" else "vcal"
+        assert (
+            means[(r.env, r.method, r.config, r.calibration)]
+            <= means[(r.env, r.method, r.config, other)]
+        )
+    chosen = pts[pts.selected]
+    flagged = all_configs[all_configs.selected][
+        ["env", "method", "config", "calibration"]
+    ].drop_duplicates()
+    assert len(chosen) == len(flagged)
+    assert set(map(tuple, chosen[flagged.columns].to_numpy())) == set(
+        map(tuple, flagged.to_numpy())
+    )
+
+
+def test_frontier_needs_val_rows_to_choose_a_variant(tables):
+    _, all_configs, _ = tables
+    without_val = all_configs[all_configs.split != "val"]
+    with pytest.raises(fg.FigureError, match="val rows"):
+        fg.frontier_points(without_val)
+    # a table with one variant per configuration (written before the calibration column)
+    old = without_val[without_val.calibration == "raw"].drop(columns="calibration")
+    first = old.method.map(lambda m: GRIDS[m][0])
+    old = vocab.validate(old.assign(selected=old.config == first), require_selected=True)
+    pts = fg.frontier_points(old)
+    assert set(pts.calibration) == {"raw"}
 
 
 def test_frontier_needs_selected_column(tables):

@@ -113,7 +113,9 @@ def test_pnc_and_its_ablation_share_the_pnc_config():
     assert nocorr.config_id(config) == "sigma=8,rank=5,layers=1"
     assert nocorr.config_id(nocorr.make_config({"n_members": 10})) == "sigma=16,n_members=10"
     for key in ("ridge", "bootstrap_frac", "correct"):
-        with pytest.raises(ValueError, match="valid keys: n_members, rank, sigma, layers$"):
+        with pytest.raises(
+            ValueError, match="valid keys: n_members, rank, sigma, layers, perturbation_norm$"
+        ):
             nocorr.make_config({key: 0.1})
     with pytest.raises(ValueError, match="correct"):
         pnc.make_config({"correct": False})
@@ -169,3 +171,13 @@ def test_wrong_config_type_and_training_kind():
         methods.get("deep_ensemble").train(
             TrainingSpec("base"), None, None, model_config=None, train_config=None, key=None
         )
+
+
+def test_key_ids_pair_pnc_with_its_ablation():
+    """The study derives keys from ``key_id``: the ablation shares P&C's, the others their own."""
+    assert methods.get("pnc_nocorr").key_id == "pnc"
+    for method_id in methods.METHOD_IDS:
+        key_id = methods.get(method_id).key_id
+        assert key_id in methods.METHOD_IDS
+        if method_id != "pnc_nocorr":
+            assert key_id == method_id

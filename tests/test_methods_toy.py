@@ -181,3 +181,36 @@ def test_posterior_is_a_pytree_of_its_arrays(toy, method_id):
     a = method.predict(posterior, toy["inside"], key=jax.random.key(3))
     b = method.predict(copy, toy["inside"], key=jax.random.key(3))
     np.testing.assert_array_equal(a.means, b.means)
+
+
+def test_pnc_build_many_groups_ridge_values_and_matches_separate_builds(toy):
+    """Configurations differing only in ``ridge`` are built together (one ridge path) and give
+    the members of separate builds; every other configuration is a group of its own."""
+    method = methods.get("pnc")
+    run = toy["runs"]["base"]
+    configs = [
+        method.make_config({"n_members": 6, "sigma": 1.0, "bootstrap_frac": 0.3, "ridge": r})
+        for r in (1e-4, 1e-1, 10.0)
+    ] + [method.make_config({"n_members": 6, "sigma": 2.0, "bootstrap_frac": 0.3})]
+    assert method.build_groups(configs) == [[0, 1, 2], [3]]
+    key = jax.random.key(7)
+    together = method.build_many(run, configs, toy["x"], toy["y"], key=key)
+    for config, posterior in zip(configs, together, strict=True):
+        alone = method.build(run, config, toy["x"], toy["y"], key=key)
+        leaves = zip(
+            jax.tree.leaves(posterior.members), jax.tree.leaves(alone.members), strict=True
+        )
+        for a, b in leaves:
+            np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    # the ridge really changes the refit layer (so the comparison above could fail)
+    k0, k2 = (together[i].members["hidden_1"]["kernel"] for i in (0, 2))
+    assert float(jnp.max(jnp.abs(k0 - k2))) > 1e-3
+
+
+def test_default_build_many_is_one_build_per_configuration(toy):
+    method = methods.get("swag")
+    configs = [method.make_config({"scale": s, "n_samples": 4}) for s in (0.5, 2.0)]
+    assert method.build_groups(configs) == [[0], [1]]
+    run = toy["runs"]["base"]
+    many = method.build_many(run, configs, toy["x"], toy["y"], key=jax.random.key(0))
+    assert [p.scale for p in many] == [0.5, 2.0]

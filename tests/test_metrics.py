@@ -12,7 +12,7 @@ import scipy.stats
 from pnc.predictive import Predictive
 from pnc.study import metrics
 from pnc.study.evaluate import evaluate_splits, summarise_split
-from pnc.study.results import RESULT_COLUMNS
+from pnc.study.results import RESULT_COLUMNS, ResultsError
 from pnc.study.selection import apply_selection, select
 from pnc.train import Standardizer
 
@@ -122,11 +122,15 @@ def test_evaluate_splits_rows_and_auroc_direction():
         list(evaluate_splits({"far": preds["far"]}, {"far": targets["far"]}, y_norm))
 
 
-def _table(val_nll: dict[tuple[str, int], float]) -> pd.DataFrame:
+def _table(val_nll: dict[tuple, float]) -> pd.DataFrame:
+    """Metric rows keyed ``(config, seed)`` (raw) or ``(config, calibration, seed)``."""
     rows = []
-    for (config, seed), v in val_nll.items():
+    for key, v in val_nll.items():
+        config, calibration, seed = key if len(key) == 3 else (key[0], "raw", key[1])
         for split, value in (("val", v), ("id", v + 1.0), ("far", v + 2.0)):
-            rows.append(("Hopper", "swag", config, seed, split, "nll", value, "offline"))
+            rows.append(
+                ("Hopper", "swag", config, calibration, seed, split, "nll", value, "offline")
+            )
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
 
 
@@ -138,6 +142,7 @@ def test_selection_by_seed_mean_val_nll_ignores_shifted_splits():
     frame.loc[(frame["config"] == "scale=1") & (frame["split"] == "far"), "value"] = -100.0
     sel = select(frame)
     assert sel["Hopper"]["swag"]["config"] == "scale=3"
+    assert sel["Hopper"]["swag"]["calibration"] == "raw"
     assert sel["Hopper"]["swag"]["val_nll"] == pytest.approx(1.55)
     all_configs, results = apply_selection(frame, sel)
     assert list(all_configs.columns) == [*RESULT_COLUMNS, "selected"]
@@ -153,5 +158,59 @@ def test_selection_non_finite_ties_and_missing_seeds():
     rec = select(frame)["Hopper"]["swag"]
     assert rec["config"] == "a" and rec["finite"] is False
     frame = _table({("a", 0): 1.0, ("a", 1): 1.0, ("b", 0): 0.5})
-    with pytest.raises(ValueError, match="b: validation NLL for seeds"):
+    with pytest.raises(ValueError, match=r"b \(raw\): validation NLL for seeds"):
+        select(frame)
+
+
+def test_selection_candidates_are_config_calibration_pairs():
+    frame = _table(
+        {
+            ("scale=1", "raw", 0): 2.0,
+            ("scale=1", "vcal", 0): 1.2,
+            ("scale=3", "raw", 0): 1.5,
+            ("scale=3", "vcal", 0): 1.4,
+        }
+    )
+    sel = select(frame)
+    rec = sel["Hopper"]["swag"]
+    assert (rec["config"], rec["calibration"]) == ("scale=1", "vcal")
+    assert rec["val_nll"] == pytest.approx(1.2)
+    # readable keys, in candidate order: grid order of configs, then raw before vcal
+    assert list(rec["candidates"]) == [
+        "scale=1|raw",
+        "scale=1|vcal",
+        "scale=3|raw",
+        "scale=3|vcal",
+    ]
+    assert rec["val_nll"] == min(rec["candidates"].values())
+    all_configs, results = apply_selection(frame, sel)
+    chosen = all_configs[all_configs["selected"]]
+    assert set(zip(chosen["config"], chosen["calibration"], strict=True)) == {("scale=1", "vcal")}
+    assert len(chosen) == 3  # val, id, far of the one pair
+    assert set(results["calibration"]) == {"vcal"} and set(results["split"]) == {"id", "far"}
+
+
+def test_selection_ties_prefer_grid_order_then_raw():
+    # equal val NLL everywhere: the first config, raw
+    frame = _table({(c, k, 0): 1.0 for c in ("b", "a") for k in ("vcal", "raw")})
+    rec = select(frame)["Hopper"]["swag"]
+    assert (rec["config"], rec["calibration"]) == ("b", "raw")
+    assert list(rec["candidates"]) == ["b|raw", "b|vcal", "a|raw", "a|vcal"]
+    # a tie across configurations: grid order decides before the variant
+    frame = _table({("a", "raw", 0): 2.0, ("a", "vcal", 0): 1.0, ("b", "raw", 0): 1.0})
+    rec = select(frame)["Hopper"]["swag"]
+    assert (rec["config"], rec["calibration"]) == ("a", "vcal")
+    # a tie between the variants of one configuration: raw
+    frame = _table({("a", "vcal", 0): 1.0, ("a", "raw", 0): 1.0, ("b", "raw", 0): 3.0})
+    rec = select(frame)["Hopper"]["swag"]
+    assert (rec["config"], rec["calibration"]) == ("a", "raw")
+    # non-finite variants never beat a finite one
+    frame = _table({("a", "raw", 0): np.inf, ("a", "vcal", 0): np.nan, ("b", "vcal", 0): 3.0})
+    rec = select(frame)["Hopper"]["swag"]
+    assert (rec["config"], rec["calibration"], rec["finite"]) == ("b", "vcal", True)
+
+
+def test_selection_needs_the_calibration_column_in_metric_tables():
+    frame = _table({("a", 0): 1.0}).drop(columns="calibration")
+    with pytest.raises(ResultsError, match="calibration"):
         select(frame)

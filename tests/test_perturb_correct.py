@@ -10,13 +10,16 @@ import pnc
 from pnc import MLPConfig, TrainConfig, forward, hidden_activations, init_params
 from pnc.perturb_correct import (
     PnCConfig,
+    _build,
     build_members,
+    build_members_ridge_path,
+    calibration_indices,
     perturbation_basis,
     predict_members,
 )
 from pnc.perturb_correct import ridge_correction as _ridge_correction
 
-ridge_correction = jax.jit(_ridge_correction)
+ridge_correction = jax.jit(_ridge_correction, static_argnames=("center",))
 
 
 def _problem(b=60, d=6, q=4, seed=0):
@@ -102,6 +105,44 @@ def test_ridge_correction_rejects_mismatched_shapes():
         ridge_correction(h, hv, kernel[:-1], bias, 0.1)
 
 
+def _normal_equations(h, hv, kernel, bias, ridge, center):
+    """Theta' = (X_v^T X_v + l I)^{-1} (X_v^T X Theta + l C), C = Theta or 0, in float64."""
+    h, hv, kernel, bias = (np.asarray(a, np.float64) for a in (h, hv, kernel, bias))
+    x = np.hstack([np.ones((len(h), 1)), h])
+    xv = np.hstack([np.ones((len(hv), 1)), hv])
+    theta = np.vstack([bias[None], kernel])  # [d+1, q]
+    c = theta if center == "original" else np.zeros_like(theta)
+    if ridge == 0.0:  # the interpolating solution closest to C (B <= d + 1)
+        sol = c + np.linalg.pinv(xv) @ (x @ theta - xv @ c)
+    else:
+        sol = np.linalg.solve(xv.T @ xv + ridge * np.eye(xv.shape[1]), xv.T @ x @ theta + ridge * c)
+    return sol[1:], sol[0]
+
+
+@pytest.mark.parametrize("center", ["original", "zero"])
+@pytest.mark.parametrize("b,ridge", [(60, 0.3), (60, 3.0), (60, 0.0), (5, 0.3), (5, 0.0)])
+def test_ridge_correction_solves_the_normal_equations_for_both_centers(b, ridge, center):
+    h, hv, kernel, bias = _problem(b=b)  # d = 6: b = 60 is the primal path, b = 5 the dual one
+    k_new, b_new = ridge_correction(h, hv, kernel, bias, ridge, center=center)
+    k_ref, b_ref = _normal_equations(h, hv, kernel, bias, ridge, center)
+    np.testing.assert_allclose(k_new, k_ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(b_new, b_ref, rtol=1e-4, atol=1e-4)
+    if ridge > 0:  # the centres give different layers (the check above can tell them apart)
+        other = "zero" if center == "original" else "original"
+        k_other, _ = _normal_equations(h, hv, kernel, bias, ridge, other)
+        assert np.max(np.abs(k_other - k_ref)) > 5e-3
+
+
+def test_zero_center_shrinks_towards_zero():
+    h, hv, kernel, bias = _problem()
+    k_same, b_same = ridge_correction(h, h, kernel, bias, 1e-1, center="zero")
+    assert not np.array_equal(k_same, kernel)  # unlike the original centre, h_pert == h moves it
+    k_big, b_big = ridge_correction(h, hv, kernel, bias, 1e12, center="zero")
+    assert np.abs(k_big).max() < 1e-6 and np.abs(b_big).max() < 1e-6
+    with pytest.raises(ValueError, match="center must be one of 'original', 'zero'"):
+        _ridge_correction(h, hv, kernel, bias, 0.1, center="base")
+
+
 def test_perturbation_basis_is_orthonormal_and_keyed():
     u = perturbation_basis(jax.random.key(0), (12, 7), 5)
     assert u.shape == (84, 5) and u.dtype == jnp.float32
@@ -125,12 +166,26 @@ def test_config_validation():
     ):
         with pytest.raises(ValueError):
             PnCConfig(**bad)
+    for bad in ({"min_subset": 0}, {"calibration_size": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            PnCConfig(**bad)
+    with pytest.raises(ValueError, match="perturbation_norm must be one of 'gaussian', 'radius'"):
+        PnCConfig(perturbation_norm="unit")
+    with pytest.raises(ValueError, match="ridge_center must be one of 'original', 'zero'"):
+        PnCConfig(ridge_center="base")
     assert PnCConfig(layers=(2, 0)).layers == (0, 2)
-    assert PnCConfig(bootstrap_frac=0.1).subset_size(1234) == 123
-    assert PnCConfig(bootstrap_frac=0.1).subset_size(3) == 1
-    assert PnCConfig(bootstrap_frac=None).subset_size(77) == 77
     with pytest.raises(ValueError):
         PnCConfig(layers=(3,)).perturbed_layers(3)
+
+
+def test_subset_size_is_max_of_min_subset_and_floor_of_the_fraction():
+    assert PnCConfig(bootstrap_frac=0.3).subset_size(4096) == 1228  # floor(1228.8)
+    assert PnCConfig(bootstrap_frac=0.1).subset_size(1234) == 123  # floor(123.4)
+    assert PnCConfig(bootstrap_frac=0.05).subset_size(4096) == 204  # floor(204.8)
+    assert PnCConfig(bootstrap_frac=0.1).subset_size(3) == 8  # the authors' minimum of 8
+    assert PnCConfig(bootstrap_frac=0.1, min_subset=1).subset_size(3) == 1
+    assert PnCConfig(bootstrap_frac=0.5, min_subset=30).subset_size(50) == 30
+    assert PnCConfig(bootstrap_frac=None).subset_size(77) == 77
 
 
 # ----------------------------------------------------------------------------- members
@@ -255,6 +310,243 @@ def test_build_members_rejects_bad_input(net):
         build_members(params, CFG, x_cal, PnCConfig(layers=(4,)), key=jax.random.key(0))
     with pytest.raises(ValueError):
         build_members(params, CFG, x_cal, PnCConfig(), key=jax.random.key(0), member_chunk=0)
+
+
+# ----------------------------------------------------------------------------- protocol options
+
+SPLIT = PnCConfig(n_members=4, rank=4, sigma=0.5, bootstrap_frac=0.3, ridge=1e-2, layers=(0, 2))
+
+
+def _frobenius_norms(members, params, layers):
+    """``||dW_l||_F`` per member and perturbed layer, ``[M, len(layers)]`` (float64)."""
+    dw = [
+        np.asarray(members[f"hidden_{i}"]["kernel"], np.float64)
+        - np.asarray(params[f"hidden_{i}"]["kernel"], np.float64)
+        for i in layers
+    ]
+    return np.stack([np.linalg.norm(d.reshape(d.shape[0], -1), axis=1) for d in dw], axis=1)
+
+
+def test_sigma_zero_reproduces_the_base_model_with_every_option(net):
+    params, x_cal = net
+    config = dataclasses.replace(
+        SPLIT, sigma=0.0, perturbation_norm="radius", ridge_center="zero", calibration_size=50
+    )
+    members = build_members(params, CFG, x_cal, config, key=jax.random.key(2))
+    for a, b in zip(jax.tree.leaves(members), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(a, np.broadcast_to(b, a.shape))
+
+
+@pytest.mark.parametrize("center", ["original", "zero"])
+def test_layers_0_2_perturb_0_and_2_refit_1_and_3_and_leave_the_head(net, center):
+    params, x_cal = net
+    key = jax.random.key(6)
+    members = build_members(
+        params, CFG, x_cal, dataclasses.replace(SPLIT, ridge_center=center), key=key
+    )
+    bases = _bases(key, params, (0, 2), SPLIT.rank)
+    for m in range(SPLIT.n_members):
+        pm = _member(members, m)
+        for i in (0, 2):  # perturbed: the kernel moves within span(U_l), the bias does not
+            name = f"hidden_{i}"
+            np.testing.assert_array_equal(pm[name]["bias"], params[name]["bias"])
+            dw = (pm[name]["kernel"] - params[name]["kernel"]).reshape(-1)
+            assert float(jnp.linalg.norm(dw)) > 1e-3
+            np.testing.assert_allclose(bases[i] @ (bases[i].T @ dw), dw, atol=1e-5)
+        for name in ("hidden_1", "hidden_3"):  # refit: kernel and bias both change
+            assert not np.allclose(pm[name]["kernel"], params[name]["kernel"], atol=1e-4)
+            assert not np.allclose(pm[name]["bias"], params[name]["bias"], atol=1e-4)
+        for leaf in ("kernel", "bias"):
+            np.testing.assert_array_equal(pm["head"][leaf], params["head"][leaf])
+
+
+@pytest.mark.parametrize("correct", [True, False])
+def test_radius_norm_gives_every_perturbation_frobenius_norm_sigma(net, correct):
+    params, x_cal = net
+    config = dataclasses.replace(SPLIT, ridge_center="zero", correct=correct)
+    key = jax.random.key(7)
+    radius = build_members(
+        params, CFG, x_cal, dataclasses.replace(config, perturbation_norm="radius"), key=key
+    )
+    norms = _frobenius_norms(radius, params, (0, 2))
+    # float32 rounding of U z / ||z|| and of (W + dW) - W: a few 1e-7 relative
+    np.testing.assert_allclose(norms, config.sigma, rtol=1e-5)
+    gaussian = build_members(params, CFG, x_cal, config, key=key)
+    spread = _frobenius_norms(gaussian, params, (0, 2)) / config.sigma  # ||z||, z ~ N(0, I_4)
+    assert np.max(np.abs(spread - 1.0)) > 0.1
+    # the same coefficient draws: radius rescales each member's z to unit norm
+    for col, i in enumerate((0, 2)):
+        name = f"hidden_{i}"
+        d_g = gaussian[name]["kernel"] - params[name]["kernel"]
+        d_r = radius[name]["kernel"] - params[name]["kernel"]
+        np.testing.assert_allclose(d_r * spread[:, col, None, None], d_g, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "norm,calibration_size", [("gaussian", None), ("radius", None), ("radius", 120)]
+)
+def test_ablation_applies_the_same_perturbations(net, norm, calibration_size):
+    params, x_cal = net
+    config = dataclasses.replace(
+        SPLIT, perturbation_norm=norm, calibration_size=calibration_size, ridge_center="zero"
+    )
+    key = jax.random.key(8)
+    corrected = build_members(params, CFG, x_cal, config, key=key)
+    ablation = build_members(
+        params, CFG, x_cal, dataclasses.replace(config, correct=False), key=key
+    )
+    for i in (0, 2):
+        np.testing.assert_array_equal(
+            corrected[f"hidden_{i}"]["kernel"], ablation[f"hidden_{i}"]["kernel"]
+        )
+        assert not np.allclose(ablation[f"hidden_{i}"]["kernel"], params[f"hidden_{i}"]["kernel"])
+    for name in ("hidden_1", "hidden_3", "head"):
+        for leaf in ("kernel", "bias"):
+            np.testing.assert_array_equal(
+                ablation[name][leaf],
+                np.broadcast_to(params[name][leaf], ablation[name][leaf].shape),
+            )
+
+
+@pytest.mark.parametrize("per_layer", [False, True])
+def test_member_subsets_follow_the_documented_sizes_and_keys(net, per_layer):
+    params, x_cal = net
+    config = PnCConfig(
+        n_members=3, rank=4, sigma=0.5, bootstrap_frac=0.05, min_subset=12, ridge=1e-2,
+        layers=(0, 2), ridge_center="zero", calibration_size=150, subset_per_layer=per_layer,
+    )  # fmt: skip
+    n_sub = config.subset_size(150)
+    assert n_sub == 12  # max(12, floor(0.05 * 150) = 7); 12 <= 16 + 1: hidden_1 uses the dual path
+    key = jax.random.key(9)
+    members = build_members(params, CFG, x_cal, config, key=key)
+    x_c = x_cal[calibration_indices(key, x_cal.shape[0], config)]
+    base_h = hidden_activations(params, x_c, CFG)
+    member_keys = jax.random.split(jax.random.split(key)[1], config.n_members)
+    close = functools.partial(np.testing.assert_allclose, rtol=1e-3, atol=1e-4)
+    for m in range(config.n_members):
+        pm = _member(members, m)
+        k_sub = jax.random.split(member_keys[m])[0]
+        idx = {
+            i: jax.random.randint(
+                jax.random.fold_in(k_sub, i) if per_layer else k_sub, (n_sub,), 0, 150
+            )
+            for i in (0, 2)
+        }
+        assert per_layer == (not np.array_equal(idx[0], idx[2]))
+        for i in (0, 2):  # propagate the subset through the member up to layer i, refit i + 1
+            h = x_c[idx[i]]
+            for j in range(i + 1):
+                h = jax.nn.relu(h @ pm[f"hidden_{j}"]["kernel"] + pm[f"hidden_{j}"]["bias"])
+            nxt = f"hidden_{i + 1}"
+            k_ref, b_ref = ridge_correction(
+                base_h[i][idx[i]],
+                h,
+                params[nxt]["kernel"],
+                params[nxt]["bias"],
+                1e-2,
+                center="zero",
+            )
+            close(pm[nxt]["kernel"], k_ref)
+            close(pm[nxt]["bias"], b_ref)
+
+
+def test_calibration_indices_are_distinct_in_range_and_shared_across_configs(net):
+    params, x_cal = net
+    key = jax.random.key(10)
+    config = dataclasses.replace(SPLIT, calibration_size=64)
+    rows = np.asarray(calibration_indices(key, 200, config))
+    assert rows.shape == (64,) and len(np.unique(rows)) == 64
+    assert rows.min() >= 0 and rows.max() < 200
+    for other in (
+        dataclasses.replace(config, sigma=8.0, ridge=1.0, bootstrap_frac=None),
+        dataclasses.replace(config, n_members=7, perturbation_norm="radius", layers=(1,)),
+        dataclasses.replace(config, correct=False, subset_per_layer=True, ridge_center="zero"),
+    ):
+        np.testing.assert_array_equal(calibration_indices(key, 200, other), rows)
+    assert not np.array_equal(calibration_indices(jax.random.key(11), 200, config), rows)
+    assert calibration_indices(key, 200, SPLIT) is None
+    full = np.asarray(
+        calibration_indices(key, 200, dataclasses.replace(config, calibration_size=200))
+    )
+    np.testing.assert_array_equal(np.sort(full), np.arange(200))
+    with pytest.raises(ValueError, match="calibration_size=201 exceeds the 200 rows"):
+        build_members(
+            params, CFG, x_cal, dataclasses.replace(config, calibration_size=201), key=key
+        )
+    # build_members corrects on exactly these rows
+    drawn = build_members(params, CFG, x_cal, config, key=key)
+    given = build_members(params, CFG, x_cal[rows], SPLIT, key=key)
+    for a, b in zip(jax.tree.leaves(drawn), jax.tree.leaves(given), strict=True):
+        np.testing.assert_array_equal(a, b)
+    whole = build_members(params, CFG, x_cal, SPLIT, key=key)
+    assert not np.allclose(whole["hidden_1"]["kernel"], drawn["hidden_1"]["kernel"])
+
+
+RIDGES = (1e-4, 1e-2, 1.0)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"subset_per_layer": True, "ridge_center": "zero"},
+        {
+            "perturbation_norm": "radius",
+            "calibration_size": 120,
+            "layers": (0, 1, 3),
+            "member_chunk": 3,
+        },
+        {"correct": False},
+    ],
+)
+def test_ridge_path_equals_separate_builds(net, changes):
+    params, x_cal = net
+    changes = dict(changes)
+    chunk = changes.pop("member_chunk", None)
+    config = dataclasses.replace(SPLIT, **changes)
+    key = jax.random.key(12)
+    path = build_members_ridge_path(params, CFG, x_cal, config, RIDGES, key=key, member_chunk=chunk)
+    for r, ridge in enumerate(RIDGES):
+        single = build_members(
+            params,
+            CFG,
+            x_cal,
+            dataclasses.replace(config, ridge=ridge),
+            key=key,
+            member_chunk=chunk,
+        )
+        for a, b in zip(jax.tree.leaves(path), jax.tree.leaves(single), strict=True):
+            assert a.shape == (len(RIDGES),) + b.shape
+            # The per-ridge work runs the same compiled computation as a single build (in practice
+            # bit-identical); allow float32 reassociation, 1e-5 of the leaf's scale.
+            scale = max(float(np.max(np.abs(b))), 1e-6)
+            np.testing.assert_allclose(a[r], b, rtol=1e-5, atol=1e-5 * scale)
+    last = config.perturbed_layers(CFG.n_hidden)[-1] + 1
+    refit = path[CFG.layer_names()[last]]["kernel"]
+    assert config.correct == (not np.allclose(refit[0], refit[-1], atol=1e-4))
+
+
+def test_ridge_path_rejects_bad_ridges(net):
+    params, x_cal = net
+    for bad in ((), (0.1, -1.0), (float("nan"),), ((0.1, 0.2),)):
+        with pytest.raises(ValueError, match="ridges"):
+            build_members_ridge_path(params, CFG, x_cal, SPLIT, bad, key=jax.random.key(0))
+
+
+def test_ridge_values_share_one_compilation(net):
+    params, x_cal = net
+    config = PnCConfig(n_members=2, rank=3, sigma=0.5, bootstrap_frac=0.4, layers=(1, 2))
+    before = _build._cache_size()
+    build_members(params, CFG, x_cal, config, key=jax.random.key(0))
+    compiled = _build._cache_size()
+    assert compiled == before + 1  # a configuration no other test builds
+    for ridge in (0.0, 3e-3, 10.0):
+        build_members(
+            params, CFG, x_cal, dataclasses.replace(config, ridge=ridge), key=jax.random.key(1)
+        )
+    assert _build._cache_size() == compiled
+    for ridges in ((1e-4, 1e-2), (0.5, 2.0)):  # one more for the path of two ridge values
+        build_members_ridge_path(params, CFG, x_cal, config, ridges, key=jax.random.key(2))
+    assert _build._cache_size() == compiled + 1
 
 
 # ----------------------------------------------------------------------------- 1-D toy regression

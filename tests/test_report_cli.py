@@ -74,3 +74,29 @@ def test_stats_imports_neither_tables_nor_figures():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['pnc.report', 'pnc.report.stats']"
+
+
+def test_tables_from_a_table_without_calibration_column(tmp_path):
+    results, _ = make_results(envs=("A", "B"), no_mid=("B",), seeds=(0, 1), calibrations=("raw",))
+    path = tmp_path / "results.csv"
+    results.drop(columns="calibration").to_csv(path, index=False)
+    assert main(["tables", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert {r["calibration"] for r in out["summary"]} == {"raw"}
+    assert "vcal" not in (tmp_path / "out" / "hparams.md").read_text()
+
+
+def test_selected_calibration_reaches_tables_and_frontier(tmp_path, capsys, tables):
+    results, raw = tables
+    path = tmp_path / "results.csv"
+    results.to_csv(path, index=False)
+    assert main(["tables", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = json.loads((tmp_path / "out" / "stats.json").read_text())
+    chosen = {(r["method"], r["calibration"]) for r in out["summary"]}
+    assert ("swag", "vcal") in chosen and ("pnc", "raw") in chosen
+    assert "+ vcal" in (tmp_path / "out" / "hparams.md").read_text()
+    # the frontier chooses each configuration's variant on the val rows of all_configs.csv
+    cfg = tmp_path / "all_configs.csv"
+    raw[raw.split != "val"].to_csv(cfg, index=False)
+    assert main(["frontier", str(cfg), "--out", str(tmp_path / "f")]) == 2
+    assert "val rows" in capsys.readouterr().err

@@ -3,6 +3,7 @@ the report; the one validator accepts the study's three kinds of table and rejec
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +126,9 @@ def test_metric_tables_keep_val_rows_and_non_finite_values(all_configs):
     "mutate,message",
     [
         (lambda d: d.drop(columns="data_source"), r"lacks required column\(s\) \['data_source'\]"),
+        (lambda d: d.drop(columns="calibration"), r"lacks required column\(s\) \['calibration'\]"),
+        (lambda d: d.assign(calibration="temp"), r"unknown calibration value\(s\) \['temp'\]"),
+        (lambda d: d.assign(calibration=None), "column 'calibration' is empty"),
         (lambda d: d.assign(value=d.value.astype(object).where(d.index != 0, "x")), "non-numeric"),
         (lambda d: pd.concat([d, d.iloc[:1]]), "duplicated measurements"),
         (lambda d: d.assign(method=d.method.replace("pnc", "pnc2")), r"unknown method.*pnc2"),
@@ -148,3 +152,65 @@ def test_all_configs_needs_boolean_selected(all_configs):
 def test_load_names_a_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="not found"):
         vocab.load(tmp_path / "missing.csv")
+
+
+# ---------------------------------------------------------------------------------------------
+# Calibration variants
+# ---------------------------------------------------------------------------------------------
+
+
+def test_calibration_vocabulary():
+    assert vocab.RESULT_COLUMNS == (
+        "env",
+        "method",
+        "config",
+        "calibration",
+        "seed",
+        "split",
+        "metric",
+        "value",
+        "data_source",
+    )
+    assert vocab.CALIBRATIONS == ("raw", "vcal") == (vocab.RAW, vocab.VCAL)
+    assert vocab.OPTIONAL_DEFAULTS["calibration"] == "raw"
+    assert "calibration" in vocab.MEASUREMENT_KEY
+    assert vocab.CALIBRATION_INFO["raw"].label == ""
+    assert vocab.CALIBRATION_INFO["vcal"].label == "+ vcal"
+    assert all(c.id == k and c.description.endswith(".") for k, c in vocab.CALIBRATION_INFO.items())
+
+
+def test_tables_without_calibration_column_read_as_raw(all_configs):
+    old = all_configs[all_configs.calibration == "raw"].drop(columns=["calibration", "selected"])
+    out = vocab.validate(old, one_config=False)
+    assert (out["calibration"] == "raw").all()
+    with pytest.raises(vocab.ResultsError, match="calibration"):
+        vocab.validate(old, **METRIC_TABLE_CHECKS)  # metric tables always have it
+
+
+def test_one_config_means_one_config_calibration_pair(all_configs):
+    selected = all_configs[all_configs.selected].drop(columns="selected")
+    assert len(vocab.validate(selected)) > 0
+    both = all_configs[all_configs.config.isin(selected.config)].drop(columns="selected")
+    with pytest.raises(vocab.ResultsError, match=r"several \(config, calibration\) pairs"):
+        vocab.validate(both)
+    # the same measurement in both variants is not a duplicate
+    assert len(vocab.validate(both, one_config=False)) == len(both[both.split != "val"])
+
+
+@pytest.mark.parametrize(
+    "candidates,expected",
+    [
+        ({"a": 2.0, "b": 1.0, "c": 1.0}, "b"),
+        ({"a": math.nan, "b": math.inf, "c": 5.0}, "c"),
+        ({"a": math.nan, "b": math.inf}, "a"),
+        ({("x", "raw"): 1.0, ("x", "vcal"): 1.0}, ("x", "raw")),
+        ({"a": -math.inf, "b": 0.0}, "b"),
+    ],
+)
+def test_select_candidate(candidates, expected):
+    assert vocab.select_candidate(candidates) == expected
+
+
+def test_select_candidate_needs_candidates():
+    with pytest.raises(ValueError, match="no candidates"):
+        vocab.select_candidate({})

@@ -197,12 +197,27 @@ def test_single_seed_cells_show_mean_only():
 def test_hparams_table(built):
     df, _, tables = built
     t = tables["hparams"]
+    methods = st.methods_present(df)
     assert list(t.data["env"]) == list(ENVS)
-    assert list(t.data.columns[1:]) == st.methods_present(df)
+    assert list(t.data.columns[1:]) == methods + [f"{m}_calibration" for m in methods]
     rows = _md_rows(t.markdown)
-    assert len(rows) == len(ENVS) and all(len(r) == 1 + len(st.methods_present(df)) for r in rows)
-    assert rows[0][st.methods_present(df).index("pnc") + 1] == "ps=16, bf=0.1, lreg=0.0001"
+    assert len(rows) == len(ENVS) and all(len(r) == 1 + len(methods) for r in rows)
+    assert rows[0][methods.index("pnc") + 1] == "ps=16, bf=0.1, lreg=0.0001"
+    # the synthetic swag and laplace select their variance-calibrated variant
+    assert rows[0][methods.index("swag") + 1] == "sws=0.1 + vcal"
+    assert (t.data["swag_calibration"] == "vcal").all()
+    assert (t.data["pnc_calibration"] == "raw").all() and (t.data["swag"] == "scale=0.1").all()
     assert "bf: P&C per-member bootstrap fraction" in t.caption
+    assert "+ vcal: post-hoc variance calibration" in t.caption
+    assert r"sws=0.1 + vcal" in t.latex
+
+
+def test_hparams_table_without_calibration_column():
+    results, _ = make_results(envs=("A",), no_mid=(), seeds=(0,), calibrations=("raw",))
+    df = vocab.validate(results.drop(columns="calibration"))
+    assert (df["calibration"] == "raw").all()
+    t = tb.hparams_table(df)
+    assert "vcal" not in t.markdown and "vcal" not in t.caption
 
 
 @pytest.mark.parametrize(

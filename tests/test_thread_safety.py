@@ -16,6 +16,7 @@ import sys
 import textwrap
 
 import jax
+import numpy as np
 import pytest
 
 from pnc import MLPConfig, init_params
@@ -64,11 +65,21 @@ def test_repeated_member_builds_complete_on_a_two_thread_pool(tmp_path):
     assert f"done {repeats}" in done.stdout
 
 
-def test_member_build_issues_no_lapack_custom_call():
+@pytest.mark.parametrize(
+    "ridges,options",
+    [
+        (np.float32(1e-4), {}),  # build_members: one ridge value
+        (  # build_members_ridge_path: three, with the authors' protocol options
+            np.array([1e-4, 1e-2, 1.0], np.float32),
+            {"perturbation_norm": "radius", "ridge_center": "zero", "subset_per_layer": True},
+        ),
+    ],
+)
+def test_member_build_issues_no_lapack_custom_call(ridges, options):
     """The member-vmapped ridge solves lower to plain XLA operations, no LAPACK custom call."""
     cfg = MLPConfig(out_dim=2, hidden=(40, 40))
     params = init_params(cfg, 3, jax.random.key(0))
-    pnc_cfg = PnCConfig(n_members=4, rank=5, sigma=1.0, bootstrap_frac=0.5)
+    pnc_cfg = PnCConfig(n_members=4, rank=5, sigma=1.0, bootstrap_frac=0.5, **options)
     layers = pnc_cfg.perturbed_layers(cfg.n_hidden)
     bases = {i: jax.numpy.zeros((params[f"hidden_{i}"]["kernel"].size, 5)) for i in layers}
     hlo = (
@@ -77,6 +88,7 @@ def test_member_build_issues_no_lapack_custom_call():
             bases,
             jax.numpy.zeros((100, 3)),
             jax.random.split(jax.random.key(1), 4),
+            ridges,
             mlp_config=cfg,
             config=pnc_cfg,
             layers=layers,

@@ -240,8 +240,37 @@ def test_slurm_profile_resolves(workdir):
         (lambda c: c["methods"]["swag"]["grid"].update(scal=[1.0]), ["swag", "scal", "scale"]),
         (lambda c: c["train"].update(steps=0), ["steps"]),
         (lambda c: c.update(seed=[0]), ["seed"]),
+        (
+            lambda c: c["methods"]["pnc"]["fixed"].update(layers=[0, 5]),
+            ["methods.pnc.layers", "(0, 5)", "model.hidden"],
+        ),
+        (
+            lambda c: c["methods"]["pnc"]["fixed"].update(calibration_size=5000),
+            ["calibration_size", "5000", "data.max_train"],
+        ),
+        (
+            lambda c: c["methods"]["pnc"]["fixed"].update(perturbation_norm="ball"),
+            ["perturbation_norm", "gaussian", "radius", "ball"],
+        ),
+        (
+            lambda c: c["methods"]["pnc"]["fixed"].update(ridge_center="one"),
+            ["ridge_center", "original", "zero"],
+        ),
+        (lambda c: c.update(variance_calibration=["raw", "cal"]), ["cal", "raw", "vcal"]),
     ],
-    ids=["env", "source", "method", "hyperparameter", "steps", "unknown-top-level"],
+    ids=[
+        "env",
+        "source",
+        "method",
+        "hyperparameter",
+        "steps",
+        "unknown-top-level",
+        "pnc-layers",
+        "calibration-size",
+        "perturbation-norm",
+        "ridge-center",
+        "variance-calibration",
+    ],
 )
 def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named):
     config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())

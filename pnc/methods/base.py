@@ -34,7 +34,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -131,6 +131,8 @@ class Method(Protocol):
         fixed: values this method pins for fields of ``config_cls`` that it does not accept.
         config_keys: the accepted fields (``training_fields`` and ``posthoc_fields``) in
             ``config_cls`` order; the other fields are pinned (``fixed``, else their default).
+        key_id: the name the study derives the method's construction and sampling keys from
+            (methods with equal ``key_id`` share keys).
     """
 
     id: ClassVar[str]
@@ -142,6 +144,9 @@ class Method(Protocol):
 
     @property
     def config_keys(self) -> tuple[str, ...]: ...
+
+    @property
+    def key_id(self) -> str: ...
 
     def make_config(self, overrides: Mapping[str, Any] | None = None) -> Any:
         """A validated ``config_cls`` from defaults plus ``overrides`` (unknown keys raise)."""
@@ -174,6 +179,16 @@ class Method(Protocol):
         P&C uses ``x`` as its calibration set; Laplace and Subspace Inference use both. The result
         is a pytree whose leaves are its arrays (configs and sizes are static metadata).
         """
+        ...
+
+    def build_groups(self, configs: Sequence[Any]) -> list[list[int]]:
+        """Partition of ``range(len(configs))`` into groups that :meth:`build_many` builds together."""
+        ...
+
+    def build_many(
+        self, run: TrainingRun, configs: Sequence[Any], x: Array, y: Array, *, key: Array
+    ) -> list[Any]:
+        """``[self.build(run, c, x, y, key=key) for c in configs]``, sharing work where it can."""
         ...
 
     def predict(self, posterior: Any, x: Array, *, key: Array) -> Predictive:
@@ -218,6 +233,10 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
         if not math.isfinite(out):
             raise ValueError(f"{name} must be finite, got {value!r}")
         return out
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ValueError(f"{name} must be a string, got {value!r}")
+        return value
     if origin is tuple:
         if not isinstance(value, list | tuple):
             raise ValueError(f"{name} must be a list, got {value!r}")
@@ -313,6 +332,8 @@ class MethodBase:
         fixed: pinned values of fields of ``config_cls`` that are not accepted; a field neither
             accepted nor in ``fixed`` is pinned to its default. :meth:`make_config` passes these
             values, and every method call checks that a config carries them.
+        shares_keys_with: the id of a method whose construction and sampling keys this one uses
+            in the study (:attr:`key_id`); ``None``: its own.
 
     The declarations are checked when a subclass is defined: ``training_fields`` and
     ``posthoc_fields`` are disjoint fields of ``config_cls``, ``id_fields`` are among them, and
@@ -325,6 +346,7 @@ class MethodBase:
     posthoc_fields: ClassVar[tuple[str, ...]] = ()
     id_fields: ClassVar[tuple[str, ...]] = ()
     fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType({})
+    shares_keys_with: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -343,6 +365,15 @@ class MethodBase:
             )
         if problems:
             raise TypeError(f"method {cls.__name__}: " + "; ".join(problems))
+
+    @property
+    def key_id(self) -> str:
+        """The name the study derives this method's construction and sampling keys from.
+
+        Methods with the same ``key_id`` get the same keys for an (env, seed): ``pnc_nocorr``
+        uses P&C's, so the ablation applies exactly the perturbations of P&C.
+        """
+        return self.shares_keys_with or self.id
 
     @property
     def config_keys(self) -> tuple[str, ...]:
@@ -372,6 +403,16 @@ class MethodBase:
             value = getattr(config, field.name)
             if value != pinned:
                 raise ValueError(f"{self.id} fixes {field.name}={pinned!r}, got {value!r}")
+
+    def build_groups(self, configs: Sequence[Any]) -> list[list[int]]:
+        """Groups of configurations built together by :meth:`build_many` (default: one each)."""
+        return [[i] for i in range(len(configs))]
+
+    def build_many(
+        self, run: TrainingRun, configs: Sequence[Any], x: Array, y: Array, *, key: Array
+    ) -> list[Any]:
+        """The posteriors of ``configs`` built with one ``key`` (default: one :meth:`build` each)."""
+        return [self.build(run, config, x, y, key=key) for config in configs]
 
     def _check_kind(self, spec: TrainingSpec, kind: str) -> None:
         if spec.kind != kind:

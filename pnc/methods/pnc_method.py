@@ -5,8 +5,9 @@ Both use the shared ``base`` run and the standardised *training inputs* as the c
 ``pnc`` sweeps ``sigma x bootstrap_frac x ridge`` (Appendix C: {8, 16, 32} x {0.05, 0.1, 0.2, 0.3}
 x {1e-4, 1e-2}, ``K = 20``, ``M = 50``) and pins ``correct=True``. ``pnc_nocorr`` applies the same
 random low-rank perturbations without the least-squares correction and sweeps ``sigma`` only: it
-pins ``correct=False`` and ``bootstrap_frac=None`` and accepts ``n_members``, ``rank``, ``sigma``
-and ``layers`` (``ridge`` stays at its default, unused without correction). Members are built by
+pins ``correct=False`` and ``bootstrap_frac=None`` and accepts ``n_members``, ``rank``, ``sigma``,
+``layers`` and ``perturbation_norm`` (the correction's fields stay at their defaults, unused without
+correction); in the study it shares P&C's keys (``key_id``), so both apply identical perturbations. Members are built by
 :func:`pnc.perturb_correct.build_members` and evaluated by
 :func:`pnc.perturb_correct.predict_members`, so ``S = M``.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import jax
@@ -24,7 +25,12 @@ import jax
 from pnc.methods.base import MethodBase, TrainingRun, TrainingSpec, check_inputs
 from pnc.methods.base_run import base_spec, train_base
 from pnc.mlp import Params
-from pnc.perturb_correct import PnCConfig, build_members, predict_members
+from pnc.perturb_correct import (
+    PnCConfig,
+    build_members,
+    build_members_ridge_path,
+    predict_members,
+)
 from pnc.predictive import Predictive
 from pnc.train import TrainedModel
 
@@ -60,6 +66,11 @@ class PerturbAndCorrect(MethodBase):
         "bootstrap_frac",
         "ridge",
         "layers",
+        "perturbation_norm",
+        "ridge_center",
+        "min_subset",
+        "calibration_size",
+        "subset_per_layer",
     )
     id_fields: ClassVar[tuple[str, ...]] = ("sigma", "bootstrap_frac", "ridge")
     fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType({"correct": True})
@@ -79,6 +90,35 @@ class PerturbAndCorrect(MethodBase):
         members = build_members(run.model.params, run.model.config, x, config, key=key)
         return PnCPosterior(members, run.model)
 
+    def build_groups(self, configs: Sequence[PnCConfig]) -> list[list[int]]:
+        """Configurations that differ only in ``ridge`` form one group (first appearance order)."""
+        groups: dict[PnCConfig, list[int]] = {}
+        for i, config in enumerate(configs):
+            self._check_config(config)
+            groups.setdefault(dataclasses.replace(config, ridge=0.0), []).append(i)
+        return list(groups.values())
+
+    def build_many(
+        self, run: TrainingRun, configs: Sequence[PnCConfig], x, y, *, key
+    ) -> list[PnCPosterior]:
+        """Each group of :meth:`build_groups` is built in one
+        :func:`pnc.perturb_correct.build_members_ridge_path` call, which shares the perturbations,
+        subsets, activations and the first corrected layer's Gram across the ridge values; the
+        members equal separate :meth:`build` calls up to float32 rounding."""
+        out: list[PnCPosterior | None] = [None] * len(configs)
+        x = check_inputs(x, run.model.in_dim)
+        for group in self.build_groups(configs):
+            if len(group) == 1:
+                out[group[0]] = self.build(run, configs[group[0]], x, y, key=key)
+                continue
+            ridges = [configs[i].ridge for i in group]
+            path = build_members_ridge_path(
+                run.model.params, run.model.config, x, configs[group[0]], ridges, key=key
+            )
+            for j, i in enumerate(group):
+                out[i] = PnCPosterior(jax.tree.map(lambda a, j=j: a[j], path), run.model)
+        return out
+
     def predict(self, posterior: PnCPosterior, x: Array, *, key: Array) -> Predictive:
         """One Gaussian per member, ``[M, N, D]`` (deterministic; ``key`` is unused)."""
         x = check_inputs(x, posterior.model.in_dim)
@@ -89,8 +129,15 @@ class PerturbNoCorrection(PerturbAndCorrect):
     """The "P&C without correction" ablation."""
 
     id: ClassVar[str] = "pnc_nocorr"
-    posthoc_fields: ClassVar[tuple[str, ...]] = ("n_members", "rank", "sigma", "layers")
+    posthoc_fields: ClassVar[tuple[str, ...]] = (
+        "n_members",
+        "rank",
+        "sigma",
+        "layers",
+        "perturbation_norm",
+    )
     id_fields: ClassVar[tuple[str, ...]] = ("sigma",)
     fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType(
         {"correct": False, "bootstrap_frac": None}
     )
+    shares_keys_with: ClassVar[str | None] = "pnc"

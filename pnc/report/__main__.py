@@ -56,7 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     tb.add_argument("--out", required=True, help="directory for the tables and stats.json")
     tb.add_argument("--alpha", type=float, default=stats.ALPHA, help="Holm family-wise level")
     fr = sub.add_parser("frontier", help="ID/OOD frontier from all_configs.csv")
-    fr.add_argument("table", help="all_configs.csv (needs a boolean 'selected' column)")
+    fr.add_argument(
+        "table",
+        help="all_configs.csv (needs a boolean 'selected' column; its val rows choose each "
+        "configuration's calibration variant)",
+    )
     me = sub.add_parser("metrics", help="one environment's headline metrics from results.csv")
     me.add_argument("table", help="results.csv")
     for p in (fr, me):
@@ -76,7 +80,9 @@ def _tables(args: argparse.Namespace) -> int:
 
 def _figure(args: argparse.Namespace) -> int:
     if args.command == "frontier":
-        df = load(args.table, require_selected=True)
+        # the val rows choose each configuration's calibration variant; a non-finite value of
+        # a drawn point is rejected by the figure itself
+        df = load(args.table, require_selected=True, drop_selection_split=False, finite=False)
         fig = figures.frontier_figure(df, args.env)
     else:
         df = load(args.table)

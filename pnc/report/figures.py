@@ -2,9 +2,10 @@
 
 - :func:`frontier_figure`: the ID/OOD frontier (paper Figure 1A), ID RMSE against Far NLL for every
   method at every hyperparameter configuration it was evaluated at (seed means from
-  ``results/all_configs.csv``), the selected configuration highlighted, one panel per environment;
-  a line joins each method's Pareto-optimal configurations (no other configuration of that method
-  has both lower ID RMSE and lower Far NLL).
+  ``results/all_configs.csv``), each configuration in the calibration variant (raw or ``vcal``)
+  with the lower seed-mean validation NLL, the selected configuration highlighted, one panel per
+  environment; a line joins each method's Pareto-optimal configurations (no other configuration of
+  that method has both lower ID RMSE and lower Far NLL).
 - :func:`metrics_figure`: one environment's four headline metrics (ID RMSE, Far NLL, Far AUROC,
   Far Spearman) for every method: each seed as a small point, the seed mean as a large marker with a
   +- one standard deviation bar (no bar for a single seed).
@@ -34,10 +35,15 @@ from matplotlib.lines import Line2D  # noqa: E402
 from pnc.report import stats as st  # noqa: E402
 from pnc.study.results import (  # noqa: E402
     BOUNDED_METRICS,
+    CALIBRATIONS,
     HEADLINE,
     METHOD_INFO,
     METRIC_INFO,
+    RAW,
+    SELECTION_METRIC,
+    SELECTION_SPLIT,
     SPLIT_LABELS,
+    select_candidate,
 )
 
 #: Per-method style: colour, marker, line style and hatch (distinct in every channel).
@@ -164,44 +170,102 @@ def save(fig, stem: str | Path) -> list[Path]:
 # --------------------------------------------------------------------------------------------
 
 
-def frontier_points(all_configs: pd.DataFrame) -> pd.DataFrame:
-    """Seed-averaged (ID RMSE, Far NLL) per (env, method, config).
+def frontier_variants(all_configs: pd.DataFrame) -> pd.DataFrame:
+    """The calibration variant drawn for each configuration: the one chosen by validation NLL.
+
+    Per (env, method, config): the selected variant where the configuration is the selected one;
+    otherwise the variant with the lowest seed-mean validation NLL by the selection's rule
+    (:func:`pnc.study.results.select_candidate`: non-finite values never win, ties go to ``raw``).
+    A configuration evaluated in a single variant needs no validation rows.
 
     Args:
-        all_configs: validated ``all_configs`` table (with ``selected``).
+        all_configs: validated ``all_configs`` table (with ``selected``), with its ``val`` rows
+            where a configuration has more than one variant.
 
     Returns:
-        Columns ``env, method, config, id_rmse, far_nll, selected, n_seeds``.
+        Columns ``env, method, config, calibration``, one row per configuration, in table order.
+
+    Raises:
+        FigureError: if an unselected configuration has several variants but lacks the
+            validation NLL of one.
     """
-    sel = all_configs[
-        ((all_configs.split == "id") & (all_configs.metric == "rmse"))
-        | ((all_configs.split == "far") & (all_configs.metric == "nll"))
-    ]
-    if sel.empty:
-        raise FigureError("the table holds neither id/rmse nor far/nll rows")
     group = ["env", "method", "config"]
-    means = (
-        sel.groupby(group + ["split", "metric"], sort=False)["value"]
-        .mean()
-        .unstack(["split", "metric"])
-    )
-    for col in (("id", "rmse"), ("far", "nll")):
-        if col not in means.columns:
-            raise FigureError(f"the table lacks {st.key(*col)} rows")
-    holes = means[list(means.columns)].isna().any(axis=1)
-    if holes.any():
-        raise FigureError(
-            f"configurations lack id/rmse or far/nll: {[('/'.join(map(str, i))) for i in means.index[holes]]}"
-        )
-    out = pd.DataFrame(
-        {"id_rmse": means[("id", "rmse")], "far_nll": means[("far", "nll")]}
-    ).reset_index()
+    pairs = all_configs.groupby([*group, "calibration"], sort=False)["selected"].any()
+    val = all_configs[
+        (all_configs.split == SELECTION_SPLIT) & (all_configs.metric == SELECTION_METRIC)
+    ]
+    val_means = val.groupby([*group, "calibration"], sort=False)["value"].mean()
+    rows = []
+    for key, flags in pairs.groupby(level=group, sort=False):
+        present = set(flags.index.get_level_values("calibration"))
+        order = [c for c in CALIBRATIONS if c in present]
+        chosen = [c for (*_, c), selected in flags.items() if selected]
+        if chosen or len(order) == 1:
+            rows.append((*key, chosen[0] if chosen else order[0]))
+            continue
+        missing = [c for c in order if (*key, c) not in val_means.index]
+        if missing:
+            raise FigureError(
+                f"{'/'.join(map(str, key))} has variants {order} but no {SELECTION_SPLIT} "
+                f"{SELECTION_METRIC} for {missing}: the frontier needs all_configs.csv with its "
+                f"{SELECTION_SPLIT} rows to choose between them"
+            )
+        rows.append((*key, select_candidate({c: float(val_means[(*key, c)]) for c in order})))
+    return pd.DataFrame(rows, columns=[*group, "calibration"])
+
+
+def frontier_points(all_configs: pd.DataFrame) -> pd.DataFrame:
+    """Seed-averaged (ID RMSE, Far NLL) per (env, method, config), in its chosen variant.
+
+    Args:
+        all_configs: validated ``all_configs`` table (with ``selected``, and with its ``val`` rows
+            where configurations have several calibration variants; see
+            :func:`frontier_variants`).
+
+    Returns:
+        Columns ``env, method, config, calibration, id_rmse, far_nll, selected, n_seeds``.
+
+    Raises:
+        FigureError: on missing or non-finite id/rmse or far/nll of a drawn configuration, or a
+            ``selected`` flag that differs across the rows of one (config, calibration) pair.
+    """
+    group = ["env", "method", "config", "calibration"]
     flags = all_configs.groupby(group, sort=False)["selected"].agg(["any", "all"])
     mixed = flags[flags["any"] != flags["all"]]
     if len(mixed):
         raise FigureError(
             f"'selected' differs across rows of one configuration: {list(mixed.index)}"
         )
+    variants = frontier_variants(all_configs)
+    drawn = all_configs.merge(variants, on=group, how="inner")
+    sel = drawn[
+        ((drawn.split == "id") & (drawn.metric == "rmse"))
+        | ((drawn.split == "far") & (drawn.metric == "nll"))
+    ]
+    if sel.empty:
+        raise FigureError("the table holds neither id/rmse nor far/nll rows")
+    grouped = sel.groupby(group + ["split", "metric"], sort=False)["value"]
+    index = pd.MultiIndex.from_frame(variants)
+    means = grouped.mean().unstack(["split", "metric"]).reindex(index)
+    counts = grouped.size().unstack(["split", "metric"]).reindex(index)
+    for col in (("id", "rmse"), ("far", "nll")):
+        if col not in means.columns:
+            raise FigureError(f"the table lacks {st.key(*col)} rows")
+    holes = counts.isna().any(axis=1)
+    if holes.any():
+        raise FigureError(
+            "configurations lack id/rmse or far/nll: "
+            f"{['/'.join(map(str, i)) for i in means.index[holes]]}"
+        )
+    bad = ~np.isfinite(means.to_numpy(float)).all(axis=1)
+    if bad.any():
+        raise FigureError(
+            "configurations with a non-finite seed-mean id/rmse or far/nll: "
+            f"{['/'.join(map(str, i)) for i in means.index[bad]]}"
+        )
+    out = pd.DataFrame(
+        {"id_rmse": means[("id", "rmse")], "far_nll": means[("far", "nll")]}
+    ).reset_index()
     out["selected"] = [bool(flags.loc[tuple(r), "any"]) for r in out[group].to_numpy()]
     out["n_seeds"] = (
         sel.groupby(group, sort=False)["seed"]
@@ -302,9 +366,14 @@ def _legend_handles(methods: Sequence[str], *, frontier: bool) -> list[Line2D]:
 def frontier_figure(all_configs: pd.DataFrame, envs: Sequence[str] | None = None):
     """The ID/OOD frontier, one panel per environment.
 
+    Every configuration is drawn once, in the calibration variant (raw or ``vcal``) with the lower
+    seed-mean validation NLL (:func:`frontier_variants`); the selected configuration, in its
+    selected variant, is highlighted.
+
     Args:
         all_configs: validated ``all_configs`` table (:func:`pnc.study.results.validate` with
-            ``require_selected=True``).
+            ``require_selected=True, drop_selection_split=False``; the ``val`` rows choose each
+            configuration's variant).
         envs: environments to draw (default: all, in table order).
 
     Returns:
@@ -324,7 +393,11 @@ def frontier_figure(all_configs: pd.DataFrame, envs: Sequence[str] | None = None
             ncol=2 if len(envs) == 1 else min(5, len(methods) + 3),
             frameon=False,
         )
-        fig.suptitle("ID/OOD frontier: every evaluated configuration (seed means)", y=1.0)
+        variants = set(points.loc[points.env.isin(envs), "calibration"])
+        note = (
+            "; variance calibration chosen per configuration by val NLL" if variants - {RAW} else ""
+        )
+        fig.suptitle(f"ID/OOD frontier: every evaluated configuration (seed means{note})", y=1.0)
         fig.tight_layout()
     return fig
 

@@ -1,8 +1,9 @@
 """Cross-environment statistics of the MuJoCo study (paper Table 1 and Appendix C, Tables 3-5).
 
 Input is the long-format results table the workflow writes (``results/results.csv``): one row per
-measured value with columns ``env, method, config, seed, split, metric, value, data_source``, holding
-only the selected configuration of each (env, method). From it this module computes
+measured value with columns ``env, method, config, calibration, seed, split, metric, value,
+data_source``, holding only the selected (config, calibration) pair of each (env, method); a table
+without ``calibration`` reads as ``raw`` throughout. From it this module computes
 
 1. per (env, method, split, metric): the mean and sample standard deviation (``ddof=1``) over seeds;
 2. per (env, split, metric): ranks of the six ranked methods on the seed means (1 = best; lower is
@@ -80,15 +81,16 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
         df: a validated results table (:func:`pnc.study.results.validate`).
 
     Returns:
-        Columns ``env, method, config, split, metric, mean, std, n_seeds``; ``std`` is NaN where a
-        single seed leaves it undefined (``ddof=1``).
+        Columns ``env, method, config, calibration, split, metric, mean, std, n_seeds``; ``std``
+        is NaN where a single seed leaves it undefined (``ddof=1``).
     """
     grouped = df.groupby(["env", "method", "split", "metric"], sort=False)
     out = grouped["value"].agg(mean="mean", std=lambda v: v.std(ddof=1), n_seeds="count")
     out = out.reset_index()
-    configs = df.groupby(["env", "method"], sort=False)["config"].first()
-    out["config"] = [configs[(e, m)] for e, m in zip(out["env"], out["method"], strict=True)]
-    return out[["env", "method", "config", "split", "metric", "mean", "std", "n_seeds"]]
+    pair = ["config", "calibration"]
+    chosen = df.groupby(["env", "method"], sort=False)[pair].first()
+    out = out.join(chosen, on=["env", "method"])
+    return out[["env", "method", *pair, "split", "metric", "mean", "std", "n_seeds"]]
 
 
 def mean_table(

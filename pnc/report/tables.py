@@ -7,7 +7,8 @@ Five :class:`pnc.report.render.Table` objects are built from a validated results
 - ``cross_env`` (paper Table 1): mean rank +- standard deviation and wins per headline metric
   (ID RMSE, Far NLL, Far AUROC, Far Spearman), best mean rank in bold, Wilcoxon-Holm arrows;
 - ``wilcoxon``: the tests behind the arrows, raw and Holm-adjusted p-values;
-- ``hparams`` (Appendix Table 3): the selected configuration per (env, method);
+- ``hparams`` (Appendix Table 3): the selected configuration per (env, method), marked ``+ vcal``
+  where its variance-calibrated variant was selected;
 - ``per_env`` (Appendix Table 4): mean +- std over seeds of ID RMSE, Far NLL, Far AUROC;
 - ``spearman`` (Appendix Table 5): Spearman per split, negatives in italics, ``--`` where an
   environment has no such split.
@@ -41,10 +42,12 @@ from pnc.report.render import (
 from pnc.study.results import (
     ABLATION_METHODS,
     BOUNDED_METRICS,
+    CALIBRATION_INFO,
     HEADLINE,
     METHOD_INFO,
     METRIC_INFO,
     RANKED_METHODS,
+    RAW,
     REPORTED_SPLITS,
     SPLIT_LABELS,
 )
@@ -320,11 +323,23 @@ def abbreviate_config(config: str) -> str:
     return ", ".join(parts)
 
 
+def selected_cell(config: str, calibration: str = RAW) -> str:
+    """The hparams cell of a selected pair: ``"ps=16, bf=0.1, lreg=0.0001 + vcal"``."""
+    label = CALIBRATION_INFO[calibration].label
+    return abbreviate_config(config) + (f" {label}" if label else "")
+
+
 def hparams_table(df: pd.DataFrame) -> Table:
-    """Appendix Table 3: the selected configuration per (env, method)."""
+    """Appendix Table 3: the selected (configuration, calibration) pair per (env, method).
+
+    Cells show the abbreviated configuration, followed by the calibration label (``+ vcal``) where
+    the variance-calibrated variant was selected. The CSV has one column per method with the
+    configuration id and one ``{method}_calibration`` column per method.
+    """
     methods = st.methods_present(df)
     envs = st.env_order(df)
-    configs = df.groupby(["env", "method"])["config"].first()
+    chosen = df.groupby(["env", "method"])[["config", "calibration"]].first()
+    configs, calibrations = chosen["config"], chosen["calibration"]
     used = {
         HPARAM_ABBREVIATIONS.get(item.partition("=")[0].strip(), item.partition("=")[0].strip())
         for c in configs
@@ -343,6 +358,7 @@ def hparams_table(df: pd.DataFrame) -> Table:
         "K": "rank (P&C perturbation rank; SWAG/Subspace deviation columns)",
         "S": "predictive samples",
     }
+    marked = [c for c in CALIBRATION_INFO if c != RAW and c in set(calibrations)]
     caption = (
         f"Selected hyperparameter configuration per (env, method) across {describe_study(df)}, "
         "chosen by the lowest mean validation NLL across seeds (NLL as in the per-environment "
@@ -350,11 +366,27 @@ def hparams_table(df: pd.DataFrame) -> Table:
         + "; ".join(f"{a}: {legend[a]}" for a in legend if a in used)
         + ("." if used else "")
         + " 'default': the method has no tuned hyperparameters."
+        + "".join(
+            f" {CALIBRATION_INFO[c].description} Each configuration competed with and without "
+            "it; the label marks where the calibrated variant was selected."
+            for c in marked
+        )
     )
-    data = pd.DataFrame([{"env": e} | {m: configs.get((e, m), "") for m in methods} for e in envs])
+    data = pd.DataFrame(
+        [
+            {"env": e}
+            | {m: configs.get((e, m), "") for m in methods}
+            | {f"{m}_calibration": calibrations.get((e, m), "") for m in methods}
+            for e in envs
+        ]
+    )
     header = ["Env"] + [METHOD_INFO[m].short for m in methods]
     rows = [
-        [e] + [abbreviate_config(configs[(e, m)]) if (e, m) in configs else "--" for m in methods]
+        [e]
+        + [
+            selected_cell(configs[(e, m)], calibrations[(e, m)]) if (e, m) in configs else "--"
+            for m in methods
+        ]
         for e in envs
     ]
     return Table(

@@ -10,8 +10,9 @@ functions of :mod:`pnc.study.metrics` and the split and metric names of :mod:`pn
   gets :data:`~pnc.study.results.SHIFT_METRICS`: ``auroc`` and ``auroc_epistemic`` against the
   ``id`` split (ID = negatives, shifted = positives).
 
-The shifted splits are only ever *evaluated*: nothing here feeds back into training, construction
-or hyperparameter selection (selection uses ``val`` alone, see :mod:`pnc.study.selection`).
+The shifted splits are only ever *evaluated*: nothing here feeds back into training, construction,
+post-hoc calibration or hyperparameter selection (calibration and selection use ``val`` alone, see
+:mod:`pnc.study.calibration` and :mod:`pnc.study.selection`).
 """
 
 from __future__ import annotations
@@ -35,11 +36,18 @@ class SplitSummary:
         metrics: ``rmse``, ``rmse_std``, ``nll``, ``spearman`` of this split.
         total_score: per-point total predictive variance summed over dims, ``[N]``.
         epistemic_score: per-point variance of the sampled means summed over dims, ``[N]``.
+        mean: moment-matched predictive mean, standardised, ``[N, D]``.
+        var: moment-matched predictive variance, standardised, ``[N, D]``.
+        target: the targets, standardised, ``[N, D]`` (``mean``, ``var`` and ``target`` let the
+            NLL of a rescaled predictive be computed without predicting again).
     """
 
     metrics: dict[str, float]
     total_score: np.ndarray
     epistemic_score: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    target: np.ndarray
 
 
 def summarise_split(pred: Predictive, y_raw: np.ndarray, y_norm: Standardizer) -> SplitSummary:
@@ -71,7 +79,7 @@ def summarise_split(pred: Predictive, y_raw: np.ndarray, y_norm: Standardizer) -
         "nll": metrics.gaussian_nll(mean, var, y_std),
         "spearman": metrics.spearman(total, sq_err),
     }
-    return SplitSummary(values, total, epistemic)
+    return SplitSummary(values, total, epistemic, mean, var, y_std)
 
 
 def metric_rows(summaries: Mapping[str, SplitSummary]) -> Iterator[tuple[str, str, float]]:

@@ -6,6 +6,8 @@ Every table the study writes or reads (per-job metric tables, ``results/all_conf
 
 - columns: :data:`RESULT_COLUMNS`, :data:`REQUIRED_COLUMNS`, :data:`OPTIONAL_DEFAULTS`,
   :data:`SELECTED_COLUMN`, :data:`MEASUREMENT_KEY`, :data:`DATA_SOURCES`;
+- post-hoc calibration variants: :data:`CALIBRATION_INFO` (label, description),
+  :data:`CALIBRATIONS` (candidate order), :data:`RAW`, :data:`VCAL`;
 - methods: :data:`METHOD_INFO` (label, short label, whether ranked), :data:`METHODS`,
   :data:`RANKED_METHODS` (paper row order), :data:`ABLATION_METHODS`, :data:`REFERENCE`;
 - splits: :data:`EVAL_SPLITS`, :data:`SHIFTED_SPLITS`, :data:`REPORTED_SPLITS`,
@@ -15,15 +17,22 @@ Every table the study writes or reads (per-job metric tables, ``results/all_conf
   :data:`HEADLINE`.
 
 :func:`validate` checks a table against this vocabulary; :func:`read_csv` and :func:`load` read one.
+:func:`select_candidate` is the selection rule (lowest finite value, ties to the first candidate),
+shared by the hyperparameter selection and the frontier figure.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Hashable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
+
+K = TypeVar("K", bound=Hashable)
 
 # --------------------------------------------------------------------------------------------
 # Columns
@@ -34,6 +43,7 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "env",
     "method",
     "config",
+    "calibration",
     "seed",
     "split",
     "metric",
@@ -42,14 +52,67 @@ RESULT_COLUMNS: tuple[str, ...] = (
 )
 #: Columns every results table must have (the others take :data:`OPTIONAL_DEFAULTS`).
 REQUIRED_COLUMNS: tuple[str, ...] = ("env", "method", "seed", "split", "metric", "value")
-#: Optional columns and the value they take when absent.
-OPTIONAL_DEFAULTS: dict[str, str] = {"config": "default", "data_source": "unspecified"}
+#: Optional columns and the value they take when absent. Tables written before the post-hoc
+#: calibration variants existed lack ``calibration``: their rows are the raw predictive.
+OPTIONAL_DEFAULTS: dict[str, str] = {
+    "config": "default",
+    "calibration": "raw",
+    "data_source": "unspecified",
+}
 #: Boolean column of ``all_configs.csv``: whether the row's configuration was selected.
 SELECTED_COLUMN = "selected"
 #: Columns that identify one measured value (no two rows may share them).
-MEASUREMENT_KEY: tuple[str, ...] = ("env", "method", "config", "seed", "split", "metric")
+MEASUREMENT_KEY: tuple[str, ...] = (
+    "env",
+    "method",
+    "config",
+    "calibration",
+    "seed",
+    "split",
+    "metric",
+)
 #: Where an environment's data came from (``unspecified`` where the table does not say).
 DATA_SOURCES: tuple[str, ...] = ("minari", "offline", "unspecified")
+
+# --------------------------------------------------------------------------------------------
+# Post-hoc calibration variants
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationInfo:
+    """One post-hoc calibration variant of a configuration's predictive.
+
+    Attributes:
+        id: the value of the ``calibration`` column.
+        label: how a selected variant is marked next to its configuration (empty for ``raw``).
+        description: one sentence for captions.
+    """
+
+    id: str
+    label: str
+    description: str
+
+
+#: The variants every configuration may be evaluated in, in candidate order (on equal validation
+#: NLL the earlier wins). ``vcal`` multiplies the moment-matched predictive variance by one scalar
+#: fitted on the validation split (:mod:`pnc.study.calibration`).
+CALIBRATION_INFO: dict[str, CalibrationInfo] = {
+    c.id: c
+    for c in (
+        CalibrationInfo("raw", "", "raw: the method's predictive as constructed."),
+        CalibrationInfo(
+            "vcal",
+            "+ vcal",
+            "+ vcal: post-hoc variance calibration, the predictive variance multiplied by one "
+            "scalar per (configuration, seed) fitted on the validation split (mean squared "
+            "standardised residual of the raw predictive).",
+        ),
+    )
+}
+CALIBRATIONS: tuple[str, ...] = tuple(CALIBRATION_INFO)
+RAW = "raw"
+VCAL = "vcal"
 
 # --------------------------------------------------------------------------------------------
 # Methods
@@ -253,18 +316,19 @@ def validate(
 ) -> pd.DataFrame:
     """Check a long-format results table against the vocabulary and return a clean copy.
 
-    The defaults suit ``results.csv`` (one selected configuration per (env, method)); with
+    The defaults suit ``results.csv`` (one selected (config, calibration) pair per (env, method));
+    with
     ``require_selected`` ``all_configs.csv``; the metric tables of the evaluation jobs, the input of
     selection, need ``all_columns=True, one_config=False, finite=False,
     drop_selection_split=False``.
 
     Args:
         frame: one row per measured value; the columns :data:`REQUIRED_COLUMNS`, optionally
-            ``config`` and ``data_source`` (:data:`OPTIONAL_DEFAULTS` where absent) and, with
-            ``require_selected``, a boolean :data:`SELECTED_COLUMN`.
+            ``config``, ``calibration`` and ``data_source`` (:data:`OPTIONAL_DEFAULTS` where
+            absent) and, with ``require_selected``, a boolean :data:`SELECTED_COLUMN`.
         require_selected: the table lists every configuration with a boolean ``selected`` column.
-        one_config: the table holds one configuration per (env, method); default: not
-            ``require_selected``.
+        one_config: the table holds one (config, calibration) pair per (env, method); default:
+            not ``require_selected``.
         all_columns: every column of :data:`RESULT_COLUMNS` must be present (no defaults).
         finite: every value must be finite; otherwise ``nan`` and ``inf`` are accepted (but
             non-numeric entries are not).
@@ -272,16 +336,16 @@ def validate(
             the table must then not be empty.
 
     Returns:
-        A copy with string ``env``/``method``/``config``/``split``/``metric``/``data_source``
-        (surrounding blanks removed, an empty ``config`` read as ``"default"``) and float
-        ``value``; boolean ``selected`` with ``require_selected``.
+        A copy with string ``env``/``method``/``config``/``calibration``/``split``/``metric``/
+        ``data_source`` (surrounding blanks removed, an empty ``config`` read as ``"default"``)
+        and float ``value``; boolean ``selected`` with ``require_selected``.
 
     Raises:
-        ResultsError: on missing columns, unknown methods/splits/metrics/data sources, empty
-            identifying cells, missing, non-numeric or (with ``finite``) non-finite values,
-            duplicated measurements, several configurations of one (env, method) with
-            ``one_config``, a non-boolean ``selected`` column or an env with more than one data
-            source.
+        ResultsError: on missing columns, unknown methods/calibrations/splits/metrics/data
+            sources, empty identifying cells, missing, non-numeric or (with ``finite``)
+            non-finite values, duplicated measurements, several (config, calibration) pairs of one
+            (env, method) with ``one_config``, a non-boolean ``selected`` column or an env with
+            more than one data source.
     """
     if one_config is None:
         one_config = not require_selected
@@ -298,7 +362,7 @@ def validate(
         if column not in df.columns:
             df[column] = default
     df["config"] = df["config"].fillna("").astype(str).replace("", OPTIONAL_DEFAULTS["config"])
-    for column in ("env", "method", "split", "metric", "data_source"):
+    for column in ("env", "method", "calibration", "split", "metric", "data_source"):
         if df[column].isna().any():
             raise ResultsError(
                 f"column {column!r} is empty in rows: {_describe_rows(df[df[column].isna()])}"
@@ -309,6 +373,7 @@ def validate(
 
     for column, allowed in (
         ("method", METHODS),
+        ("calibration", CALIBRATIONS),
         ("split", REPORTED_SPLITS + (SELECTION_SPLIT,)),
         ("metric", METRICS),
         ("data_source", DATA_SOURCES),
@@ -356,11 +421,13 @@ def validate(
         raise ResultsError(f"duplicated measurements: {_describe_rows(df[dup])}")
 
     if one_config:
-        n_configs = df.groupby(["env", "method"])["config"].nunique()
-        several = n_configs[n_configs > 1]
+        pairs = df[["env", "method", "config", "calibration"]].drop_duplicates()
+        n_pairs = pairs.groupby(["env", "method"]).size()
+        several = n_pairs[n_pairs > 1]
         if len(several):
             raise ResultsError(
-                "a selected-results table holds one configuration per (env, method); several in "
+                "a selected-results table holds one configuration per (env, method), in one "
+                "calibration variant; several (config, calibration) pairs in "
                 f"{[f'{e}/{m}' for e, m in several.index]}"
             )
     sources = df.groupby("env")["data_source"].nunique()
@@ -379,9 +446,38 @@ def read_csv(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"results table not found: {path}")
-    return pd.read_csv(path, dtype={"env": str, "method": str, "config": str, "split": str})
+    return pd.read_csv(
+        path,
+        dtype={"env": str, "method": str, "config": str, "calibration": str, "split": str},
+    )
 
 
 def load(path: str | Path, **options: bool | None) -> pd.DataFrame:
     """Read and validate a results CSV (``options`` as for :func:`validate`)."""
     return validate(read_csv(path), **options)
+
+
+# --------------------------------------------------------------------------------------------
+# Selection rule
+# --------------------------------------------------------------------------------------------
+
+
+def select_candidate(candidates: Mapping[K, float]) -> K:
+    """The candidate with the lowest value, ties and non-finite values resolved by order.
+
+    ``nan`` and ``inf`` never beat a finite value; among equal values the first candidate (in the
+    mapping's order) wins; if no value is finite the first candidate is returned.
+
+    Args:
+        candidates: value (e.g. seed-mean validation NLL) per candidate, in preference order.
+
+    Raises:
+        ValueError: if ``candidates`` is empty.
+    """
+    order = list(candidates)
+    if not order:
+        raise ValueError("no candidates to select from")
+    finite = [c for c in order if math.isfinite(candidates[c])]
+    if not finite:
+        return order[0]
+    return min(finite, key=lambda c: (candidates[c], order.index(c)))

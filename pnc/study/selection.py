@@ -1,17 +1,26 @@
 """Hyperparameter selection and the study's results tables (paper, Appendix C).
 
-For every (env, method) the configuration with the lowest validation NLL, averaged over seeds, is
-selected; the shifted splits play no part. Ties and non-finite values: a configuration whose mean
-validation NLL is ``nan`` or ``inf`` is never preferred over a finite one; among equal values the
-first configuration in grid order wins; if no configuration has a finite value the first one is
-selected and flagged (``"finite": false`` in the selection record).
+Every configuration is evaluated in each post-hoc calibration variant (``raw`` and ``vcal``, see
+:mod:`pnc.study.calibration`); the candidates of an (env, method) are its (config, calibration)
+pairs, and the pair with the lowest validation NLL, averaged over seeds, is selected; the shifted
+splits play no part. Candidate order is grid order of the configurations, then
+:data:`pnc.study.results.CALIBRATIONS` (``raw`` before ``vcal``). Ties and non-finite values
+(:func:`pnc.study.results.select_candidate`): a candidate whose mean validation NLL is ``nan`` or
+``inf`` is never preferred over a finite one; among equal values the first candidate wins; if no
+candidate has a finite value the first one is selected and flagged (``"finite": false``).
+
+The selection record (``selection.json``) is
+``{env: {method: {"config", "calibration", "val_nll", "finite", "n_seeds", "candidates"}}}`` with
+``candidates`` mapping ``"config|calibration"`` (:func:`candidate_key`, e.g.
+``"scale=1.0|vcal"``) to the seed-mean validation NLL, in candidate order.
 
 Tables (long format, one row per value):
 
-- ``all_configs``: ``env, method, config, seed, split, metric, value, data_source, selected`` for
-  every configuration evaluated, splits ``val``, ``id``, ``near``, (``mid``), ``far``;
-- ``results``: the same without ``selected``, for the selected configuration of each (env, method)
-  only, splits ``id``, ``near``, (``mid``), ``far``.
+- ``all_configs``: ``env, method, config, calibration, seed, split, metric, value, data_source,
+  selected`` for every configuration and variant evaluated, splits ``val``, ``id``, ``near``,
+  (``mid``), ``far``; ``selected`` marks the rows of the selected (config, calibration) pair;
+- ``results``: the same without ``selected``, for the selected pair of each (env, method) only,
+  splits ``id``, ``near``, (``mid``), ``far``.
 
 Columns, splits and metrics are those of :mod:`pnc.study.results`; every table read here is
 checked with :func:`pnc.study.results.validate`.
@@ -28,11 +37,13 @@ import pandas as pd
 
 from pnc.io import atomic_path, read_json, write_csv, write_json
 from pnc.study.results import (
+    CALIBRATIONS,
     RESULT_COLUMNS,
     SELECTED_COLUMN,
     SELECTION_METRIC,
     SELECTION_SPLIT,
     read_csv,
+    select_candidate,
     validate,
 )
 
@@ -46,49 +57,67 @@ METRIC_TABLE_CHECKS = {
 }
 
 
+#: Separates config and calibration in the candidate keys of the selection record.
+CANDIDATE_SEPARATOR = "|"
+
+
+def candidate_key(config: str, calibration: str) -> str:
+    """``"config|calibration"``, the key of a candidate in the selection record."""
+    return f"{config}{CANDIDATE_SEPARATOR}{calibration}"
+
+
+def candidate_order(group: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (config, calibration) pairs of one (env, method), in candidate order.
+
+    Configurations in grid order (first appearance in the table), then each configuration's
+    variants in :data:`pnc.study.results.CALIBRATIONS` order.
+    """
+    configs = list(dict.fromkeys(group["config"]))
+    present = set(zip(group["config"], group["calibration"], strict=True))
+    return [(c, k) for c in configs for k in CALIBRATIONS if (c, k) in present]
+
+
 def select(frame: pd.DataFrame, seeds: Iterable[int] | None = None) -> dict:
-    """Choose one configuration per (env, method) by mean validation NLL over seeds.
+    """Choose one (config, calibration) pair per (env, method) by mean validation NLL over seeds.
 
     Args:
         frame: long metric table with :data:`pnc.study.results.RESULT_COLUMNS`.
-        seeds: the seeds every configuration must have; default: all seeds in ``frame``.
+        seeds: the seeds every candidate must have; default: all seeds in ``frame``.
 
     Returns:
-        ``{env: {method: {"config", "val_nll", "finite", "n_seeds", "candidates": {config: val_nll}}}}``
-        (JSON-able; ``val_nll`` values are floats, ``nan``/``inf`` kept as such).
+        ``{env: {method: {"config", "calibration", "val_nll", "finite", "n_seeds",
+        "candidates": {"config|calibration": val_nll}}}}`` (JSON-able; ``val_nll`` values are
+        floats, ``nan``/``inf`` kept as such).
 
     Raises:
         pnc.study.results.ResultsError: if the table is malformed (see
             :func:`pnc.study.results.validate`).
-        ValueError: if a configuration lacks the validation NLL of a seed.
+        ValueError: if a candidate lacks the validation NLL of a seed.
     """
     frame = validate(frame, **METRIC_TABLE_CHECKS)
     seeds = sorted({int(s) for s in (frame["seed"] if seeds is None else seeds)})
     val = frame[(frame["split"] == SELECTION_SPLIT) & (frame["metric"] == SELECTION_METRIC)]
     out: dict = {}
     for (env, method), group in frame.groupby(["env", "method"], sort=False):
-        configs = list(dict.fromkeys(group["config"]))  # grid order (first appearance)
         vals = val[(val["env"] == env) & (val["method"] == method)]
-        candidates = {}
-        for config in configs:
-            rows = vals[vals["config"] == config]
+        candidates: dict[tuple[str, str], float] = {}
+        for config, calibration in candidate_order(group):
+            rows = vals[(vals["config"] == config) & (vals["calibration"] == calibration)]
             have = sorted(int(s) for s in rows["seed"])
             if have != seeds:
                 raise ValueError(
-                    f"{env}/{method}/{config}: validation NLL for seeds {have}, expected {seeds}"
+                    f"{env}/{method}/{config} ({calibration}): validation NLL for seeds {have}, "
+                    f"expected {seeds}"
                 )
-            candidates[config] = float(np.mean(rows["value"].to_numpy(np.float64)))
-        finite = {c: v for c, v in candidates.items() if math.isfinite(v)}
-        if finite:
-            best = min(finite, key=lambda c: (finite[c], configs.index(c)))
-        else:
-            best = configs[0]
+            candidates[(config, calibration)] = float(np.mean(rows["value"].to_numpy(np.float64)))
+        best = select_candidate(candidates)
         out.setdefault(str(env), {})[str(method)] = {
-            "config": best,
+            "config": best[0],
+            "calibration": best[1],
             "val_nll": candidates[best],
-            "finite": bool(finite),
+            "finite": any(math.isfinite(v) for v in candidates.values()),
             "n_seeds": len(seeds),
-            "candidates": candidates,
+            "candidates": {candidate_key(*c): v for c, v in candidates.items()},
         }
     return out
 
@@ -96,18 +125,25 @@ def select(frame: pd.DataFrame, seeds: Iterable[int] | None = None) -> dict:
 def apply_selection(frame: pd.DataFrame, selection: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Mark selected rows and extract the results table.
 
+    Args:
+        frame: validated metric table (every column of :data:`pnc.study.results.RESULT_COLUMNS`).
+        selection: the record of :func:`select`.
+
     Returns:
         ``(all_configs, results)`` as described in the module docstring.
     """
-    chosen = {(e, m): rec["config"] for e, by_m in selection.items() for m, rec in by_m.items()}
+    chosen = {
+        (e, m): (rec["config"], rec["calibration"])
+        for e, by_m in selection.items()
+        for m, rec in by_m.items()
+    }
     keys = list(zip(frame["env"], frame["method"], strict=True))
     missing = sorted({k for k in keys if k not in chosen})
     if missing:
         raise ValueError(f"no selection for (env, method) {missing}")
     all_configs = frame.loc[:, list(RESULT_COLUMNS)].copy()
-    all_configs[SELECTED_COLUMN] = [
-        chosen[k] == c for k, c in zip(keys, frame["config"], strict=True)
-    ]
+    pairs = zip(frame["config"], frame["calibration"], strict=True)
+    all_configs[SELECTED_COLUMN] = [chosen[k] == p for k, p in zip(keys, pairs, strict=True)]
     results = all_configs[all_configs[SELECTED_COLUMN] & (all_configs["split"] != SELECTION_SPLIT)]
     results = results.drop(columns=SELECTED_COLUMN).reset_index(drop=True)
     return all_configs.reset_index(drop=True), results

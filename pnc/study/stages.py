@@ -6,14 +6,17 @@ The Snakemake workflow calls each stage through a thin entry point (``python -m 
    shared by every configuration whose differing hyperparameters are post-hoc (:mod:`pnc.study.grid`).
 2. :func:`evaluate_run` -- for one (env, seed, method, run): post-hoc construction of every
    configuration using that run, prediction on ``val`` and every evaluation split, metric rows
-   (:mod:`pnc.study.evaluate`). Posteriors are never written to disk.
+   (:mod:`pnc.study.evaluate`) of the raw predictive and of its post-hoc variance-calibrated
+   variant (:mod:`pnc.study.calibration`, fitted on ``val``). Posteriors are never written to disk.
 3. selection and the results tables: :mod:`pnc.study.selection`.
 
 Randomness is a pure function of names (:func:`pnc.keys.derive_key`): training uses
 ``derive_key(env, seed, run_id, "train")``; construction and sampling use
-``derive_key(env, seed, method, "build")`` and ``derive_key(env, seed, method, "predict")``, shared
-by all configurations of a method (common random numbers make the validation comparison between
-configurations less noisy) and by all splits (every split is scored by the same ensemble).
+``derive_key(env, seed, key_id, "build")`` and ``derive_key(env, seed, key_id, "predict")``, where
+``key_id`` is the method's ``key_id`` (its id, except that the P&C ablation without correction uses
+P&C's, so the two draw identical perturbations). The keys are shared by all configurations of a
+method (common random numbers make the validation comparison between configurations less noisy) and
+by all splits (every split is scored by the same ensemble).
 
 Output files are written under a temporary name and renamed into place, so a failed job never leaves
 a partial file behind.
@@ -25,7 +28,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,21 +41,33 @@ from pnc.keys import derive_key
 from pnc.methods.base import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig
 from pnc.study import grid
+from pnc.study.calibration import check_calibrations, variant_rows
 from pnc.study.evaluate import metric_rows, summarise_split
-from pnc.study.results import EVAL_SPLITS, OPTIONAL_DEFAULTS, RESULT_COLUMNS
+from pnc.study.results import (
+    CALIBRATIONS,
+    EVAL_SPLITS,
+    OPTIONAL_DEFAULTS,
+    RESULT_COLUMNS,
+    SELECTION_SPLIT,
+    VCAL,
+)
 from pnc.train import TrainConfig
 
 _LOG = logging.getLogger("pnc.workflow")
 
 
+#: The splits every study run needs (``mid`` is optional).
+REQUIRED_SPLITS: tuple[str, ...] = ("train", "val", "id", "near", "far")
+
+
 def load_split_arrays(
-    directory: str | Path,
+    directory: str | Path, required: Sequence[str] = REQUIRED_SPLITS
 ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict]:
-    """``pnc.data.load_splits`` with a check that the splits the study needs are there."""
+    """``pnc.data.load_splits`` with a check that the ``required`` splits are there."""
     from pnc.data import load_splits
 
     splits, manifest = load_splits(directory)
-    missing = [s for s in ("train", "val", "id", "near", "far") if s not in splits]
+    missing = [s for s in required if s not in splits]
     if missing:
         raise ValueError(f"{directory}: missing splits {missing}; found {sorted(splits)}")
     return splits, manifest
@@ -164,26 +179,56 @@ def evaluate_run(
     run_dir: str | Path,
     splits_dir: str | Path,
     method_entry: Mapping[str, Any] | None,
+    calibrations: Sequence[str] = CALIBRATIONS,
 ) -> tuple[pd.DataFrame, list[dict]]:
     """Construct, predict and score every configuration of ``method_id`` that uses run ``run_id``.
 
     The calibration/construction data are the run's ``train`` split (standardised with the run's
     statistics); predictions are made for ``val``, ``id``, ``near``, ``mid`` (if present) and
-    ``far``; shifted splits only ever enter the metrics.
+    ``far``; shifted splits only ever enter the metrics. Each configuration is predicted once and
+    scored in every variant of ``calibrations``: ``raw`` (the predictive as constructed) and
+    ``vcal`` (its variance times the scale fitted on ``val``, :mod:`pnc.study.calibration`).
+
+    Args:
+        env, seed: which splits, and the keys ``derive_key(env, seed, key_id, "build"|"predict")``.
+        method_id: the method; ``key_id`` is its ``key_id`` attribute (default: ``method_id``).
+        run_id: the training run the configurations share.
+        run_dir: directory of the saved run.
+        splits_dir: directory holding ``splits.npz`` + ``manifest.json``.
+        method_entry: the method's grid entry (:func:`pnc.study.grid.expand`).
+        calibrations: the variants to score, a non-empty subset of
+            :data:`pnc.study.results.CALIBRATIONS`.
 
     Returns:
         ``(rows, timings)``: a long table with :data:`pnc.study.results.RESULT_COLUMNS` (``value``
-        float64) and one
-        ``{"config", "build_s", "predict_s"}`` dict per configuration.
+        float64; configurations in grid order, then variants in candidate order) and one
+        ``{"config", "build_s", "predict_s", "variance_scale", "built_with"}`` dict per
+        configuration (``variance_scale`` is ``None`` without ``vcal``; configurations built
+        together, :meth:`pnc.methods.base.Method.build_groups`, e.g. P&C's ridge values, share one
+        build whose time is split evenly, ``built_with`` of them).
+
+    Raises:
+        ValueError: on unknown calibrations, a run other than ``run_id``, or splits lacking one
+            the study needs (``val`` is named with what needs it).
     """
     from pnc import methods as registry
 
+    calibrations = check_calibrations(calibrations)
     points = grid.points_for_run(method_id, method_entry, run_id)
     method = registry.get(method_id)
     run = TrainingRun.load(run_dir)
     if run.spec != points[0].spec:
         raise ValueError(f"{run_dir} holds run {run.spec.run_id!r}, expected {run_id!r}")
-    splits, manifest = load_split_arrays(splits_dir)
+    splits, manifest = load_split_arrays(
+        splits_dir, [s for s in REQUIRED_SPLITS if s != SELECTION_SPLIT]
+    )
+    if SELECTION_SPLIT not in splits:
+        needs = "the selection compares configurations on it"
+        if VCAL in calibrations:
+            needs = "variance calibration (vcal) is fitted on it and " + needs
+        raise ValueError(
+            f"{splits_dir}: missing split {SELECTION_SPLIT!r} ({needs}); found {sorted(splits)}"
+        )
     data_source = str(manifest.get("data_source", OPTIONAL_DEFAULTS["data_source"]))
     x_norm = run.model.x_norm
     y_norm = run.model.y_norm
@@ -193,36 +238,71 @@ def evaluate_run(
     eval_splits = [s for s in EVAL_SPLITS if s in splits]
     x_eval = {s: x_norm.transform(jnp.asarray(splits[s][0], jnp.float32)) for s in eval_splits}
     targets = {s: splits[s][1] for s in eval_splits}
-    build_key = derive_key(env, seed, method_id, "build")
-    predict_key = derive_key(env, seed, method_id, "predict")
-    rows, timings = [], []
-    for point in points:
+    key_id = getattr(method, "key_id", method_id)
+    build_key = derive_key(env, seed, key_id, "build")
+    predict_key = derive_key(env, seed, key_id, "predict")
+    point_rows: dict[int, list[tuple]] = {}
+    point_timings: dict[int, dict] = {}
+    groups = method.build_groups([p.config for p in points])
+    if sorted(i for g in groups for i in g) != list(range(len(points))):
+        raise ValueError(f"{method_id}.build_groups is not a partition of the configurations")
+    for group in groups:
         start = time.perf_counter()
-        posterior = method.build(run, point.config, x_cal, y_cal, key=build_key)
-        jax.block_until_ready(posterior)
-        built = time.perf_counter()
-        summaries = {}
-        for split in eval_splits:  # one split's [S, N, D] prediction in memory at a time
-            pred = method.predict(posterior, x_eval[split], key=predict_key)
-            summaries[split] = summarise_split(pred, targets[split], y_norm)
-            del pred
-        predicted = time.perf_counter()
-        for split, metric, value in metric_rows(summaries):
-            rows.append((env, method_id, point.config_id, seed, split, metric, value, data_source))
-        timings.append(
-            {"config": point.config_id, "build_s": built - start, "predict_s": predicted - built}
+        posteriors = method.build_many(
+            run, [points[i].config for i in group], x_cal, y_cal, key=build_key
         )
-        _LOG.info(
-            "%s %s: configuration %d/%d (%s) built in %.1f s, evaluated in %.1f s",
-            env,
-            method_id,
-            len(timings),
-            len(points),
-            point.config_id,
-            built - start,
-            predicted - built,
-        )
-        del posterior
+        jax.block_until_ready(posteriors)
+        build_s = (time.perf_counter() - start) / len(group)  # one shared build, split evenly
+        for i, posterior in zip(group, posteriors, strict=True):
+            point = points[i]
+            started = time.perf_counter()
+            summaries = {}
+            for split in eval_splits:  # one split's [S, N, D] prediction in memory at a time
+                pred = method.predict(posterior, x_eval[split], key=predict_key)
+                summaries[split] = summarise_split(pred, targets[split], y_norm)
+                del pred
+            predict_s = time.perf_counter() - started
+            variants, scale = variant_rows(list(metric_rows(summaries)), summaries, calibrations)
+            rows = point_rows[i] = []
+            for calibration, variant in variants.items():
+                for split, metric, value in variant:
+                    rows.append(
+                        (
+                            env,
+                            method_id,
+                            point.config_id,
+                            calibration,
+                            seed,
+                            split,
+                            metric,
+                            value,
+                            data_source,
+                        )
+                    )
+            point_timings[i] = {
+                "config": point.config_id,
+                "build_s": build_s,
+                "predict_s": predict_s,
+                "variance_scale": scale,
+                "built_with": len(group),
+            }
+            _LOG.info(
+                "%s %s: configuration %d/%d (%s) built in %.1f s%s, evaluated in %.1f s%s",
+                env,
+                method_id,
+                len(point_timings),
+                len(points),
+                point.config_id,
+                build_s,
+                "" if len(group) == 1 else f" (share of {len(group)} built together)",
+                predict_s,
+                "" if scale is None else f", validation variance scale {scale:.4g}",
+            )
+            del summaries
+        del posteriors
+    order = range(len(points))  # grid order, whatever the build order
+    rows = [row for i in order for row in point_rows[i]]
+    timings = [point_timings[i] for i in order]
     frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
     frame["value"] = frame["value"].astype(np.float64)
     return frame, timings

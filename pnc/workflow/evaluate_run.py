@@ -1,6 +1,7 @@
 """Evaluate every configuration of one (env, seed, method, run): ``python -m pnc.workflow.evaluate_run``.
 
-See :func:`pnc.study.evaluate_run`; writes one long CSV of metric rows.
+See :func:`pnc.study.stages.evaluate_run`; writes one long CSV of metric rows, one block per
+configuration and calibration variant (``--calibrations``, default ``raw vcal``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--run", required=True, help="directory of the training run")
     p.add_argument("--splits", required=True, help="directory with splits.npz + manifest.json")
     p.add_argument("--grid", type=json_arg, required=True, help="config 'methods.<method>' as JSON")
+    p.add_argument(
+        "--calibrations",
+        nargs="+",
+        metavar="VARIANT",
+        help="calibration variants to score (pnc.study.results.CALIBRATIONS): raw (as "
+        "constructed), vcal (variance scaled on val); default: all",
+    )
     p.add_argument("--out", required=True, help="metric table (CSV)")
     args = p.parse_args(argv)
     cpus = limit_threads(args.threads)
@@ -33,8 +41,10 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     from pnc.io import write_csv
+    from pnc.study.results import CALIBRATIONS
     from pnc.study.stages import evaluate_run
 
+    calibrations = CALIBRATIONS if args.calibrations is None else tuple(args.calibrations)
     frame, timings = evaluate_run(
         env=args.env,
         seed=args.seed,
@@ -43,11 +53,18 @@ def main(argv: list[str] | None = None) -> None:
         run_dir=args.run,
         splits_dir=args.splits,
         method_entry=args.grid,
+        calibrations=calibrations,
     )
     for t in timings:
         log.info("timing %s", json.dumps(t))
     write_csv(frame, args.out)
-    log.info("wrote %d rows for %d configurations to %s", len(frame), len(timings), args.out)
+    log.info(
+        "wrote %d rows for %d configurations (%s) to %s",
+        len(frame),
+        len(timings),
+        ", ".join(calibrations),
+        args.out,
+    )
 
 
 if __name__ == "__main__":

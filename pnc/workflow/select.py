@@ -11,7 +11,8 @@ from pnc.workflow import limit_threads, parser, setup_logging
 
 def main(argv: list[str] | None = None) -> None:
     p = parser(
-        "Select the configuration with the lowest seed-mean validation NLL per (env, method)."
+        "Select the (configuration, calibration) pair with the lowest seed-mean validation NLL "
+        "per (env, method)."
     )
     p.add_argument("tables", nargs="+", help="metric CSVs of the evaluation jobs")
     p.add_argument(
@@ -20,7 +21,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--all-configs", required=True, help="output: every configuration, with 'selected'"
     )
-    p.add_argument("--results", required=True, help="output: selected configurations, eval splits")
+    p.add_argument(
+        "--results", required=True, help="output: selected (config, calibration), eval splits"
+    )
     p.add_argument("--selection", required=True, help="output: selection record (JSON)")
     args = p.parse_args(argv)
     limit_threads(args.threads)
@@ -37,7 +40,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     for env, by_method in selection.items():
         for method, rec in by_method.items():
-            log.info("%s %s: %s (val NLL %.4g)", env, method, rec["config"], rec["val_nll"])
+            log.info(
+                "%s %s: %s, %s (val NLL %.4g)",
+                env,
+                method,
+                rec["config"],
+                rec["calibration"],
+                rec["val_nll"],
+            )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import json
 import os
 import re
 
+from pnc.mlp import MLPConfig
 from pnc.study import grid as pnc_grid
 
 
@@ -28,6 +29,32 @@ def _check_methods():
 
 
 GRID_POINTS = _check_methods()
+
+
+def _check_perturbed_layers(points, hidden):
+    """P&C's `layers` against model.hidden, and `calibration_size` against data.max_train."""
+    max_train = (config.get("data") or {}).get("max_train")
+    for method, method_points in points.items():
+        for point in method_points:
+            cfg = point.config
+            if hasattr(cfg, "perturbed_layers"):
+                try:
+                    cfg.perturbed_layers(len(hidden))
+                except ValueError as err:
+                    raise WorkflowError(
+                        f"invalid config: methods.{method}.layers: {err} (model.hidden = {hidden})"
+                    ) from None
+            size = getattr(cfg, "calibration_size", None)
+            if size is not None and max_train is not None and size > max_train:
+                raise WorkflowError(
+                    f"invalid config: methods.{method}.calibration_size = {size} is larger than"
+                    f" data.max_train = {max_train} (the calibration set is drawn from the train split)"
+                )
+
+
+_check_perturbed_layers(
+    GRID_POINTS, list((config.get("model") or {}).get("hidden", MLPConfig(out_dim=1).hidden))
+)
 ENVS = [str(e) for e in _config_entry("envs", list)]
 SEEDS = [int(s) for s in _config_entry("seeds", list)]
 METHODS = list(GRID_POINTS)
@@ -180,3 +207,8 @@ def split_options():
         if DATA.get(key) is not None:
             opts.append(f"--{key.replace('_', '-')} {int(DATA[key])}")
     return " ".join(opts)
+
+
+def calibration_options():
+    """The variance-calibration variants every configuration is evaluated in (``--calibrations``)."""
+    return " ".join(config.get("variance_calibration", ["raw", "vcal"]))

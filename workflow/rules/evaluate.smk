@@ -18,6 +18,7 @@ rule evaluate:
         splits=splits_dir,
         run=run_dir,
         grid=lambda wildcards: method_json(wildcards.method),
+        calibrations=calibration_options(),
     log:
         "logs/evaluate/{env}/seed{seed}/{method}/{run}.log",
     benchmark:
@@ -29,4 +30,4 @@ rule evaluate:
         "python -m pnc.workflow.evaluate_run --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --method {wildcards.method} --run-id {wildcards.run}"
         " --run {params.run:q} --splits {params.splits:q} --grid {params.grid:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " --calibrations {params.calibrations} --out {output:q} > {log:q} 2>&1"
