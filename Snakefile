@@ -13,7 +13,7 @@
 #
 # Every job runs `python -m pnc.workflow.<stage> --threads {threads} ...` (see pnc/workflow).
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -25,12 +25,11 @@ if not workflow.overwrite_configfiles:
     configfile: "config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
-
-
 report: "workflow/report/workflow.rst"
 
 
+# common.smk validates the config against workflow/schemas/config.schema.yaml (filling in its
+# defaults) and checks it across keys, before any rule is defined.
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

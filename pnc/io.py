@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +22,46 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+class ArtifactError(ValueError):
+    """A stored artifact is unreadable, truncated or corrupt; the message names the file and how
+    to rebuild it."""
+
+
+#: Workflow artifacts and the file to pass to ``snakemake --forcerun`` to rebuild them.
+_WORKFLOW_TARGETS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(results/runs/[^/]+/seed[^/]+/[^/]+)/run\.(?:json|msgpack)$"), r"\1/run.json"),
+    (
+        re.compile(r"(resources/splits/[^/]+/seed[^/]+)(?:/splits\.npz|/manifest\.json)?$"),
+        r"\1/manifest.json",
+    ),
+    (re.compile(r"((?:results|resources)/.+)$"), r"\1"),
+)
+
+
+def rebuild_hint(path: str | Path) -> str:
+    """How to rebuild ``path``: the ``snakemake --forcerun`` command for a workflow artifact.
+
+    A training run (``results/runs/ENV/seedS/RUN/run.{json,msgpack}``) is rebuilt through its
+    ``run.json``, the splits (``resources/splits/ENV/seedS/...``) through their ``manifest.json``,
+    any other file under ``results/`` or ``resources/`` directly.
+    """
+    text = Path(path).as_posix().rstrip("/")
+    for pattern, target in _WORKFLOW_TARGETS:
+        match = pattern.search(text)
+        if match:
+            return f"rebuild it: snakemake --forcerun {match.expand(target)}"
+    return "rebuild it with the stage that wrote it (in the workflow: snakemake --forcerun FILE)"
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def save_pytree(path: str | Path, tree: Any) -> None:
     """Write a pytree of arrays (nested dicts/lists of arrays and scalars) as flax msgpack."""
     path = Path(path)
@@ -28,20 +71,82 @@ def save_pytree(path: str | Path, tree: Any) -> None:
 
 
 def load_pytree(path: str | Path, *, as_jax: bool = True) -> Any:
-    """Read a pytree written by :func:`save_pytree` (leaves as ``jax.Array`` unless ``as_jax=False``)."""
-    tree = flax.serialization.msgpack_restore(Path(path).read_bytes())
+    """Read a pytree written by :func:`save_pytree` (leaves as ``jax.Array`` unless ``as_jax=False``).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist (named, with :func:`rebuild_hint`).
+        ArtifactError: the file is not a complete msgpack pytree (truncated or corrupt).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found; {rebuild_hint(path)}")
+    try:
+        tree = flax.serialization.msgpack_restore(path.read_bytes())
+    except Exception as err:  # msgpack raises several unrelated types on bad input
+        raise ArtifactError(
+            f"{path} is truncated or corrupt ({type(err).__name__}: {err}); {rebuild_hint(path)}"
+        ) from err
     return jax.tree.map(jnp.asarray, tree) if as_jax else tree
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    """Write ``obj`` as indented, key-sorted JSON (parents created)."""
+    """Write ``obj`` as indented, key-sorted, strict JSON (parents created).
+
+    Raises:
+        ValueError: ``obj`` holds a non-finite number (``NaN``/``inf`` are not JSON); the message
+            names the file and where the number is (write ``None`` where a value is undefined).
+    """
     path = Path(path)
+    where = _non_finite(obj)
+    if where is not None:
+        raise ValueError(f"{path}: non-finite number at {where or '(top level)'} is not valid JSON")
+    text = json.dumps(obj, indent=2, sort_keys=True, default=_json_default, allow_nan=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+    path.write_text(text + "\n")
 
 
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text())
+    """Read a JSON file.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist (named, with :func:`rebuild_hint`).
+        ArtifactError: the file is not valid (strict) JSON, e.g. truncated.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found; {rebuild_hint(path)}")
+    try:
+        return json.loads(path.read_text(), parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ArtifactError(
+            f"{path} is not valid JSON, truncated or corrupt ({err}); {rebuild_hint(path)}"
+        ) from err
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard constant {name}")
+
+
+def _non_finite(obj: Any, where: str = "") -> str | None:
+    """The key path of the first non-finite float in ``obj``, or ``None``."""
+    if isinstance(obj, float | np.floating):
+        return where if not math.isfinite(float(obj)) else None
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif isinstance(obj, list | tuple):
+        items = enumerate(obj)
+    elif isinstance(obj, np.ndarray | jax.Array):
+        arr = np.asarray(obj)
+        if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+            return where
+        return None
+    else:
+        return None
+    for key, value in items:
+        found = _non_finite(value, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def _json_default(o: Any) -> Any:

@@ -226,9 +226,47 @@ def test_slurm_profile_resolves(workdir):
     assert _job_counts(proc.stdout)["train"] == 3
     settings = yaml.safe_load((profile / "config.yaml").read_text())
     assert settings["executor"] == "slurm"
+    # the plugin requests --cpus-per-task = threads only when no cpus_per_task resource is set
+    assert "cpus_per_task" not in settings.get("default-resources", {})
+    assert {"mem_mb", "runtime"} <= set(settings["default-resources"])  # rules declaring none
     rules = _snakemake(workdir, "--list-rules", "--configfile", ".test/config.yaml")
     names = set(rules.stdout.split())
-    assert set(settings["set-resources"]) <= names, set(settings["set-resources"]) - names
+    assert set(settings.get("set-resources", {})) <= names
+
+
+def test_rules_declare_memory_and_runtime_from_the_config():
+    """Every data, training, evaluation and report rule takes mem_mb and runtime from `resources`."""
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    stages = schema["properties"]["resources"]["properties"]
+    declared = {}
+    for path in RULE_FILES:
+        for name, directives in _rules(path.read_text()).items():
+            found = re.findall(
+                r'(mem_mb|runtime)=RESOURCES\["(\w+)"\]\["\1"\]', directives.get("resources", "")
+            )
+            if found:
+                assert {key for key, _ in found} == {"mem_mb", "runtime"}, name
+                assert {stage for _, stage in found} <= set(stages), name
+                declared[name] = found[0][1]
+    assert {
+        "behaviour_policies",
+        "offline_data",
+        "minari_data",
+        "far_data",
+        "splits",
+        "train",
+        "evaluate",
+        "report_tables",
+        "report_frontier_overview",
+        "report_frontier",
+        "report_metrics",
+        "select",
+        "aggregate",
+    } <= set(declared)
+    for stage, spec in stages.items():
+        assert set(spec["default"]) == {"mem_mb", "runtime"}, stage
+        assert all(isinstance(v, int) and v > 0 for v in spec["default"].values()), stage
+    assert stages["policies"]["default"]["runtime"] >= 8 * 60  # ARS: hours
 
 
 @pytest.mark.parametrize(
@@ -257,6 +295,25 @@ def test_slurm_profile_resolves(workdir):
             ["ridge_center", "original", "zero"],
         ),
         (lambda c: c.update(variance_calibration=["raw", "cal"]), ["cal", "raw", "vcal"]),
+        (
+            lambda c: c["data"].update(val_fraction=0.6, id_fraction=0.5),
+            ["data.val_fraction", "data.id_fraction", "0.6", "0.5"],
+        ),
+        (
+            lambda c: c["model"].update(min_logvar=2.0, max_logvar=-1.0),
+            ["model.min_logvar = 2.0", "model.max_logvar = -1.0"],
+        ),
+        (
+            # layer 0 of InvertedPendulum: (4 obs + 1 action) x 32 = 160
+            lambda c: c["methods"]["pnc"]["fixed"].update(rank=161),
+            ["methods.pnc.rank = 161", "layer 0", "160", "model.hidden[0]"],
+        ),
+        (
+            lambda c: c["methods"]["pnc_nocorr"]["fixed"].update(rank=2000, layers=[1]),
+            ["methods.pnc_nocorr.rank = 2000", "layer 1", "model.hidden[0]", "1024"],
+        ),
+        (lambda c: c["train"].update(steps=120), ["train.steps = 120", "snapshot"]),
+        (lambda c: c["resources"].update(train={"mem_mb": 0}), ["resources.train.mem_mb", "0"]),
     ],
     ids=[
         "env",
@@ -270,10 +327,17 @@ def test_slurm_profile_resolves(workdir):
         "perturbation-norm",
         "ridge-center",
         "variance-calibration",
+        "val-plus-id-fraction",
+        "logvar-bounds",
+        "pnc-rank",
+        "pnc-nocorr-rank-deeper-layer",
+        "swag-snapshots",
+        "resources",
     ],
 )
 def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named):
     config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
+    config.setdefault("resources", {})
     change(config)
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -283,6 +347,65 @@ def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named)
     for word in named:
         assert word in message, message[-3000:]
     assert "Job stats" not in message  # rejected before any job is planned
+    assert len(message.splitlines()) < 30, message[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("change", "lines"),
+    [
+        (lambda c: c.pop("envs"), ["(top level): missing required key(s) envs"]),
+        (
+            lambda c: c.update(plots={"dpi": 300}),
+            ["(top level): unknown key(s) plots; allowed: envs, seeds, data"],
+        ),
+        (
+            lambda c: (c.pop("seeds"), c["data"].update(val_fraction=1.5), c.update(extra=1)),
+            [
+                "(top level): missing required key(s) seeds",
+                "(top level): unknown key(s) extra; allowed:",
+                "data.val_fraction = 1.5: must be < 1",
+            ],
+        ),
+    ],
+    ids=["missing-envs", "unknown-top-level-key", "several"],
+)
+def test_schema_violations_are_one_line_each(workdir, tmp_path, change, lines):
+    """One line per violation (key path, value, what is allowed), not the schema and config dump."""
+    config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
+    change(config)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = _snakemake(workdir, "-n", "--configfile", str(path))
+    assert proc.returncode != 0
+    message = proc.stdout + proc.stderr
+    assert f"invalid config ({len(lines)} problem(s)" in message, message[-3000:]
+    for line in lines:
+        assert line in message, message[-3000:]
+    assert len(message.splitlines()) < 30, message[-3000:]
+    assert "additionalProperties" not in message and "InvertedPendulum" not in message
+
+
+def test_config_defaults_are_filled_in(workdir, tmp_path):
+    """Keys left out take the schema's defaults, a stage's resources key by key."""
+    config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
+    config["resources"] = {"evaluate": {"mem_mb": 1234}}
+    path = tmp_path / "partial.yaml"
+    path.write_text(yaml.safe_dump(config))
+    probe = workdir / "probe.smk"
+    probe.write_text(
+        'include: "Snakefile"\n\n\n'
+        "print(\"PROBE\", json.dumps({'resources': RESOURCES, 'threads': config['threads'],"
+        " 'data': config['data']}))\n"
+    )
+    try:
+        proc = _snakemake(workdir, "-s", "probe.smk", "-n", "--configfile", str(path))
+    finally:
+        probe.unlink()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    probed = json.loads(proc.stdout.split("PROBE ", 1)[1].splitlines()[0])
+    assert probed["resources"]["evaluate"] == {"mem_mb": 1234, "runtime": 180}
+    assert probed["resources"]["train"] == {"mem_mb": 8000, "runtime": 60}
+    assert probed["data"]["val_fraction"] == 0.1 and probed["data"]["retrain_policies"] is False
 
 
 def test_behaviour_policies_are_trained_only_where_none_are_stored(workdir, tmp_path):

@@ -292,7 +292,9 @@ def load_splits(
     manifest = json.loads(manifest_path.read_text())
     if minari_io.file_sha256(npz_path) != manifest.get("splits_file_sha256"):
         raise ValueError(
-            f"{npz_path} does not match the hash in {manifest_path}; rebuild with --force"
+            f"{npz_path} does not match the hash in {manifest_path}; rebuild the splits: in the "
+            f"workflow `snakemake --forcerun {directory.as_posix()}/manifest.json`, by hand "
+            "`python -m pnc.data ... --force`"
         )
     with np.load(npz_path, allow_pickle=False) as z:
         splits = {s: (z[f"{s}_x"], z[f"{s}_y"]) for s in manifest["splits"]}

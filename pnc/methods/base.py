@@ -42,7 +42,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.io import load_pytree, read_json, save_pytree, write_json
+from pnc.io import (
+    ArtifactError,
+    file_sha256,
+    load_pytree,
+    read_json,
+    rebuild_hint,
+    save_pytree,
+    write_json,
+)
 from pnc.mlp import MLPConfig
 from pnc.predictive import Predictive
 from pnc.train import Standardizer, TrainConfig, TrainedModel, model_from_state, model_state
@@ -91,7 +99,11 @@ class TrainingRun:
     meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def save(self, directory: str | Path) -> None:
-        """Write ``run.msgpack`` (params, standardisers, extras) and ``run.json``; never pickles."""
+        """Write ``run.msgpack`` (params, standardisers, extras) and ``run.json``; never pickles.
+
+        ``run.json`` records the SHA-256 of ``run.msgpack`` (``msgpack_sha256``), which
+        :meth:`load` verifies.
+        """
         directory = Path(directory)
         save_pytree(
             directory / "run.msgpack", {**model_state(self.model), "extras": dict(self.extras)}
@@ -102,16 +114,41 @@ class TrainingRun:
                 "spec": {"kind": self.spec.kind, "options": [list(o) for o in self.spec.options]},
                 "model_config": self.model.config.to_dict(),
                 "meta": dict(self.meta),
+                "msgpack_sha256": file_sha256(directory / "run.msgpack"),
             },
         )
 
     @classmethod
     def load(cls, directory: str | Path) -> TrainingRun:
+        """Read a run written by :meth:`save`.
+
+        Raises:
+            FileNotFoundError: ``run.json`` or ``run.msgpack`` is missing (named).
+            pnc.io.ArtifactError: a file is truncated or corrupt, or ``run.msgpack`` does not
+                match the SHA-256 recorded in ``run.json`` (named, with the command that rebuilds
+                the run). Runs saved without a recorded SHA-256 are read unverified.
+        """
         directory = Path(directory)
-        info = read_json(directory / "run.json")
-        tree = load_pytree(directory / "run.msgpack")
-        model = model_from_state(MLPConfig.from_dict(info["model_config"]), tree)
-        spec = TrainingSpec(info["spec"]["kind"], tuple(tuple(o) for o in info["spec"]["options"]))
+        info_path, tree_path = directory / "run.json", directory / "run.msgpack"
+        info = read_json(info_path)
+        if not tree_path.is_file():
+            raise FileNotFoundError(f"{tree_path} not found; {rebuild_hint(tree_path)}")
+        expected = info.get("msgpack_sha256") if isinstance(info, dict) else None
+        if expected is not None and file_sha256(tree_path) != expected:
+            raise ArtifactError(
+                f"{tree_path} does not match the SHA-256 recorded in {info_path} (truncated, "
+                f"corrupt or replaced); {rebuild_hint(info_path)}"
+            )
+        tree = load_pytree(tree_path)
+        try:
+            model = model_from_state(MLPConfig.from_dict(info["model_config"]), tree)
+            options = tuple(tuple(o) for o in info["spec"]["options"])
+            spec = TrainingSpec(info["spec"]["kind"], options)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise ArtifactError(
+                f"{directory}: run.json and run.msgpack do not form a training run "
+                f"({type(err).__name__}: {err}); {rebuild_hint(info_path)}"
+            ) from err
         return cls(spec, model, tree.get("extras", {}) or {}, info.get("meta", {}))
 
 

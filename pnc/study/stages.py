@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from pnc.io import ArtifactError, rebuild_hint
 from pnc.keys import derive_key
 from pnc.methods.base import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig
@@ -56,6 +57,56 @@ from pnc.train import TrainConfig
 _LOG = logging.getLogger("pnc.workflow")
 
 
+class NonFiniteMetricError(ValueError):
+    """An evaluation produced a non-finite (``NaN``/``inf``) metric value.
+
+    Non-finite values are an error of the evaluation job, never a result: a configuration whose
+    predictive diverges (or splits holding non-finite data) fails its job, naming the
+    configuration, calibration variant, split and metric(s), so no metric table, selection or
+    results table ever holds a non-finite value.
+    """
+
+
+def check_finite(
+    rows: Sequence[tuple[str, str, float]],
+    *,
+    where: str,
+    config: str,
+    calibration: str,
+    split_data: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
+    splits_dir: str | Path | None = None,
+) -> None:
+    """Raise :class:`NonFiniteMetricError` if a ``(split, metric, value)`` row is not finite.
+
+    Args:
+        rows: the metric rows of one configuration in one calibration variant.
+        where: ``"env seed S method"``, the job, for the message.
+        config, calibration: which configuration and variant, for the message.
+        split_data: ``(x, y)`` per split; splits holding non-finite data are named as the cause.
+        splits_dir: where ``split_data`` came from, for the message.
+    """
+    bad: dict[str, list[str]] = {}
+    for split, metric, value in rows:
+        if not np.isfinite(value):
+            bad.setdefault(split, []).append(f"{metric}={value}")
+    if not bad:
+        return
+    parts = []
+    for split, names in bad.items():
+        part = f"split {split!r}: {', '.join(names)}"
+        x, y = (split_data or {}).get(split, (None, None))
+        for label, arr in (("inputs", x), ("targets", y)):
+            if arr is not None and not np.isfinite(np.asarray(arr, np.float64)).all():
+                part += f" (the split's {label} hold non-finite values in {splits_dir})"
+        parts.append(part)
+    raise NonFiniteMetricError(
+        f"{where}: configuration {config!r}, calibration {calibration!r}: non-finite metric "
+        f"value(s) on {'; '.join(parts)}. The configuration diverged or its data is not finite; "
+        "non-finite metrics are never written (remove the configuration from the grid or fix "
+        "the data)"
+    )
+
+
 #: The splits every study run needs (``mid`` is optional).
 REQUIRED_SPLITS: tuple[str, ...] = ("train", "val", "id", "near", "far")
 
@@ -63,10 +114,27 @@ REQUIRED_SPLITS: tuple[str, ...] = ("train", "val", "id", "near", "far")
 def load_split_arrays(
     directory: str | Path, required: Sequence[str] = REQUIRED_SPLITS
 ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict]:
-    """``pnc.data.load_splits`` with a check that the ``required`` splits are there."""
+    """``pnc.data.load_splits`` with a check that the ``required`` splits are there.
+
+    Raises:
+        FileNotFoundError: no splits in ``directory``.
+        pnc.io.ArtifactError: ``splits.npz`` or ``manifest.json`` is unreadable, truncated or does
+            not match its recorded hash (the message names the directory and how to rebuild it).
+        ValueError: a required split is missing.
+    """
     from pnc.data import load_splits
 
-    splits, manifest = load_splits(directory)
+    try:
+        splits, manifest = load_splits(directory)
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # numpy/zipfile/json raise many types on a damaged cache
+        if isinstance(err, ArtifactError):
+            raise
+        raise ArtifactError(
+            f"{directory}: cannot read the splits ({type(err).__name__}: {err}); "
+            f"{rebuild_hint(directory)}"
+        ) from err
     missing = [s for s in required if s not in splits]
     if missing:
         raise ValueError(f"{directory}: missing splits {missing}; found {sorted(splits)}")
@@ -210,6 +278,8 @@ def evaluate_run(
     Raises:
         ValueError: on unknown calibrations, a run other than ``run_id``, or splits lacking one
             the study needs (``val`` is named with what needs it).
+        NonFiniteMetricError: a metric value is ``NaN`` or ``inf`` (named with its configuration,
+            calibration variant, split and metric; the job fails rather than write it).
     """
     from pnc import methods as registry
 
@@ -263,6 +333,15 @@ def evaluate_run(
                 del pred
             predict_s = time.perf_counter() - started
             variants, scale = variant_rows(list(metric_rows(summaries)), summaries, calibrations)
+            for calibration, variant in variants.items():
+                check_finite(
+                    variant,
+                    where=f"{env} seed {seed} {method_id}",
+                    config=point.config_id,
+                    calibration=calibration,
+                    split_data={s: splits[s] for s in eval_splits},
+                    splits_dir=splits_dir,
+                )
             rows = point_rows[i] = []
             for calibration, variant in variants.items():
                 for split, metric, value in variant:

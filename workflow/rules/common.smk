@@ -1,14 +1,92 @@
 # Config -> targets and paths. Every target list, path helper and parameter string of the rules is
-# defined here, derived from `config` (validated against workflow/schemas/config.schema.yaml);
-# method grids are expanded with pnc.study.grid, so an unknown hyperparameter fails while the DAG is
-# built, before any job runs. Config errors found here are WorkflowErrors naming the key.
+# defined here, derived from `config`. The config is first checked against
+# workflow/schemas/config.schema.yaml (one line per violation: key path, offending value, what is
+# allowed), then validated again by Snakemake, which fills in the schema's defaults. Checks across
+# keys follow (fractions, log-variance bounds, P&C layers and ranks against the network, the SWAG
+# snapshots of the base run); method grids are expanded with pnc.study.grid, so an unknown
+# hyperparameter fails while the DAG is built, before any job runs. Every config error found here is
+# a WorkflowError naming the key and its value.
 
 import json
 import os
 import re
 
+from snakemake.utils import validate
+
 from pnc.mlp import MLPConfig
 from pnc.study import grid as pnc_grid
+
+SCHEMA = "workflow/schemas/config.schema.yaml"
+
+
+# ----------------------------------------------------------------------------- schema
+
+
+def _key_path(parts):
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def _short(value, limit=80):
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 4] + " ..."
+
+
+_BOUNDS = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+
+
+def _describe(error):
+    """One line for one schema violation: the key path, the offending value, what is allowed."""
+    path = _key_path(error.absolute_path)
+    kind, bound, value = error.validator, error.validator_value, error.instance
+    if "propertyNames" in error.relative_schema_path and kind == "enum":
+        return f"{path}: unknown key {value!r}; allowed: {', '.join(map(str, bound))}"
+    if kind == "required":
+        missing = [key for key in bound if key not in value]
+        return f"{path}: missing required key(s) {', '.join(missing)}"
+    if kind == "additionalProperties" and bound is False:
+        allowed = list(error.schema.get("properties", {}))
+        unknown = [key for key in value if key not in allowed]
+        unknown, allowed = ", ".join(map(str, unknown)), ", ".join(allowed)
+        return f"{path}: unknown key(s) {unknown}; allowed: {allowed}"
+    if kind == "enum":
+        return f"{path} = {_short(value)}: not one of {', '.join(map(str, bound))}"
+    if kind == "type":
+        return f"{path} = {_short(value)}: must be of type {bound}"
+    if kind in _BOUNDS:
+        return f"{path} = {_short(value)}: must be {_BOUNDS[kind]} {bound}"
+    if kind in ("minItems", "minProperties"):
+        return f"{path} = {_short(value)}: needs at least {bound} entr(y/ies)"
+    if kind == "uniqueItems":
+        return f"{path} = {_short(value)}: entries must be distinct"
+    return f"{path} = {_short(value)}: {_short(error.message, 160)}"
+
+
+def load_schema(schema_file):
+    import yaml
+
+    with open(os.path.join(workflow.basedir, schema_file)) as f:
+        return yaml.safe_load(f)
+
+
+def check_schema(data, schema):
+    """Raise a WorkflowError listing every violation of ``schema``, one line each."""
+    import jsonschema
+
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        lines = list(dict.fromkeys(_describe(e) for e in errors))
+        raise WorkflowError(
+            f"invalid config ({len(lines)} problem(s); every key is documented in {SCHEMA}):\n"
+            + "\n".join(f"  {line}" for line in lines)
+        )
+
+
+check_schema(config, load_schema(SCHEMA))
+validate(config, os.path.join(workflow.basedir, SCHEMA))  # passes now; fills in the defaults
 
 
 def _config_entry(key, kind):
@@ -52,9 +130,94 @@ def _check_perturbed_layers(points, hidden):
                 )
 
 
-_check_perturbed_layers(
-    GRID_POINTS, list((config.get("model") or {}).get("hidden", MLPConfig(out_dim=1).hidden))
-)
+def _check_fractions():
+    """The val and ID fractions of the expert episodes must leave episodes to train on."""
+    data = config.get("data") or {}
+    val, held = data.get("val_fraction", 0.1), data.get("id_fraction", 0.1)
+    if val + held >= 1:
+        raise WorkflowError(
+            f"invalid config: data.val_fraction + data.id_fraction = {val} + {held} = {val + held}"
+            " must be < 1 (the rest of the expert episodes is the train split)"
+        )
+
+
+def _check_logvar(model):
+    low, high = model.get("min_logvar", -10.0), model.get("max_logvar", 4.0)
+    if low >= high:
+        raise WorkflowError(
+            f"invalid config: model.min_logvar = {low} must be < model.max_logvar = {high}"
+        )
+
+
+def _check_pnc_rank(points, hidden, envs):
+    """P&C's perturbation rank against the kernel size d_in x d_out of every perturbed layer.
+
+    Layer 0's d_in is the environment's input (observation + action); layer l's is
+    model.hidden[l-1].
+    """
+    from pnc.data import env_spec
+
+    for method, method_points in points.items():
+        for point in method_points:
+            cfg = point.config
+            if not hasattr(cfg, "perturbed_layers"):
+                continue
+            for layer in cfg.perturbed_layers(len(hidden)):
+                for env in envs:
+                    if layer == 0:
+                        spec = env_spec(env)
+                        d_in = spec.obs_dim + spec.act_dim
+                        source = f"{env}: obs {spec.obs_dim} + action {spec.act_dim}"
+                    else:
+                        d_in, source = hidden[layer - 1], f"model.hidden[{layer - 1}]"
+                    d_out = hidden[layer]
+                    if cfg.rank > d_in * d_out:
+                        raise WorkflowError(
+                            f"invalid config: methods.{method}.rank = {cfg.rank} is larger than the"
+                            f" kernel of perturbed hidden layer {layer}: d_in {d_in} ({source}) x"
+                            f" d_out {d_out} (model.hidden[{layer}] = {d_out}) = {d_in * d_out}"
+                        )
+
+
+def _check_snapshots(points, steps):
+    """The base run's SWAG snapshots: >= 2 are needed; SWAG/Subspace ranks above them are cut."""
+    from pnc.methods import SWAGCollection
+
+    warned = set()
+    for method, method_points in points.items():
+        for point in method_points:
+            if point.spec.kind != "base":
+                continue
+            collection = SWAGCollection.from_options(point.spec.options)
+            n_snap = collection.n_snapshots(steps)
+            if n_snap < 2:
+                raise WorkflowError(
+                    f"invalid config: train.steps = {steps} gives {n_snap} SWAG snapshot(s) in the"
+                    f" base run (one every {collection.every} steps after"
+                    f" {collection.start_frac:g} of training) that methods.{method} trains on;"
+                    " it needs >= 2"
+                )
+            kept = min(collection.rank, n_snap)
+            rank = getattr(point.config, "rank", None)
+            if rank is not None and rank > kept and method in {"swag", "subspace"} - warned:
+                warned.add(method)
+                logger.warning(
+                    f"config: methods.{method}.rank = {rank} is above the {kept} deviation"
+                    f" columns the base run keeps (train.steps = {steps}); {kept} are used"
+                )
+
+
+def _check_across_keys(points):
+    model = config.get("model") or {}
+    hidden = list(model.get("hidden", MLPConfig(out_dim=1).hidden))
+    _check_fractions()
+    _check_logvar(model)
+    _check_perturbed_layers(points, hidden)
+    _check_pnc_rank(points, hidden, [str(e) for e in config["envs"]])
+    _check_snapshots(points, int((config.get("train") or {}).get("steps", 5000)))
+
+
+_check_across_keys(GRID_POINTS)
 ENVS = [str(e) for e in _config_entry("envs", list)]
 SEEDS = [int(s) for s in _config_entry("seeds", list)]
 METHODS = list(GRID_POINTS)
@@ -68,6 +231,18 @@ if DATA.get("source") not in ("offline", "minari"):
     )
 THREADS = {"train": 1, "evaluate": 1, "data": 1, **config.get("threads", {})}
 MINARI_ROOT = DATA.get("minari_root", "resources/minari")
+
+
+def _job_resources():
+    """Stage -> {mem_mb, runtime}: config `resources`; a key left out keeps the schema's default."""
+    stages = load_schema(SCHEMA)["properties"]["resources"]["properties"]
+    given = config.get("resources") or {}
+    return {
+        stage: {**spec["default"], **(given.get(stage) or {})} for stage, spec in stages.items()
+    }
+
+
+RESOURCES = _job_resources()
 
 
 def _alternatives(values):

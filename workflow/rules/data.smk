@@ -14,6 +14,9 @@ rule behaviour_policies:
         "logs/behaviour_policies/{env}.log",
     benchmark:
         "benchmarks/behaviour_policies/{env}.tsv"
+    resources:
+        mem_mb=RESOURCES["policies"]["mem_mb"],
+        runtime=RESOURCES["policies"]["runtime"],
     threads: THREADS["data"]
     conda:
         "../../envs/pnc.yaml"
@@ -38,6 +41,9 @@ rule offline_data:
         "logs/offline_data/{env}.log",
     benchmark:
         "benchmarks/offline_data/{env}.tsv"
+    resources:
+        mem_mb=RESOURCES["data"]["mem_mb"],
+        runtime=RESOURCES["data"]["runtime"],
     threads: THREADS["data"]
     conda:
         "../../envs/pnc.yaml"
@@ -60,6 +66,9 @@ rule minari_data:
         "logs/minari_data/{env}.log",
     benchmark:
         "benchmarks/minari_data/{env}.tsv"
+    resources:
+        mem_mb=RESOURCES["data"]["mem_mb"],
+        runtime=RESOURCES["data"]["runtime"],
     threads: THREADS["data"]
     conda:
         "../../envs/pnc.yaml"
@@ -81,6 +90,9 @@ rule far_data:
         "logs/far_data/{env}.log",
     benchmark:
         "benchmarks/far_data/{env}.tsv"
+    resources:
+        mem_mb=RESOURCES["data"]["mem_mb"],
+        runtime=RESOURCES["data"]["runtime"],
     threads: THREADS["data"]
     conda:
         "../../envs/pnc.yaml"
@@ -108,6 +120,9 @@ rule splits:
         "logs/splits/{env}/seed{seed}.log",
     benchmark:
         "benchmarks/splits/{env}/seed{seed}.tsv"
+    resources:
+        mem_mb=RESOURCES["splits"]["mem_mb"],
+        runtime=RESOURCES["splits"]["runtime"],
     threads: THREADS["data"]
     conda:
         "../../envs/pnc.yaml"

@@ -23,6 +23,9 @@ rule evaluate:
         "logs/evaluate/{env}/seed{seed}/{method}/{run}.log",
     benchmark:
         "benchmarks/evaluate/{env}/seed{seed}/{method}/{run}.tsv"
+    resources:
+        mem_mb=RESOURCES["evaluate"]["mem_mb"],
+        runtime=RESOURCES["evaluate"]["runtime"],
     threads: THREADS["evaluate"]
     conda:
         "../../envs/pnc.yaml"

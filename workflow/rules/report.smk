@@ -32,6 +32,9 @@ rule report_tables:
         "logs/report/tables.log",
     benchmark:
         "benchmarks/report/tables.tsv"
+    resources:
+        mem_mb=RESOURCES["report"]["mem_mb"],
+        runtime=RESOURCES["report"]["runtime"],
     threads: 1
     conda:
         "../../envs/pnc.yaml"
@@ -60,6 +63,9 @@ rule report_frontier_overview:
         "logs/report/frontier_all.log",
     benchmark:
         "benchmarks/report/frontier_all.tsv"
+    resources:
+        mem_mb=RESOURCES["report"]["mem_mb"],
+        runtime=RESOURCES["report"]["runtime"],
     threads: 1
     conda:
         "../../envs/pnc.yaml"
@@ -88,6 +94,9 @@ rule report_frontier:
         "logs/report/frontier/{env}.log",
     benchmark:
         "benchmarks/report/frontier/{env}.tsv"
+    resources:
+        mem_mb=RESOURCES["report"]["mem_mb"],
+        runtime=RESOURCES["report"]["runtime"],
     threads: 1
     conda:
         "../../envs/pnc.yaml"
@@ -116,6 +125,9 @@ rule report_metrics:
         "logs/report/metrics/{env}.log",
     benchmark:
         "benchmarks/report/metrics/{env}.tsv"
+    resources:
+        mem_mb=RESOURCES["report"]["mem_mb"],
+        runtime=RESOURCES["report"]["runtime"],
     threads: 1
     conda:
         "../../envs/pnc.yaml"

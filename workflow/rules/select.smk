@@ -14,6 +14,11 @@ rule select:
         selection="results/envs/{env}/selection.json",
     params:
         seeds=" ".join(str(s) for s in SEEDS),
+        methods=json.dumps(config["methods"]),
+        calibrations=calibration_options(),
+    resources:
+        mem_mb=RESOURCES["select"]["mem_mb"],
+        runtime=RESOURCES["select"]["runtime"],
     log:
         "logs/select/{env}.log",
     benchmark:
@@ -23,6 +28,8 @@ rule select:
         "../../envs/pnc.yaml"
     shell:
         "python -m pnc.workflow.select --threads {threads} {input:q} --seeds {params.seeds}"
+        " --env {wildcards.env} --methods-json {params.methods:q}"
+        " --calibrations {params.calibrations}"
         " --all-configs {output.all_configs:q} --results {output.results:q}"
         " --selection {output.selection:q} > {log:q} 2>&1"
 
@@ -38,6 +45,9 @@ rule aggregate:
         all_configs="results/all_configs.csv",
         results="results/results.csv",
         selection="results/selection.json",
+    resources:
+        mem_mb=RESOURCES["select"]["mem_mb"],
+        runtime=RESOURCES["select"]["runtime"],
     log:
         "logs/aggregate.log",
     benchmark:

@@ -22,6 +22,9 @@ rule train:
         "logs/train/{env}/seed{seed}/{run}.log",
     benchmark:
         "benchmarks/train/{env}/seed{seed}/{run}.tsv"
+    resources:
+        mem_mb=RESOURCES["train"]["mem_mb"],
+        runtime=RESOURCES["train"]["runtime"],
     threads: THREADS["train"]
     conda:
         "../../envs/pnc.yaml"
