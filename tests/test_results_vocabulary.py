@@ -160,17 +160,9 @@ def test_load_names_a_missing_file(tmp_path):
 
 
 def test_calibration_vocabulary():
-    assert vocab.RESULT_COLUMNS == (
-        "env",
-        "method",
-        "config",
-        "calibration",
-        "seed",
-        "split",
-        "metric",
-        "value",
-        "data_source",
-    )
+    columns = vocab.RESULT_COLUMNS
+    assert set(columns) == set(vocab.REQUIRED_COLUMNS) | set(vocab.OPTIONAL_DEFAULTS)
+    assert columns.index("calibration") == columns.index("config") + 1
     assert vocab.CALIBRATIONS == ("raw", "vcal") == (vocab.RAW, vocab.VCAL)
     assert vocab.OPTIONAL_DEFAULTS["calibration"] == "raw"
     assert "calibration" in vocab.MEASUREMENT_KEY

@@ -269,6 +269,18 @@ def test_rules_declare_memory_and_runtime_from_the_config():
     assert stages["policies"]["default"]["runtime"] >= 8 * 60  # ARS: hours
 
 
+def _rejected_config_message(workdir, tmp_path, change) -> str:
+    """Dry run on the tiny config changed by ``change``: it must fail; returns its output."""
+    config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
+    config.setdefault("resources", {})
+    change(config)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = _snakemake(workdir, "-n", "--configfile", str(path))
+    assert proc.returncode != 0
+    return proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize(
     ("change", "named"),
     [
@@ -336,14 +348,7 @@ def test_rules_declare_memory_and_runtime_from_the_config():
     ],
 )
 def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named):
-    config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
-    config.setdefault("resources", {})
-    change(config)
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(config))
-    proc = _snakemake(workdir, "-n", "--configfile", str(path))
-    assert proc.returncode != 0
-    message = proc.stdout + proc.stderr
+    message = _rejected_config_message(workdir, tmp_path, change)
     for word in named:
         assert word in message, message[-3000:]
     assert "Job stats" not in message  # rejected before any job is planned
@@ -371,13 +376,7 @@ def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named)
 )
 def test_schema_violations_are_one_line_each(workdir, tmp_path, change, lines):
     """One line per violation (key path, value, what is allowed), not the schema and config dump."""
-    config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
-    change(config)
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(config))
-    proc = _snakemake(workdir, "-n", "--configfile", str(path))
-    assert proc.returncode != 0
-    message = proc.stdout + proc.stderr
+    message = _rejected_config_message(workdir, tmp_path, change)
     assert f"invalid config ({len(lines)} problem(s)" in message, message[-3000:]
     for line in lines:
         assert line in message, message[-3000:]
