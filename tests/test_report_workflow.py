@@ -19,7 +19,7 @@ DESCRIPTION = ROOT / "workflow" / "report" / "workflow.rst"
 
 @pytest.mark.slow
 def test_report_rules_run_and_build_html_report(tmp_path):
-    env = "InvertedPendulum-v5"
+    env = "InvertedPendulum"
     results, all_configs = make_results(envs=(env,), no_mid=(env,), seeds=(0, 1))
     (tmp_path / "results").mkdir()
     results.to_csv(tmp_path / "results" / "results.csv", index=False)

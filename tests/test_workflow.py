@@ -11,8 +11,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -435,12 +437,19 @@ def test_atomic_path_leaves_nothing_on_failure(tmp_path):
     assert target.read_text() == "complete" and len(list(target.parent.iterdir())) == 1
 
 
-@pytest.mark.slow
-def test_tiny_config_end_to_end(tmp_path):
-    """All rules on .test/config.yaml, then a dry re-run with nothing to do (a few minutes)."""
-    workdir = _copy_workflow(tmp_path)
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    """A clean run of every rule on .test/config.yaml in a temporary copy (a few minutes)."""
+    workdir = _copy_workflow(tmp_path_factory.mktemp("tiny"))
     proc = _snakemake(workdir, "--cores", "2", "--configfile", ".test/config.yaml", timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return workdir
+
+
+@pytest.mark.slow
+def test_tiny_config_end_to_end(tiny_run):
+    """All rules on .test/config.yaml, then a dry re-run with nothing to do."""
+    workdir = tiny_run
 
     results = pd.read_csv(workdir / "results" / "results.csv")
     config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
@@ -481,3 +490,93 @@ def test_tiny_config_end_to_end(tmp_path):
     again = _snakemake(workdir, "-n", "--configfile", ".test/config.yaml")
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
+
+
+#: Outputs that must not depend on how the run got there (timings live elsewhere).
+DETERMINISTIC_OUTPUTS = ("results/results.csv", "results/all_configs.csv", "results/selection.json")
+
+
+def _interrupt_after_first(workdir: Path, pattern: str, timeout: float = 600) -> int:
+    """Start the tiny run, send Ctrl-C (SIGINT) once a file matching ``pattern`` exists."""
+    env = {
+        **os.environ,
+        "PYTHONWARNINGS": "ignore",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    proc = subprocess.Popen(
+        [*SNAKEMAKE, "--cores", "2", "--configfile", ".test/config.yaml"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while not list(workdir.glob(pattern)):
+            assert proc.poll() is None, "the run ended before it could be interrupted"
+            assert time.monotonic() < deadline, f"no {pattern} after {timeout} s"
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        return proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def resumed_run(tiny_run, tmp_path_factory) -> Path:
+    """The tiny run interrupted with Ctrl-C after its first evaluation table, then resumed."""
+    workdir = _copy_workflow(tmp_path_factory.mktemp("resumed"))
+    code = _interrupt_after_first(workdir, "results/metrics/*/seed0/*/*.csv")
+    assert code != 0 and not (workdir / "results" / "results.csv").exists()
+    proc = _snakemake(workdir, "--cores", "2", "--configfile", ".test/config.yaml", timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return workdir
+
+
+@pytest.mark.slow
+def test_interrupted_run_resumes_to_identical_results(tiny_run, resumed_run):
+    for name in DETERMINISTIC_OUTPUTS:
+        assert (resumed_run / name).read_bytes() == (tiny_run / name).read_bytes(), name
+    for table in sorted((tiny_run / "results" / "metrics").rglob("*.csv")):
+        other = resumed_run / table.relative_to(tiny_run)
+        assert other.read_bytes() == table.read_bytes(), table
+
+
+@pytest.mark.slow
+def test_cut_metric_table_fails_selection_naming_it(tiny_run, resumed_run):
+    """A table cut at a line boundary is refused by the selection job, which names the file, the
+    missing rows and the command that rebuilds it; that command restores the results."""
+    name = "results/metrics/InvertedPendulum/seed0/pnc/base.csv"
+    table = resumed_run / name
+    table.write_text("".join(table.read_text().splitlines(keepends=True)[:14]))
+    proc = _snakemake(
+        resumed_run, "results/results.csv", "--cores", "2", "--configfile", ".test/config.yaml"
+    )
+    assert proc.returncode != 0
+    log = (resumed_run / "logs/select/InvertedPendulum.log").read_text()
+    assert name in log and "incomplete metric tables" in log, log[-3000:]
+    assert f"snakemake --forcerun {name}" in log, log[-3000:]
+    proc = _snakemake(
+        resumed_run, "results/results.csv", "--cores", "2", "--forcerun", name,
+        "--configfile", ".test/config.yaml", timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for output in DETERMINISTIC_OUTPUTS:
+        assert (resumed_run / output).read_bytes() == (tiny_run / output).read_bytes(), output
+
+
+@pytest.mark.slow
+def test_truncated_run_fails_naming_it_and_the_target(resumed_run):
+    run = resumed_run / "results/runs/InvertedPendulum/seed0/base/run.msgpack"
+    run.write_bytes(run.read_bytes()[:-100])
+    target = "results/metrics/InvertedPendulum/seed0/swag/base.csv"
+    proc = _snakemake(
+        resumed_run, target, "--cores", "1", "--forcerun", target,
+        "--configfile", ".test/config.yaml",
+    )  # fmt: skip
+    assert proc.returncode != 0
+    log = (resumed_run / "logs/evaluate/InvertedPendulum/seed0/swag/base.log").read_text()
+    assert "run.msgpack" in log and "--forcerun" in log, log[-3000:]

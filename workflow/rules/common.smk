@@ -17,6 +17,10 @@ from pnc.mlp import MLPConfig
 from pnc.study import grid as pnc_grid
 
 SCHEMA = "workflow/schemas/config.schema.yaml"
+# the schema next to this file, wherever the including Snakefile lives
+SCHEMA_PATH = os.path.normpath(
+    os.path.join(workflow.current_basedir, "..", "schemas", "config.schema.yaml")
+)
 
 
 # ----------------------------------------------------------------------------- schema
@@ -64,10 +68,10 @@ def _describe(error):
     return f"{path} = {_short(value)}: {_short(error.message, 160)}"
 
 
-def load_schema(schema_file):
+def load_schema(schema_path):
     import yaml
 
-    with open(os.path.join(workflow.basedir, schema_file)) as f:
+    with open(schema_path) as f:
         return yaml.safe_load(f)
 
 
@@ -85,8 +89,8 @@ def check_schema(data, schema):
         )
 
 
-check_schema(config, load_schema(SCHEMA))
-validate(config, os.path.join(workflow.basedir, SCHEMA))  # passes now; fills in the defaults
+check_schema(config, load_schema(SCHEMA_PATH))
+validate(config, SCHEMA_PATH)  # passes now; fills in the defaults
 
 
 def _config_entry(key, kind):
@@ -235,7 +239,7 @@ MINARI_ROOT = DATA.get("minari_root", "resources/minari")
 
 def _job_resources():
     """Stage -> {mem_mb, runtime}: config `resources`; a key left out keeps the schema's default."""
-    stages = load_schema(SCHEMA)["properties"]["resources"]["properties"]
+    stages = load_schema(SCHEMA_PATH)["properties"]["resources"]["properties"]
     given = config.get("resources") or {}
     return {
         stage: {**spec["default"], **(given.get(stage) or {})} for stage, spec in stages.items()
