@@ -13,7 +13,6 @@ import re
 
 from snakemake.utils import validate
 
-from pnc.mlp import MLPConfig
 from pnc.study import grid as pnc_grid
 
 SCHEMA = "workflow/schemas/config.schema.yaml"
@@ -93,80 +92,42 @@ check_schema(config, load_schema(SCHEMA_PATH))
 validate(config, SCHEMA_PATH)  # passes now; fills in the defaults
 
 
-def _config_entry(key, kind):
-    value = config.get(key)
-    if not isinstance(value, kind) or not value:
-        raise WorkflowError(
-            f"invalid config: {key!r} must be a non-empty {kind.__name__}, got {value!r}"
-        )
-    return value
+# The schema has filled in every default by now (validate above), and it requires non-empty
+# `envs`, `seeds` and `methods` and a known `data.source`: the checks below read values directly.
 
 
 def _check_methods():
     try:
-        points = pnc_grid.expand_all(_config_entry("methods", dict))
+        return pnc_grid.expand_all(config["methods"])
     except (KeyError, ValueError) as err:
         raise WorkflowError(f"invalid config: {err}") from None
-    return points
 
 
 GRID_POINTS = _check_methods()
+ENVS = [str(e) for e in config["envs"]]
+SEEDS = [int(s) for s in config["seeds"]]
+DATA = config["data"]
 
 
-def _check_perturbed_layers(points, hidden):
-    """P&C's `layers` against model.hidden, and `calibration_size` against data.max_train."""
-    max_train = (config.get("data") or {}).get("max_train")
-    for method, method_points in points.items():
-        for point in method_points:
-            cfg = point.config
-            if hasattr(cfg, "perturbed_layers"):
-                try:
-                    cfg.perturbed_layers(len(hidden))
-                except ValueError as err:
-                    raise WorkflowError(
-                        f"invalid config: methods.{method}.layers: {err} (model.hidden = {hidden})"
-                    ) from None
-            size = getattr(cfg, "calibration_size", None)
-            if size is not None and max_train is not None and size > max_train:
-                raise WorkflowError(
-                    f"invalid config: methods.{method}.calibration_size = {size} is larger than"
-                    f" data.max_train = {max_train} (the calibration set is drawn from the train split)"
-                )
-
-
-def _check_fractions():
-    """The val and ID fractions of the expert episodes must leave episodes to train on."""
-    data = config.get("data") or {}
-    val, held = data.get("val_fraction", 0.1), data.get("id_fraction", 0.1)
-    if val + held >= 1:
-        raise WorkflowError(
-            f"invalid config: data.val_fraction + data.id_fraction = {val} + {held} = {val + held}"
-            " must be < 1 (the rest of the expert episodes is the train split)"
-        )
-
-
-def _check_logvar(model):
-    low, high = model.get("min_logvar", -10.0), model.get("max_logvar", 4.0)
-    if low >= high:
-        raise WorkflowError(
-            f"invalid config: model.min_logvar = {low} must be < model.max_logvar = {high}"
-        )
-
-
-def _check_pnc_rank(points, hidden, envs):
-    """P&C's perturbation rank against the kernel size d_in x d_out of every perturbed layer.
-
-    Layer 0's d_in is the environment's input (observation + action); layer l's is
-    model.hidden[l-1].
-    """
+def _check_pnc(points, hidden, envs):
+    """P&C's `layers` against model.hidden, its `rank` against the kernel size d_in x d_out of
+    every perturbed layer (layer 0's d_in is the environment's observation + action, layer l's is
+    model.hidden[l-1]), and `calibration_size` against data.max_train."""
     from pnc.data import env_spec
 
+    max_train = DATA.get("max_train")
     for method, method_points in points.items():
         for point in method_points:
             cfg = point.config
             if not hasattr(cfg, "perturbed_layers"):
                 continue
-            for layer in cfg.perturbed_layers(len(hidden)):
+            try:
+                layers = cfg.perturbed_layers(len(hidden))
+            except ValueError as err:
+                raise WorkflowError(
+                    f"invalid config: methods.{method}.layers: {err} (model.hidden = {hidden})"
+                ) from None
+            for layer in layers:
                 for env in envs:
                     if layer == 0:
                         spec = env_spec(env)
@@ -181,6 +142,30 @@ def _check_pnc_rank(points, hidden, envs):
                             f" kernel of perturbed hidden layer {layer}: d_in {d_in} ({source}) x"
                             f" d_out {d_out} (model.hidden[{layer}] = {d_out}) = {d_in * d_out}"
                         )
+            size = cfg.calibration_size
+            if size is not None and max_train is not None and size > max_train:
+                raise WorkflowError(
+                    f"invalid config: methods.{method}.calibration_size = {size} is larger than"
+                    f" data.max_train = {max_train} (the calibration set is drawn from the train split)"
+                )
+
+
+def _check_fractions():
+    """The val and ID fractions of the expert episodes must leave episodes to train on."""
+    val, held = DATA["val_fraction"], DATA["id_fraction"]
+    if val + held >= 1:
+        raise WorkflowError(
+            f"invalid config: data.val_fraction + data.id_fraction = {val} + {held} = {val + held}"
+            " must be < 1 (the rest of the expert episodes is the train split)"
+        )
+
+
+def _check_logvar(model):
+    low, high = model["min_logvar"], model["max_logvar"]
+    if low >= high:
+        raise WorkflowError(
+            f"invalid config: model.min_logvar = {low} must be < model.max_logvar = {high}"
+        )
 
 
 def _check_snapshots(points, steps):
@@ -212,27 +197,18 @@ def _check_snapshots(points, steps):
 
 
 def _check_across_keys(points):
-    model = config.get("model") or {}
-    hidden = list(model.get("hidden", MLPConfig(out_dim=1).hidden))
+    model = config["model"]
     _check_fractions()
     _check_logvar(model)
-    _check_perturbed_layers(points, hidden)
-    _check_pnc_rank(points, hidden, [str(e) for e in config["envs"]])
-    _check_snapshots(points, int((config.get("train") or {}).get("steps", 5000)))
+    _check_pnc(points, list(model["hidden"]), ENVS)
+    _check_snapshots(points, int(config["train"]["steps"]))
 
 
 _check_across_keys(GRID_POINTS)
-ENVS = [str(e) for e in _config_entry("envs", list)]
-SEEDS = [int(s) for s in _config_entry("seeds", list)]
 METHODS = list(GRID_POINTS)
 # distinct training runs (run_id -> spec) and evaluation jobs (method, run_id)
 TRAINING_RUNS = {p.run_id: p.spec for pts in GRID_POINTS.values() for p in pts}
 METHOD_RUNS = list(dict.fromkeys((m, p.run_id) for m, pts in GRID_POINTS.items() for p in pts))
-DATA = config.get("data") or {}
-if DATA.get("source") not in ("offline", "minari"):
-    raise WorkflowError(
-        f"invalid config: data.source must be 'offline' or 'minari', got {DATA.get('source')!r}"
-    )
 THREADS = {"train": 1, "evaluate": 1, "data": 1, **config.get("threads", {})}
 MINARI_ROOT = DATA.get("minari_root", "resources/minari")
 
