@@ -97,12 +97,14 @@ class CalibrationInfo:
 #: The variants every configuration may be evaluated in, in candidate order (on equal validation
 #: NLL the earlier wins). ``vcal`` multiplies the moment-matched predictive variance by one scalar
 #: fitted on the validation split (:mod:`pnc.study.calibration`).
+RAW = "raw"
+VCAL = "vcal"
 CALIBRATION_INFO: dict[str, CalibrationInfo] = {
     c.id: c
     for c in (
-        CalibrationInfo("raw", "", "raw: the method's predictive as constructed."),
+        CalibrationInfo(RAW, "", "raw: the method's predictive as constructed."),
         CalibrationInfo(
-            "vcal",
+            VCAL,
             "+ vcal",
             "+ vcal: post-hoc variance calibration, the predictive variance multiplied by one "
             "scalar per (configuration, seed) fitted on the validation split (mean squared "
@@ -111,8 +113,6 @@ CALIBRATION_INFO: dict[str, CalibrationInfo] = {
     )
 }
 CALIBRATIONS: tuple[str, ...] = tuple(CALIBRATION_INFO)
-RAW = "raw"
-VCAL = "vcal"
 
 # --------------------------------------------------------------------------------------------
 # Methods

@@ -237,13 +237,7 @@ def read_metric_tables(paths: Iterable[str | Path]) -> pd.DataFrame:
         frames.append(frame.assign(**{_SOURCE: str(path)}))
     if not frames:
         raise ValueError("no metric tables given")
-    out = validate(pd.concat(frames, ignore_index=True), **METRIC_TABLE_CHECKS)
-    return out
-
-
-def read_tables(paths: Iterable[str]) -> pd.DataFrame:
-    """Concatenate metric CSVs and validate them (``value`` as float64, ``config`` as string)."""
-    return read_metric_tables(paths).drop(columns=_SOURCE)
+    return validate(pd.concat(frames, ignore_index=True), **METRIC_TABLE_CHECKS)
 
 
 def split_metrics(splits: Iterable[str]) -> list[tuple[str, str]]:
@@ -337,6 +331,18 @@ def check_complete(
                 str(m): [(c, None) for c in dict.fromkeys(g["config"])]
                 for m, g in sub_env.groupby("method", sort=False)
             }
+        # the variants expected per method: given, else those seen for the (env, method)
+        kinds_of = {
+            method: variants
+            if variants is not None
+            else [
+                k
+                for k in CALIBRATIONS
+                if k in set(sub_env.loc[sub_env.method == method, "calibration"])
+            ]
+            for method in plan
+        }
+        known = {(m, c, k) for m, pts in plan.items() for c, _ in pts for k in kinds_of[m]}
         for seed in seeds:
             sub = sub_env[sub_env["seed"] == seed]
             rows = split_metrics(
@@ -353,13 +359,7 @@ def check_complete(
                 )
             )
             for method, points in plan.items():
-                kinds = variants
-                if kinds is None:
-                    kinds = [
-                        k
-                        for k in CALIBRATIONS
-                        if k in set(sub_env.loc[sub_env.method == method, "calibration"])
-                    ]
+                kinds = kinds_of[method]
                 runs = list(dict.fromkeys(r for _, r in points))
                 for run in runs:
                     configs = [c for c, r in points if r == run]
@@ -387,12 +387,6 @@ def check_complete(
                             f"{'; '.join(missing[:8])}{more}; "
                             f"{rebuild_hint(table.split(' ')[0].rstrip(','))}"
                         )
-            known = {
-                (m, c, k)
-                for m, pts in plan.items()
-                for c, _ in pts
-                for k in (variants or CALIBRATIONS)
-            }
             extra = sub.loc[
                 np.array(
                     [
@@ -485,13 +479,13 @@ def concatenate_outputs(
         },
         "results": {"all_columns": True},
     }
-    frames = {}
-    for name, paths in (("all_configs", all_configs), ("results", results)):
-        parts = []
-        for path in paths:
-            read_table(path, **checks[name])  # names a truncated or malformed file
-            parts.append(read_csv(path))
-        frames[name] = pd.concat(parts, ignore_index=True)
+    frames = {
+        name: pd.concat(
+            [read_table(path, **checks[name]) for path in paths],  # names a bad file
+            ignore_index=True,
+        )
+        for name, paths in (("all_configs", all_configs), ("results", results))
+    }
     _check_consistent(frames["all_configs"], frames["results"], merged)
     for name, frame in frames.items():
         write_csv(frame, out / f"{name}.csv")

@@ -126,11 +126,9 @@ def load_split_arrays(
 
     try:
         splits, manifest = load_splits(directory)
-    except FileNotFoundError:
+    except (FileNotFoundError, ArtifactError):
         raise
     except Exception as err:  # numpy/zipfile/json raise many types on a damaged cache
-        if isinstance(err, ArtifactError):
-            raise
         raise ArtifactError(
             f"{directory}: cannot read the splits ({type(err).__name__}: {err}); "
             f"{rebuild_hint(directory)}"
@@ -333,6 +331,7 @@ def evaluate_run(
                 del pred
             predict_s = time.perf_counter() - started
             variants, scale = variant_rows(list(metric_rows(summaries)), summaries, calibrations)
+            point_rows[i] = []
             for calibration, variant in variants.items():
                 check_finite(
                     variant,
@@ -342,22 +341,10 @@ def evaluate_run(
                     split_data={s: splits[s] for s in eval_splits},
                     splits_dir=splits_dir,
                 )
-            rows = point_rows[i] = []
-            for calibration, variant in variants.items():
-                for split, metric, value in variant:
-                    rows.append(
-                        (
-                            env,
-                            method_id,
-                            point.config_id,
-                            calibration,
-                            seed,
-                            split,
-                            metric,
-                            value,
-                            data_source,
-                        )
-                    )
+                point_rows[i] += [
+                    (env, method_id, point.config_id, calibration, seed, *row, data_source)
+                    for row in variant
+                ]
             point_timings[i] = {
                 "config": point.config_id,
                 "build_s": build_s,
