@@ -1,11 +1,15 @@
-"""The Gaussian MLP: a ReLU network with a mean head and a bounded log-variance head.
+"""The Gaussian MLP: a ReLU network with a mean head and a variance head.
 
 The network maps standardised inputs ``x`` (shape ``[..., in_dim]``) to a Gaussian predictive
 ``(mean, variance)`` over standardised targets (each ``[..., out_dim]``). Hidden layers are named
 ``hidden_0 .. hidden_{L-1}`` and the output layer ``head``: one affine map whose ``2 * out_dim``
-outputs are split into the mean and the raw log-variance. Keeping both heads in one affine layer
-makes "the affine layer after the last hidden layer" a single ``(kernel, bias)`` pair, which is what
-Perturb-and-Correct corrects.
+outputs are split into the mean and the raw variance parameter. Two separate affine heads on the
+same last hidden layer (the authors' model) are exactly this map with their kernels side by side;
+keeping them in one layer makes "the affine layer after the last hidden layer" a single
+``(kernel, bias)`` pair, which is what Perturb-and-Correct corrects when it perturbs the last hidden
+layer. The variance link is a config choice: ``softplus`` (``var = softplus(v) + min_variance``,
+the authors' model) or ``bounded_logvar`` (a soft clamp of ``log var`` into
+``[min_logvar, max_logvar]``).
 
 Besides the Flax module there is a pure functional forward pass over the parameter pytree
 (:func:`forward`, :func:`hidden_activations`, :func:`head_outputs`) that P&C and the baselines use
@@ -24,6 +28,9 @@ import jax.numpy as jnp
 Array = jax.Array
 Params = dict
 
+#: The variance links of the head.
+VARIANCE_LINKS: tuple[str, ...] = ("bounded_logvar", "softplus")
+
 
 @dataclasses.dataclass(frozen=True)
 class MLPConfig:
@@ -33,15 +40,19 @@ class MLPConfig:
         out_dim: number of target dimensions D.
         hidden: widths of the hidden layers (default: 4 layers of 200 units, the paper's 4x200).
         dropout_rate: dropout probability after each hidden activation (0 disables dropout).
-        min_logvar: lower bound of the predicted log-variance (standardised units).
-        max_logvar: upper bound of the predicted log-variance (standardised units).
+        variance: the variance link, ``"bounded_logvar"`` or ``"softplus"``.
+        min_logvar: lower bound of the predicted log-variance (``bounded_logvar``).
+        max_logvar: upper bound of the predicted log-variance (``bounded_logvar``).
+        min_variance: variance floor added after the softplus (``softplus``; authors: 1e-6).
     """
 
     out_dim: int
     hidden: tuple[int, ...] = (200, 200, 200, 200)
     dropout_rate: float = 0.0
+    variance: str = "bounded_logvar"
     min_logvar: float = -10.0
     max_logvar: float = 4.0
+    min_variance: float = 1e-6
 
     def __post_init__(self) -> None:
         if self.out_dim < 1:
@@ -52,8 +63,14 @@ class MLPConfig:
             )
         if not 0.0 <= self.dropout_rate < 1.0:
             raise ValueError(f"dropout_rate must be in [0, 1), got {self.dropout_rate}")
+        if self.variance not in VARIANCE_LINKS:
+            raise ValueError(
+                f"unknown variance link {self.variance!r}; expected one of {VARIANCE_LINKS}"
+            )
         if not self.min_logvar < self.max_logvar:
             raise ValueError("min_logvar must be smaller than max_logvar")
+        if not self.min_variance > 0:
+            raise ValueError(f"min_variance must be > 0, got {self.min_variance}")
         object.__setattr__(self, "hidden", tuple(int(w) for w in self.hidden))
 
     @property
@@ -87,6 +104,8 @@ def bound_logvar(raw: Array, min_logvar: float, max_logvar: float) -> Array:
 def split_head(out: Array, config: MLPConfig) -> tuple[Array, Array]:
     """Turn the head's ``[..., 2D]`` output into ``(mean, variance)``, each ``[..., D]``."""
     mean, raw = out[..., : config.out_dim], out[..., config.out_dim :]
+    if config.variance == "softplus":
+        return mean, jax.nn.softplus(raw) + config.min_variance
     logvar = bound_logvar(raw, config.min_logvar, config.max_logvar)
     return mean, jnp.exp(logvar)
 

@@ -8,10 +8,16 @@ from jax.flatten_util import ravel_pytree
 
 from pnc import MLPConfig, TrainConfig
 from pnc.methods import TrainingRun, TrainingSpec
-from pnc.methods.base_run import SWAGCollection, base_spec, swag_statistics, train_base
+from pnc.methods.base_run import base_spec, swag_statistics, train_base
 from pnc.methods.swag import swag_sample
 from pnc.mlp import init_params
-from pnc.train import Standardizer, TrainedModel, init_train_state, make_train_step
+from pnc.train import (
+    Collection,
+    Standardizer,
+    TrainedModel,
+    init_train_state,
+    make_train_step,
+)
 
 
 def test_moments_equal_numpy_on_the_stored_trajectory():
@@ -19,10 +25,10 @@ def test_moments_equal_numpy_on_the_stored_trajectory():
     x = rng.normal(size=(64, 2)).astype(np.float32)
     y = (x[:, :1] * x[:, 1:] + 0.1 * rng.normal(size=(64, 1))).astype(np.float32)
     model_config = MLPConfig(out_dim=1, hidden=(4,))
-    train_config = TrainConfig(steps=43, batch_size=8, learning_rate=1e-2)
-    collection = SWAGCollection(start_frac=0.5, every=4, rank=3)
-    spec = base_spec(collection)
-    assert spec.run_id == "base-swag_every4-swag_rank3"
+    collection = Collection(start_step=20, every=4, rank=3)
+    train_config = TrainConfig(steps=43, batch_size=8, learning_rate=1e-2, collection=collection)
+    spec = base_spec()
+    assert spec.run_id == "base"
     run = train_base(
         spec, x, y, model_config=model_config, train_config=train_config, key=jax.random.key(0)
     )
@@ -39,8 +45,8 @@ def test_moments_equal_numpy_on_the_stored_trajectory():
     trajectory = np.stack(trajectory)  # [steps, P]
 
     n_snap = collection.n_snapshots(train_config.steps)
-    assert n_snap == 5  # steps 27, 31, 35, 39, 43 (the last one is the final iterate)
-    snap = trajectory[[train_config.steps - 1 - collection.every * j for j in range(n_snap)][::-1]]
+    assert n_snap == 6  # the iterates after (0-based) steps 20, 24, 28, 32, 36, 40
+    snap = trajectory[[20 + collection.every * j for j in range(n_snap)]]
     stats = {k: np.asarray(v) for k, v in run.extras["swag"].items()}
     assert float(stats["n_snapshots"]) == n_snap
     np.testing.assert_allclose(
@@ -57,16 +63,21 @@ def test_moments_equal_numpy_on_the_stored_trajectory():
     np.testing.assert_allclose(stats["deviations"], expected, rtol=1e-4, atol=1e-6)
 
 
-def test_too_few_snapshots_is_an_error():
-    with pytest.raises(ValueError, match="snapshots"):
-        train_base(
-            base_spec(SWAGCollection(every=50)),
-            np.zeros((10, 1), np.float32),
-            np.zeros((10, 1), np.float32),
-            model_config=MLPConfig(out_dim=1, hidden=(2,)),
-            train_config=TrainConfig(steps=60),
-            key=jax.random.key(0),
-        )
+def test_a_run_without_snapshots_falls_back_to_its_parameters():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(32, 1)).astype(np.float32)
+    run = train_base(
+        base_spec(),
+        x,
+        np.sin(x),
+        model_config=MLPConfig(out_dim=1, hidden=(2,)),
+        train_config=TrainConfig(steps=60),  # collection starts at step 1000: nothing collected
+        key=jax.random.key(0),
+    )
+    stats = swag_statistics(run)
+    assert stats["n_valid"] == 0
+    np.testing.assert_array_equal(stats["mean"], ravel_pytree(run.model.params)[0])
+    np.testing.assert_array_equal(stats["var"], 0.0)
 
 
 def test_sample_covariance_matches_diag_plus_low_rank():

@@ -94,10 +94,21 @@ def test_summarise_split_units_and_mixture():
     assert out.metrics["rmse_std"] == pytest.approx(np.sqrt(np.mean((mean - y_std) ** 2)))
     raw_err = (mean * y_norm.std + y_norm.mean) - y_raw
     assert out.metrics["rmse"] == pytest.approx(np.sqrt(np.mean(raw_err**2)))
-    assert out.metrics["nll"] == pytest.approx(metrics.gaussian_nll(mean, var, y_std))
+    assert out.metrics["nll_std"] == pytest.approx(metrics.gaussian_nll(mean, var, y_std))
+    # the paper's NLL: original units, variance + 1e-6, by hand
+    std = np.asarray(y_norm.std)
+    mean_raw, var_raw = mean * std + y_norm.mean, var * std**2 + 1e-6
+    by_hand = np.mean(
+        0.5 * (np.log(2 * np.pi) + np.log(var_raw) + (y_raw - mean_raw) ** 2 / var_raw)
+    )
+    assert out.metrics["nll"] == pytest.approx(by_hand, rel=1e-5)
+    assert out.metrics["nll"] != pytest.approx(out.metrics["nll_std"], rel=1e-2)
+    # scores: variance in original units averaged over dims;
     # the mixture is formed in float32 (pnc.predictive), hence rtol 1e-5
-    np.testing.assert_allclose(out.total_score, var.sum(-1), rtol=1e-5)
-    np.testing.assert_allclose(out.epistemic_score, pred.means.var(0).sum(-1), rtol=1e-5)
+    np.testing.assert_allclose(out.total_score, (var * std**2).mean(-1), rtol=1e-5)
+    np.testing.assert_allclose(
+        out.epistemic_score, (pred.means.var(0) * std**2).mean(-1), rtol=1e-5
+    )
 
 
 def test_evaluate_splits_rows_and_auroc_direction():
@@ -112,7 +123,7 @@ def test_evaluate_splits_rows_and_auroc_direction():
     rows = list(evaluate_splits(preds, targets, y_norm))
     names = {(s, m) for s, m, _ in rows}
     for split in ("val", "id", "far"):
-        assert {(split, m) for m in ("rmse", "rmse_std", "nll", "spearman")} <= names
+        assert {(split, m) for m in ("rmse", "rmse_std", "nll", "nll_std", "spearman")} <= names
     assert ("far", "auroc") in names and ("id", "auroc") not in names
     values = {(s, m): v for s, m, v in rows}
     assert values[("far", "auroc_epistemic")] > 0.95

@@ -12,7 +12,7 @@ deep_ensemble  Deep Ensemble                           ``deep_ensemble`` ``M = 5
 mc_dropout     MC Dropout                              one per rate     100
 swag           SWAG                                    ``base``         100
 laplace        KFAC Laplace                            ``base``         100
-subspace       Subspace Inference (ESS)                ``base``         100
+subspace       Subspace Inference (ESS)                ``subspace``     100
 ============== ======================================= ================ ==================
 
 Usage::
@@ -34,7 +34,7 @@ Usage::
 from __future__ import annotations
 
 from pnc.methods.base import Method, TrainingRun, TrainingSpec, config_id, make_config
-from pnc.methods.base_run import SWAGCollection, base_spec, train_base
+from pnc.methods.base_run import base_spec, train_base
 from pnc.methods.deep_ensemble import DeepEnsemble, DeepEnsembleConfig
 from pnc.methods.laplace import Laplace, LaplaceConfig
 from pnc.methods.mc_dropout import MCDropout, MCDropoutConfig
@@ -81,17 +81,27 @@ def get(method_id: str) -> Method:
         ) from None
 
 
-def train_run(spec: TrainingSpec, x, y, *, model_config, train_config, key) -> TrainingRun:
-    """Train any run by its spec (``base``, ``deep_ensemble``, ``mc_dropout``) on raw data."""
+def train_run(
+    spec: TrainingSpec, x, y, *, model_config, train_config, key, validation=None
+) -> TrainingRun:
+    """Train any run by its spec (``base``, ``deep_ensemble``, ``mc_dropout``, ``subspace``) on raw
+    data; ``validation`` (raw ``(x_val, y_val)``) is needed for early stopping."""
     trainers = {
         "base": train_base,
         "deep_ensemble": get("deep_ensemble").train,
         "mc_dropout": get("mc_dropout").train,
+        "subspace": get("subspace").train,
     }
     if spec.kind not in trainers:
         raise ValueError(f"unknown training kind {spec.kind!r}; valid: {', '.join(trainers)}")
     return trainers[spec.kind](
-        spec, x, y, model_config=model_config, train_config=train_config, key=key
+        spec,
+        x,
+        y,
+        model_config=model_config,
+        train_config=train_config,
+        key=key,
+        validation=validation,
     )
 
 
@@ -108,7 +118,6 @@ __all__ = [
     "PerturbAndCorrect",
     "PerturbNoCorrection",
     "PnCConfig",
-    "SWAGCollection",
     "SWAGConfig",
     "Subspace",
     "SubspaceConfig",

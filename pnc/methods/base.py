@@ -53,7 +53,14 @@ from pnc.io import (
 )
 from pnc.mlp import MLPConfig
 from pnc.predictive import Predictive
-from pnc.train import Standardizer, TrainConfig, TrainedModel, model_from_state, model_state
+from pnc.train import (
+    Standardizer,
+    TrainConfig,
+    TrainedModel,
+    model_from_state,
+    model_state,
+    standardizers,
+)
 
 Array = jax.Array
 
@@ -206,8 +213,11 @@ class Method(Protocol):
         model_config: MLPConfig,
         train_config: TrainConfig,
         key: Array,
+        validation: tuple[Array, Array] | None = None,
     ) -> TrainingRun:
-        """Run the training ``spec`` on raw (unstandardised) ``x [N, in]``, ``y [N, D]``."""
+        """Run the training ``spec`` on raw (unstandardised) ``x [N, in]``, ``y [N, D]``;
+        ``validation`` is raw ``(x_val, y_val)``, required when ``train_config.patience`` is set
+        (early stopping)."""
         ...
 
     def build(self, run: TrainingRun, config: Any, x: Array, y: Array, *, key: Array) -> Any:
@@ -462,15 +472,18 @@ class MethodBase:
 # ----------------------------------------------------------------------------- data
 
 
-def standardise(x: np.ndarray, y: np.ndarray, out_dim: int) -> tuple[Standardizer, Standardizer]:
-    """Fit the input/target standardisers on raw training data ``x [N, in]``, ``y [N, D]``."""
+def standardise(
+    x: np.ndarray, y: np.ndarray, out_dim: int, train_config: TrainConfig
+) -> tuple[Standardizer, Standardizer]:
+    """The input/target standardisers of raw training data ``x [N, in]``, ``y [N, D]``
+    (identities when ``train_config.standardize`` is false)."""
     x = np.asarray(x)
     y = np.asarray(y)
     if x.ndim != 2 or y.ndim != 2 or x.shape[0] != y.shape[0]:
         raise ValueError(f"x and y must be [N, *] with the same N, got {x.shape} and {y.shape}")
     if y.shape[1] != out_dim:
         raise ValueError(f"model out_dim {out_dim} != target dim {y.shape[1]}")
-    return Standardizer.fit(x), Standardizer.fit(y)
+    return standardizers(x, y, train_config)
 
 
 def check_inputs(x: Array, in_dim: int) -> Array:

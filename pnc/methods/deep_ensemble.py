@@ -1,7 +1,7 @@
 """Deep Ensembles (Lakshminarayanan et al., 2017): ``M`` networks from independent initialisations
 and data orders; each member contributes its own Gaussian ``(mean, var)``, so ``S = M``.
 
-The members are trained together with ``jax.vmap`` over keys of :func:`pnc.train.fit_params` (one
+The members are trained together with ``jax.vmap`` over keys of :func:`pnc.train.fit` (one
 jitted program); the paper uses ``M = 5`` (Appendix C).
 """
 
@@ -26,7 +26,7 @@ from pnc.methods.base import (
 )
 from pnc.mlp import MLPConfig, Params, forward
 from pnc.predictive import Predictive
-from pnc.train import TrainConfig, TrainedModel, fit_params
+from pnc.train import TrainConfig, TrainedModel, fit, fit_summary, standardized_validation
 
 Array = jax.Array
 
@@ -67,26 +67,32 @@ def train_ensemble(
     model_config: MLPConfig,
     train_config: TrainConfig,
     key: Array,
-) -> tuple[TrainedModel, Params, np.ndarray, float]:
-    """Train ``n_members`` networks on raw data with ``vmap`` over ``jax.random.split(key, M)``.
+    validation: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[TrainedModel, Params, dict, float]:
+    """Train ``n_members`` networks on raw data with ``vmap`` over ``jax.random.split(key, M)``
+    (each member early-stopped on its own validation NLL when ``train_config.patience`` is set).
 
     Returns:
-        ``(first member as TrainedModel, stacked params [M, ...], losses [M, steps], seconds)``.
+        ``(first member as TrainedModel, stacked params [M, ...], per-member fit summary
+        (:func:`pnc.train.fit_summary`), seconds)``.
     """
-    x_norm, y_norm = standardise(x, y, model_config.out_dim)
-    fit = jax.jit(
-        jax.vmap(functools.partial(fit_params, model_config, train_config), in_axes=(None, None, 0))
+    x_norm, y_norm = standardise(x, y, model_config.out_dim, train_config)
+    run = jax.jit(
+        jax.vmap(functools.partial(fit, model_config, train_config), in_axes=(None, None, 0, None))
     )
     t0 = time.perf_counter()
-    members, losses = fit(
+    result = run(
         x_norm.transform(jnp.asarray(x, jnp.float32)),
         y_norm.transform(jnp.asarray(y, jnp.float32)),
         jax.random.split(key, n_members),
+        standardized_validation(validation, x_norm, y_norm),
     )
-    jax.block_until_ready(members)
+    jax.block_until_ready(result.params)
     seconds = time.perf_counter() - t0
+    members = result.params
     first = jax.tree.map(lambda a: a[0], members)
-    return TrainedModel(model_config, first, x_norm, y_norm), members, np.asarray(losses), seconds
+    model = TrainedModel(model_config, first, x_norm, y_norm)
+    return model, members, fit_summary(result), seconds
 
 
 @functools.partial(jax.jit, static_argnames=("model_config",))
@@ -108,26 +114,22 @@ class DeepEnsemble(MethodBase):
         self._check_config(config)
         return TrainingSpec("deep_ensemble", (("n_members", config.n_members),))
 
-    def train(self, spec, x, y, *, model_config, train_config, key) -> TrainingRun:
+    def train(self, spec, x, y, *, model_config, train_config, key, validation=None) -> TrainingRun:
         """Train the members; ``run.extras["members"]`` holds the stacked parameters."""
         self._check_kind(spec, "deep_ensemble")
         options = dict(spec.options)
         if set(options) != {"n_members"}:
             raise ValueError(f"deep_ensemble runs take the option n_members, got {spec.options}")
-        model, members, losses, seconds = train_ensemble(
+        model, members, summary, seconds = train_ensemble(
             x,
             y,
             int(options["n_members"]),
             model_config=model_config,
             train_config=train_config,
             key=key,
+            validation=validation,
         )
-        meta = {
-            "train_s": seconds,
-            "loss_first": losses[:, :50].mean(axis=1).tolist(),
-            "loss_last": losses[:, -50:].mean(axis=1).tolist(),
-            "train_config": dataclasses.asdict(train_config),
-        }
+        meta = dict(summary, train_s=seconds, train_config=train_config.to_dict())
         return TrainingRun(spec, model, {"members": members}, meta)
 
     def build(self, run: TrainingRun, config: DeepEnsembleConfig, x, y, *, key):

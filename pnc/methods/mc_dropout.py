@@ -14,6 +14,7 @@ import time
 from typing import ClassVar
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from pnc.methods.base import (
@@ -23,10 +24,11 @@ from pnc.methods.base import (
     check_inputs,
     check_positive,
     sample_predictive,
+    standardise,
 )
 from pnc.mlp import GaussianMLP, MLPConfig, Params
 from pnc.predictive import Predictive
-from pnc.train import TrainedModel, train
+from pnc.train import TrainedModel, fit, fit_summary, standardized_validation
 
 Array = jax.Array
 
@@ -100,7 +102,7 @@ class MCDropout(MethodBase):
         self._check_config(config)
         return TrainingSpec("mc_dropout", (("rate", config.rate),))
 
-    def train(self, spec, x, y, *, model_config, train_config, key) -> TrainingRun:
+    def train(self, spec, x, y, *, model_config, train_config, key, validation=None) -> TrainingRun:
         """Train ``model_config`` with the spec's dropout rate (replacing its ``dropout_rate``)."""
         self._check_kind(spec, "mc_dropout")
         options = dict(spec.options)
@@ -108,14 +110,22 @@ class MCDropout(MethodBase):
             raise ValueError(f"mc_dropout runs take the option rate, got {spec.options}")
         config = dataclasses.replace(model_config, dropout_rate=float(options["rate"]))
         t0 = time.perf_counter()
-        model, losses = train(x, y, key=key, model_config=config, train_config=train_config)
-        jax.block_until_ready(model.params)
-        meta = {
-            "train_s": time.perf_counter() - t0,
-            "loss_first": float(np.mean(losses[:50])),
-            "loss_last": float(np.mean(losses[-50:])),
-            "train_config": dataclasses.asdict(train_config),
-        }
+        x_norm, y_norm = standardise(x, y, config.out_dim, train_config)
+        result = jax.jit(fit, static_argnums=(0, 1))(
+            config,
+            train_config,
+            x_norm.transform(jnp.asarray(x, jnp.float32)),
+            y_norm.transform(jnp.asarray(y, jnp.float32)),
+            key,
+            standardized_validation(validation, x_norm, y_norm),
+        )
+        jax.block_until_ready(result.params)
+        model = TrainedModel(config, result.params, x_norm, y_norm)
+        meta = dict(
+            fit_summary(result),
+            train_s=time.perf_counter() - t0,
+            train_config=train_config.to_dict(),
+        )
         return TrainingRun(spec, model, {}, meta)
 
     def build(self, run: TrainingRun, config: MCDropoutConfig, x, y, *, key):

@@ -79,9 +79,17 @@ class PerturbAndCorrect(MethodBase):
         self._check_config(config)
         return base_spec()
 
-    def train(self, spec, x, y, *, model_config, train_config, key) -> TrainingRun:
+    def train(self, spec, x, y, *, model_config, train_config, key, validation=None) -> TrainingRun:
         self._check_kind(spec, "base")
-        return train_base(spec, x, y, model_config=model_config, train_config=train_config, key=key)
+        return train_base(
+            spec,
+            x,
+            y,
+            model_config=model_config,
+            train_config=train_config,
+            key=key,
+            validation=validation,
+        )
 
     def build(self, run: TrainingRun, config: PnCConfig, x, y, *, key) -> PnCPosterior:
         """Build the members with standardised training inputs ``x [N, in]`` as ``D_cal``."""

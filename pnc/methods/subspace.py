@@ -1,4 +1,8 @@
-"""Subspace Inference (Izmailov et al., 2020) in the SWAG PCA subspace of the base run.
+"""Subspace Inference (Izmailov et al., 2020) in the SWAG PCA subspace of its own training run.
+
+As the authors ran it, the trajectory comes from a separate, shorter run (2,000 steps, early-stopped
+like every run, 20 iterates collected every 50 steps from step 1,000; the ``subspace`` training
+run, :meth:`Subspace.train`), not from the shared base run.
 
 The subspace is ``theta(z) = theta_SWA + z^T B`` with ``theta_SWA`` the SWA mean and ``B`` the top-``k``
 principal directions of the SWAG deviation matrix ``D`` (``[K, P]``), scaled by their singular values:
@@ -32,11 +36,11 @@ from pnc.methods.base import (
     check_positive,
     sample_predictive,
 )
-from pnc.methods.base_run import base_spec, swag_statistics, train_base
+from pnc.methods.base_run import swag_statistics, train_base
 from pnc.methods.ess import elliptical_slice_chain
 from pnc.mlp import MLPConfig, Params, forward, gaussian_nll
 from pnc.predictive import Predictive
-from pnc.train import TrainedModel
+from pnc.train import Collection, TrainedModel
 
 Array = jax.Array
 
@@ -48,6 +52,11 @@ class SubspaceConfig:
     Attributes:
         temperature: ``T`` (post hoc; grid {1, 10, 100, 1e3, 1e4}).
         rank: ``k``, subspace dimension (at most the ``K`` deviation columns collected).
+        trajectory_steps: length of Subspace Inference's own training run (a training field; the
+            authors': 2,000 steps, early-stopped like every run).
+        collect_start: first step whose iterate is collected in that run (authors': 1,000).
+        collect_every: collection period in steps (authors': 50).
+        n_snapshots: ``K``, deviation columns kept (authors': 20).
         n_samples: ``S`` retained samples.
         burn_in: discarded initial ESS steps.
         thin: keep every ``thin``-th ESS state.
@@ -57,6 +66,10 @@ class SubspaceConfig:
 
     temperature: float = 1.0
     rank: int = 20
+    trajectory_steps: int = 2000
+    collect_start: int = 1000
+    collect_every: int = 50
+    n_snapshots: int = 20
     n_samples: int = 100
     burn_in: int = 100
     thin: int = 2
@@ -64,7 +77,20 @@ class SubspaceConfig:
     chunk_size: int = 25
 
     def __post_init__(self) -> None:
-        check_positive(self, "temperature", "rank", "n_samples", "thin", "max_rows", "chunk_size")
+        check_positive(
+            self,
+            "temperature",
+            "rank",
+            "trajectory_steps",
+            "collect_every",
+            "n_snapshots",
+            "n_samples",
+            "thin",
+            "max_rows",
+            "chunk_size",
+        )
+        if self.collect_start < 0:
+            raise ValueError(f"collect_start must be >= 0, got {self.collect_start}")
         if self.burn_in < 0:
             raise ValueError(f"burn_in must be >= 0, got {self.burn_in}")
 
@@ -165,7 +191,12 @@ class Subspace(MethodBase):
 
     id: ClassVar[str] = "subspace"
     config_cls: ClassVar[type] = SubspaceConfig
-    training_fields: ClassVar[tuple[str, ...]] = ()
+    training_fields: ClassVar[tuple[str, ...]] = (
+        "trajectory_steps",
+        "collect_start",
+        "collect_every",
+        "n_snapshots",
+    )
     posthoc_fields: ClassVar[tuple[str, ...]] = (
         "temperature",
         "rank",
@@ -179,11 +210,36 @@ class Subspace(MethodBase):
 
     def training_spec(self, config: SubspaceConfig) -> TrainingSpec:
         self._check_config(config)
-        return base_spec()
+        options = (
+            ("every", config.collect_every),
+            ("snapshots", config.n_snapshots),
+            ("start", config.collect_start),
+            ("steps", config.trajectory_steps),
+        )
+        return TrainingSpec("subspace", options)
 
-    def train(self, spec, x, y, *, model_config, train_config, key) -> TrainingRun:
-        self._check_kind(spec, "base")
-        return train_base(spec, x, y, model_config=model_config, train_config=train_config, key=key)
+    def train(self, spec, x, y, *, model_config, train_config, key, validation=None) -> TrainingRun:
+        """Subspace Inference's own run: ``train_config`` (optimiser, early stopping) with the
+        spec's length and collection schedule."""
+        self._check_kind(spec, "subspace")
+        options = dict(spec.options)
+        if set(options) != {"every", "snapshots", "start", "steps"}:
+            raise ValueError(
+                f"subspace runs take the options every, snapshots, start, steps; got {spec.options}"
+            )
+        collection = Collection(
+            int(options["start"]), int(options["every"]), int(options["snapshots"])
+        )
+        own = dataclasses.replace(train_config, steps=int(options["steps"]), collection=collection)
+        return train_base(
+            spec,
+            x,
+            y,
+            model_config=model_config,
+            train_config=own,
+            key=key,
+            validation=validation,
+        )
 
     def build(self, run: TrainingRun, config: SubspaceConfig, x, y, *, key) -> SubspacePosterior:
         """Build the subspace and run the ESS chain on standardised ``x [N, in]``, ``y [N, D]``."""
@@ -193,7 +249,12 @@ class Subspace(MethodBase):
         if y.shape != (x.shape[0], run.model.out_dim):
             raise ValueError(f"y must be [{x.shape[0]}, {run.model.out_dim}], got {y.shape}")
         stats = swag_statistics(run)
-        basis = pca_subspace(stats["deviations"], config.rank)
+        if stats["n_valid"] < 2:
+            raise ValueError(
+                f"run {run.spec.run_id} collected {stats['n_valid']} iterate(s); the subspace needs"
+                " >= 2 (it stopped early before the collection started: lower collect_start)"
+            )
+        basis = pca_subspace(stats["deviations"][: stats["n_valid"]], config.rank)
         n_data = x.shape[0]
         k_rows, k_chain = jax.random.split(key)
         if n_data > config.max_rows:

@@ -1,8 +1,8 @@
 """SWAG (Maddox et al., 2019): a Gaussian fitted to the iterates of the optimiser.
 
-The moments are collected during the shared ``base`` run (:mod:`pnc.methods.base_run`): running
-first and second moments of the flattened parameters and the last ``K`` deviation columns
-``theta_i - mean_i``. Samples are
+The moments are collected during the shared ``base`` run (:mod:`pnc.methods.base_run`; the
+authors' schedule: every step from step 1,000): running first and second moments of the flattened
+parameters and the last ``K`` deviation columns ``theta_i - mean_i``. Samples are
 
     theta = mean + sqrt(scale) * (diag^{1/2} z1 + D z2 / sqrt(K - 1)),   z1 ~ N(0, I_P), z2 ~ N(0, I_K)
 
@@ -132,15 +132,23 @@ class SWAG(MethodBase):
         self._check_config(config)
         return base_spec()
 
-    def train(self, spec, x, y, *, model_config, train_config, key) -> TrainingRun:
+    def train(self, spec, x, y, *, model_config, train_config, key, validation=None) -> TrainingRun:
         self._check_kind(spec, "base")
-        return train_base(spec, x, y, model_config=model_config, train_config=train_config, key=key)
+        return train_base(
+            spec,
+            x,
+            y,
+            model_config=model_config,
+            train_config=train_config,
+            key=key,
+            validation=validation,
+        )
 
     def build(self, run: TrainingRun, config: SWAGConfig, x, y, *, key) -> SWAGPosterior:
         """Read the SWAG moments of ``run`` (``x``, ``y`` and ``key`` are not needed)."""
         self._check_config(config)
         stats = swag_statistics(run)
-        deviations = stats["deviations"][: config.rank]
+        deviations = stats["deviations"][: min(config.rank, stats["n_valid"])]
         return SWAGPosterior(
             mean=stats["mean"],
             std=jnp.sqrt(jnp.maximum(stats["var"], 0.0)),

@@ -10,13 +10,13 @@ method (``util.py`` of their code release) is one scalar per (configuration, see
              1e-6, 1e6)
 
 fitted on the validation split with the moment-matched predictive (mixture mean ``mu``,
-mixture variance ``var``, standardised units, as the study's NLL). The calibrated
+mixture variance ``var``, in original target units as the study's NLL). The calibrated
 predictive keeps the mean and multiplies the variance by ``s`` on every split, the validation
 split included. The raw and the calibrated variant of a configuration then compete in the
 validation-NLL selection (:mod:`pnc.study.selection`).
 
 Multiplying every variance by one positive constant changes no ranking and no mean, so RMSE,
-AUROC and Spearman of the calibrated predictive equal those of the raw one; only the NLL changes.
+AUROC and Spearman of the calibrated predictive equal those of the raw one; only the NLLs change.
 :func:`calibrated_rows` therefore derives the calibrated metric rows from the raw rows and the
 per-split summaries (:class:`pnc.study.evaluate.SplitSummary`) of one prediction. Only the
 ``val`` summary enters the fit: the shifted splits never influence the scale.
@@ -29,8 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from pnc.study import metrics
-from pnc.study.evaluate import SplitSummary
+from pnc.study.evaluate import SplitSummary, nll_metrics
 from pnc.study.results import CALIBRATIONS, RAW, SELECTION_SPLIT, VCAL
 
 #: Added to the predictive variance in the fit (not in the calibrated predictive).
@@ -42,14 +41,17 @@ FIT_SPLIT = SELECTION_SPLIT
 
 Row = tuple[str, str, float]
 
+#: The metrics a variance scale changes.
+NLL_METRICS: tuple[str, ...] = ("nll", "nll_std")
+
 
 def fit_variance_scale(mean: np.ndarray, var: np.ndarray, y: np.ndarray) -> float:
     """The variance scale ``s = clip(mean((y - mean)^2 / (var + 1e-6)), 1e-6, 1e6)``.
 
     Args:
-        mean: moment-matched predictive mean ``[N, D]`` on the validation split, standardised.
-        var: moment-matched predictive variance ``[N, D]``, standardised.
-        y: validation targets ``[N, D]``, standardised.
+        mean: moment-matched predictive mean ``[N, D]`` on the validation split.
+        var: moment-matched predictive variance ``[N, D]``.
+        y: validation targets ``[N, D]`` (all three in the same units).
 
     Returns:
         The scale (``nan`` if an input is ``nan``).
@@ -95,13 +97,16 @@ def calibrated_rows(
         scale: the variance scale.
 
     Yields:
-        The rows in the same order: ``nll`` recomputed with the scaled variance, every other
-        metric unchanged (invariant under a positive variance scale).
+        The rows in the same order: ``nll`` and ``nll_std`` recomputed with the scaled variance,
+        every other metric unchanged (invariant under a positive variance scale).
     """
+    recomputed: dict[str, dict[str, float]] = {}
     for split, metric, value in rows:
-        if metric == "nll":
-            s = summaries[split]
-            value = metrics.gaussian_nll(s.mean, scale * s.var, s.target)
+        if metric in NLL_METRICS:
+            if split not in recomputed:
+                s = summaries[split]
+                recomputed[split] = nll_metrics(s.mean, scale * s.var, s.target, s.scale)
+            value = recomputed[split][metric]
         yield split, metric, value
 
 

@@ -4,8 +4,9 @@ The evaluation protocol of the MuJoCo study (paper Section 5.3, Appendix C), wit
 functions of :mod:`pnc.study.metrics` and the split and metric names of :mod:`pnc.study.results`:
 
 - every split of :data:`~pnc.study.results.EVAL_SPLITS` (``val``, ``id``, ``near``, ``mid``,
-  ``far``) gets :data:`~pnc.study.results.SPLIT_METRICS`: ``rmse`` (original units), ``rmse_std``
-  (standardised), ``nll`` (moment-matched predictive, standardised) and ``spearman``;
+  ``far``) gets :data:`~pnc.study.results.SPLIT_METRICS`: ``rmse`` and ``nll`` in original target
+  units (the paper's; the NLL with the authors' variance floor :data:`NLL_VARIANCE_FLOOR`),
+  ``rmse_std`` and ``nll_std`` in standardised units, and ``spearman``;
 - every shifted split (:data:`~pnc.study.results.SHIFTED_SPLITS`: ``near``, ``mid``, ``far``) also
   gets :data:`~pnc.study.results.SHIFT_METRICS`: ``auroc`` and ``auroc_epistemic`` against the
   ``id`` split (ID = negatives, shifted = positives).
@@ -27,19 +28,24 @@ from pnc.study import metrics
 from pnc.study.results import EVAL_SPLITS, SHIFT_METRICS, SHIFTED_SPLITS, SPLIT_METRICS
 from pnc.train import Standardizer
 
+#: Added to the predictive variance in the ``nll`` metric (the authors' ``compute_nll``).
+NLL_VARIANCE_FLOOR = 1e-6
+
 
 @dataclasses.dataclass(frozen=True)
 class SplitSummary:
-    """Per-split quantities of one prediction (all NumPy float64).
+    """Per-split quantities of one prediction (all NumPy float64, original target units).
 
     Attributes:
-        metrics: ``rmse``, ``rmse_std``, ``nll``, ``spearman`` of this split.
-        total_score: per-point total predictive variance summed over dims, ``[N]``.
-        epistemic_score: per-point variance of the sampled means summed over dims, ``[N]``.
-        mean: moment-matched predictive mean, standardised, ``[N, D]``.
-        var: moment-matched predictive variance, standardised, ``[N, D]``.
-        target: the targets, standardised, ``[N, D]`` (``mean``, ``var`` and ``target`` let the
-            NLL of a rescaled predictive be computed without predicting again).
+        metrics: ``rmse``, ``rmse_std``, ``nll``, ``nll_std``, ``spearman`` of this split.
+        total_score: per-point total predictive variance averaged over dims, ``[N]``.
+        epistemic_score: per-point variance of the sampled means averaged over dims, ``[N]``.
+        mean: moment-matched predictive mean ``[N, D]``.
+        var: moment-matched predictive variance ``[N, D]``.
+        target: the targets ``[N, D]`` (``mean``, ``var`` and ``target`` let the NLL of a
+            rescaled predictive be computed without predicting again).
+        scale: the training target standard deviations ``[D]`` (standardised = raw / scale, up
+            to the shift).
     """
 
     metrics: dict[str, float]
@@ -48,13 +54,24 @@ class SplitSummary:
     mean: np.ndarray
     var: np.ndarray
     target: np.ndarray
+    scale: np.ndarray
+
+
+def nll_metrics(mean: np.ndarray, var: np.ndarray, y: np.ndarray, scale: np.ndarray) -> dict:
+    """``nll`` (original units, variance + :data:`NLL_VARIANCE_FLOOR`) and ``nll_std``
+    (standardised by ``scale [D]``) of a Gaussian predictive ``mean``/``var``/``y [N, D]``."""
+    return {
+        "nll": metrics.gaussian_nll(mean, var + NLL_VARIANCE_FLOOR, y),
+        "nll_std": metrics.gaussian_nll(mean / scale, var / np.square(scale), y / scale),
+    }
 
 
 def summarise_split(pred: Predictive, y_raw: np.ndarray, y_norm: Standardizer) -> SplitSummary:
     """Metrics and OOD scores of one split's prediction.
 
     Args:
-        pred: ``S`` predictive samples on the split, means/variances ``[S, N, D]``, standardised.
+        pred: ``S`` predictive samples on the split, means/variances ``[S, N, D]``, in the units
+            of ``y_norm`` (standardised by it).
         y_raw: the split's targets in original units, ``[N, D]``.
         y_norm: the training target standardiser the prediction is expressed in.
 
@@ -68,18 +85,18 @@ def summarise_split(pred: Predictive, y_raw: np.ndarray, y_norm: Standardizer) -
         )
     mean, var = (np.asarray(a, np.float64) for a in mixture(pred))
     std = np.asarray(y_norm.std, np.float64)
-    y_std = (y_raw - np.asarray(y_norm.mean, np.float64)) / std
-    mean_raw = mean * std + np.asarray(y_norm.mean, np.float64)
-    total = np.sum(var, axis=-1)
-    epistemic = np.sum(np.asarray(epistemic_variance(pred), np.float64), axis=-1)
-    sq_err = np.sum(np.square(mean - y_std), axis=-1)
+    mean = mean * std + np.asarray(y_norm.mean, np.float64)
+    var = var * np.square(std)
+    epistemic = np.asarray(epistemic_variance(pred), np.float64) * np.square(std)
+    total = np.mean(var, axis=-1)
+    sq_err = np.mean(np.square(mean - y_raw), axis=-1)
     values = {
-        "rmse": metrics.rmse(mean_raw, y_raw),
-        "rmse_std": metrics.rmse(mean, y_std),
-        "nll": metrics.gaussian_nll(mean, var, y_std),
+        "rmse": metrics.rmse(mean, y_raw),
+        "rmse_std": metrics.rmse(mean / std, y_raw / std),
+        **nll_metrics(mean, var, y_raw, std),
         "spearman": metrics.spearman(total, sq_err),
     }
-    return SplitSummary(values, total, epistemic, mean, var, y_std)
+    return SplitSummary(values, total, np.mean(epistemic, axis=-1), mean, var, y_raw, std)
 
 
 def metric_rows(summaries: Mapping[str, SplitSummary]) -> Iterator[tuple[str, str, float]]:

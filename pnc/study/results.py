@@ -238,7 +238,16 @@ METRIC_INFO: dict[str, MetricInfo] = {
             shifted_only=False,
             definition="NLL: Gaussian negative log-likelihood of the moment-matched predictive "
             "(mean of the member means; mean of the member variances plus variance of the member "
-            "means), averaged over points and target dimensions, in standardised units.",
+            "means), averaged over points and target dimensions, in original target units, with "
+            "1e-6 added to the variance (as the authors' code).",
+        ),
+        MetricInfo(
+            "nll_std",
+            "NLL (std.)",
+            higher_is_better=False,
+            shifted_only=False,
+            definition="NLL (std.): the NLL of the same predictive in standardised units "
+            "(targets standardised with the training statistics), without a variance floor.",
         ),
         MetricInfo(
             "auroc",
@@ -246,7 +255,8 @@ METRIC_INFO: dict[str, MetricInfo] = {
             higher_is_better=True,
             shifted_only=True,
             definition="AUROC: ID evaluation points against the shifted split's points, scored by "
-            "the total predictive variance summed over target dimensions (shifted = positive).",
+            "the total predictive variance averaged over target dimensions, original units "
+            "(shifted = positive).",
             bounds=(0.0, 1.0),
             reference=0.5,
         ),
@@ -256,7 +266,7 @@ METRIC_INFO: dict[str, MetricInfo] = {
             higher_is_better=True,
             shifted_only=True,
             definition="AUROC (epist.): as AUROC, scored by the variance of the member means "
-            "summed over target dimensions.",
+            "averaged over target dimensions.",
             bounds=(0.0, 1.0),
             reference=0.5,
         ),
@@ -266,7 +276,8 @@ METRIC_INFO: dict[str, MetricInfo] = {
             higher_is_better=True,
             shifted_only=False,
             definition="Spearman: per split, rank correlation between each point's total "
-            "predictive variance and its squared error (both summed over target dimensions).",
+            "predictive variance and its squared error (both averaged over target dimensions, "
+            "original units).",
             bounds=(-1.0, 1.0),
             reference=0.0,
         ),

@@ -165,7 +165,9 @@ def train_run(
         splits_dir: directory holding ``splits.npz`` + ``manifest.json``.
         out_dir: where the run is written.
         model: ``MLPConfig`` fields except ``out_dim`` (e.g. ``{"hidden": [200, 200, 200, 200]}``).
-        train: ``TrainConfig`` fields (steps, batch_size, learning_rate, weight_decay).
+        train: ``TrainConfig`` fields (steps, batch_size, learning_rate, weight_decay, patience,
+            eval_every, standardize, collection); with ``patience`` the ``val`` split early-stops
+            the run.
 
     Returns:
         A JSON-able summary (run id, sizes, seconds).
@@ -175,7 +177,7 @@ def train_run(
     splits, _ = load_split_arrays(splits_dir)
     x, y = splits["train"]
     model_config = MLPConfig.from_dict({"out_dim": int(y.shape[1]), **_model_fields(model)})
-    train_config = TrainConfig(**dict(train))
+    train_config = TrainConfig.from_dict(dict(train))
     start = time.perf_counter()
     run = registry.train_run(
         spec,
@@ -184,6 +186,7 @@ def train_run(
         model_config=model_config,
         train_config=train_config,
         key=derive_key(env, seed, spec.run_id, "train"),
+        validation=splits["val"] if train_config.early_stopping else None,
     )
     jax.block_until_ready(run.model.params)
     seconds = time.perf_counter() - start
@@ -199,6 +202,8 @@ def train_run(
         "run_id": spec.run_id,
         "n_train": int(x.shape[0]),
         "train_s": seconds,
+        "steps_taken": run.meta.get("steps_taken"),
+        "best_step": run.meta.get("best_step"),
     }
 
 
