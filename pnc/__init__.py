@@ -12,9 +12,13 @@ from pnc.perturb_correct import (
 )
 from pnc.predictive import Predictive, aleatoric_variance, epistemic_variance, mixture
 from pnc.train import (
+    Collection,
+    FitResult,
+    Observer,
     Standardizer,
     TrainConfig,
     TrainedModel,
+    fit,
     fit_params,
     load_model,
     save_model,
@@ -22,7 +26,10 @@ from pnc.train import (
 )
 
 __all__ = [
+    "Collection",
+    "FitResult",
     "GaussianMLP",
+    "Observer",
     "MLPConfig",
     "PnCConfig",
     "Predictive",
@@ -34,6 +41,7 @@ __all__ = [
     "build_members_ridge_path",
     "calibration_indices",
     "epistemic_variance",
+    "fit",
     "fit_params",
     "forward",
     "gaussian_nll",

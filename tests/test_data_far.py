@@ -36,14 +36,14 @@ def test_far_dataset_round_trip_and_reuse(tmp_path):
     assert first["status"] == "created"
     again = make_far_dataset("InvertedPendulum", root=tmp_path, n_transitions=400, seed=0)
     assert again["status"] == "reused"
-    episodes = minari_io.load_episodes(env_spec("InvertedPendulum").far_id, root=tmp_path)
+    episodes = minari_io.load_episodes(env_spec("InvertedPendulum").far_id(0), root=tmp_path)
     assert sum(len(ep) for ep in episodes) == 400
     expected = collect_random_episodes("InvertedPendulum", 400, seed=0)
     x, y, _ = minari_io.transitions(episodes)
     x2, y2, _ = minari_io.transitions(expected)
     np.testing.assert_allclose(x, x2, rtol=1e-6)
     np.testing.assert_allclose(y, y2, rtol=1e-6)
-    prov = minari_io.read_provenance(env_spec("InvertedPendulum").far_id, tmp_path)
+    prov = minari_io.read_provenance(env_spec("InvertedPendulum").far_id(0), tmp_path)
     assert prov["request"]["seed"] == 0 and prov["content_sha256"] == minari_io.episodes_hash(
         expected
     )

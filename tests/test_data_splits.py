@@ -10,6 +10,7 @@ from pnc.data import (
     CacheConflictError,
     DatasetMissingError,
     DimensionMismatchError,
+    PoolSizeError,
     SplitConfig,
     UnknownEnvironmentError,
     build_splits,
@@ -35,6 +36,9 @@ QUICK = ARSConfig(
 )
 
 
+POOL = SplitConfig(transitions_per_regime=300, id_transitions=200)
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     base = tmp_path_factory.mktemp("data")
@@ -44,47 +48,90 @@ def root(tmp_path_factory):
     )
     minari_root = base / "minari"
     summary = make_offline_datasets(
-        "InvertedPendulum", root=minari_root, seed=0, n_episodes=12, policies=policies
+        "InvertedPendulum", root=minari_root, seed=0, n_transitions=1500, policies=policies
     )
     assert set(summary["levels"]) == {"expert", "medium"}
-    make_far_dataset("InvertedPendulum", root=minari_root, n_transitions=600, seed=0)
+    for seed in (0, 1, 3, 4):  # Far data is generated fresh per seed
+        make_far_dataset("InvertedPendulum", root=minari_root, n_transitions=400, seed=seed)
     return minari_root
 
 
-def test_splits_disjoint_by_episode_and_complete(root, tmp_path):
-    manifest = build_splits("InvertedPendulum", tmp_path, source="offline", seed=0, root=root)
+def test_pools_sizes_targets_and_episode_disjoint_id_eval(root, tmp_path):
+    manifest = build_splits(
+        "InvertedPendulum", tmp_path, source="offline", seed=0, root=root, config=POOL
+    )
     splits, loaded = load_splits(tmp_path)
     assert loaded["data_source"] == "offline" and "mid" not in splits
     assert list(splits) == [s for s in SPLITS if s != "mid"] == manifest["splits"]
+    # pool sizes: 300 per regime, 10% of the ID pool as val, 200 ID evaluation rows
+    assert manifest["counts"] == {"train": 270, "val": 30, "id": 200, "near": 300, "far": 300}
     for name, (x, y) in splits.items():
         assert x.dtype == np.float32 and y.dtype == np.float32
         assert x.shape[1] == 5 and y.shape[1] == 4 and len(x) == len(y) == manifest["counts"][name]
     episodes = load_split_episodes(tmp_path)
-    sets = [set(episodes[s].tolist()) for s in ("train", "val", "id")]
-    assert not (sets[0] & sets[1] or sets[0] & sets[2] or sets[1] & sets[2])
-    assert len(sets[0] | sets[1] | sets[2]) == 12
-    # train/val/id rows are exactly the expert transitions of their episodes
+    pool = set(episodes["train"].tolist()) | set(episodes["val"].tolist())
+    assert not pool & set(episodes["id"].tolist()), "ID evaluation shares episodes with training"
+    # val rows are drawn from the pool's rows, not whole episodes
+    assert set(episodes["val"].tolist()) & set(episodes["train"].tolist())
+    # targets are absolute next states: the next row's state within an episode
     expert = minari_io.load_episodes(env_spec("InvertedPendulum").offline_ids["expert"], root=root)
-    for s in ("train", "val", "id"):
-        x, y, _ = minari_io.transitions(
-            [expert[i] for i in sorted(sets[("train", "val", "id").index(s)])]
-        )
-        np.testing.assert_allclose(splits[s][0], x.astype(np.float32))
-        np.testing.assert_allclose(splits[s][1], y.astype(np.float32))
+    x, y = splits["id"]
+    ep = episodes["id"][0]
+    obs = expert[ep].observations.astype(np.float32)
+    np.testing.assert_allclose(x[0, :4], obs[0], rtol=1e-6)
+    np.testing.assert_allclose(y[0], obs[1], rtol=1e-6)
+    # the pools are read episode by episode: ID rows are whole leading runs of their episodes
+    for i in np.unique(episodes["id"])[:-1]:
+        n = int(np.sum(episodes["id"] == i))
+        assert n == len(expert[i]) or i == episodes["id"][-1]
+
+
+def test_delta_targets(root, tmp_path):
+    cfg = SplitConfig(transitions_per_regime=300, id_transitions=200, target="delta")
+    build_splits(
+        "InvertedPendulum", tmp_path / "d", source="offline", seed=0, root=root, config=cfg
+    )
+    build_splits(
+        "InvertedPendulum", tmp_path / "n", source="offline", seed=0, root=root, config=POOL
+    )
+    delta, _ = load_splits(tmp_path / "d")
+    nxt, _ = load_splits(tmp_path / "n")
+    for s in delta:
+        np.testing.assert_array_equal(delta[s][0], nxt[s][0])  # same rows
+        np.testing.assert_allclose(delta[s][1], nxt[s][1] - nxt[s][0][:, :4], atol=1e-5)
 
 
 def test_splits_deterministic_in_env_and_seed(root, tmp_path):
-    a = build_splits("InvertedPendulum", tmp_path / "a", source="offline", seed=3, root=root)
-    b = build_splits("InvertedPendulum", tmp_path / "b", source="offline", seed=3, root=root)
-    c = build_splits("InvertedPendulum", tmp_path / "c", source="offline", seed=4, root=root)
+    kw = dict(source="offline", root=root, config=POOL)
+    a = build_splits("InvertedPendulum", tmp_path / "a", seed=3, **kw)
+    b = build_splits("InvertedPendulum", tmp_path / "b", seed=3, **kw)
+    c = build_splits("InvertedPendulum", tmp_path / "c", seed=4, **kw)
     assert a["content_sha256"] == b["content_sha256"]
     assert a["content_sha256"]["train"] != c["content_sha256"]["train"]
+    # Far data differ per seed (fresh rollouts)
+    assert a["dataset_ids"]["far"] != c["dataset_ids"]["far"]
+    assert a["content_sha256"]["far"] != c["content_sha256"]["far"]
 
 
-def test_caps_and_cache_conflicts(root, tmp_path):
-    cfg = SplitConfig(max_train=500, max_eval=100)
-    m = build_splits("InvertedPendulum", tmp_path, source="offline", seed=0, root=root, config=cfg)
-    assert m["counts"]["train"] == 500 and m["counts"]["far"] == 100 and m["counts"]["near"] == 100
+def test_a_pool_larger_than_its_dataset_names_the_dataset_and_its_size(root, tmp_path):
+    too_big = SplitConfig(transitions_per_regime=500, id_transitions=200)  # Far holds 400
+    with pytest.raises(PoolSizeError, match=r"random-seed0-v0.*holds 400 transitions"):
+        build_splits(
+            "InvertedPendulum", tmp_path, source="offline", seed=0, root=root, config=too_big
+        )
+    no_room = SplitConfig(transitions_per_regime=300, id_transitions=1400)
+    with pytest.raises(PoolSizeError, match=r"expert-v0.*episode-disjoint ID evaluation"):
+        build_splits(
+            "InvertedPendulum", tmp_path, source="offline", seed=0, root=root, config=no_room
+        )
+    assert not (tmp_path / "manifest.json").exists()
+    with pytest.raises(ValueError, match="target"):
+        SplitConfig(target="reward")
+
+
+def test_cache_conflicts(root, tmp_path):
+    cfg = POOL
+    build_splits("InvertedPendulum", tmp_path, source="offline", seed=0, root=root, config=cfg)
     before = (tmp_path / "splits.npz").read_bytes()
     again = build_splits(
         "InvertedPendulum", tmp_path, source="offline", seed=0, root=root, config=cfg
@@ -118,11 +165,13 @@ def test_missing_far_and_dimension_mismatch_between_levels(root, tmp_path):
 
     local = tmp_path / "minari"
     shutil.copytree(root, local)
-    far_id = env_spec("InvertedPendulum").far_id
+    far_id = env_spec("InvertedPendulum").far_id(0)
     shutil.rmtree(local / far_id)
-    with pytest.raises(DatasetMissingError, match="pnc.data.far"):
-        build_splits("InvertedPendulum", tmp_path / "out", source="offline", seed=0, root=local)
-    episodes = collect_random_episodes("InvertedDoublePendulum", 50, seed=0)
+    with pytest.raises(DatasetMissingError, match="pnc.data.far InvertedPendulum .*--seed 0"):
+        build_splits(
+            "InvertedPendulum", tmp_path / "out", source="offline", seed=0, root=local, config=POOL
+        )
+    episodes = collect_random_episodes("InvertedDoublePendulum", 400, seed=0)
     minari_io.write_dataset(
         far_id,
         episodes,
@@ -133,4 +182,6 @@ def test_missing_far_and_dimension_mismatch_between_levels(root, tmp_path):
         description="wrong env",
     )
     with pytest.raises(DimensionMismatchError, match="obs=9"):
-        build_splits("InvertedPendulum", tmp_path / "out", source="offline", seed=0, root=local)
+        build_splits(
+            "InvertedPendulum", tmp_path / "out", source="offline", seed=0, root=local, config=POOL
+        )

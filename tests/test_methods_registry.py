@@ -45,7 +45,7 @@ def test_default_ids_and_training_runs_follow_the_paper():
         "mc_dropout": ("rate=0.05", "mc_dropout-rate0.05"),
         "swag": ("scale=1", "base"),
         "laplace": ("prior_precision=10000", "base"),
-        "subspace": ("temperature=1", "base"),
+        "subspace": ("temperature=1", "subspace-every50-snapshots20-start1000-steps2000"),
     }
     for method_id, (config_id, run_id) in expected.items():
         method = methods.get(method_id)
@@ -80,9 +80,12 @@ def test_paper_grids_give_distinct_ids_and_share_runs():
         ids = [method.config_id(c) for c in configs]
         assert len(set(ids)) == len(ids)
         runs = {method.training_spec(c).run_id for c in configs}
-        assert runs == (
-            {"base"} if method_id != "mc_dropout" else {f"mc_dropout-rate{r}" for r in grid["rate"]}
-        )
+        if method_id == "mc_dropout":
+            assert runs == {f"mc_dropout-rate{r}" for r in grid["rate"]}
+        elif method_id == "subspace":  # its own 2,000-step run, shared by every temperature
+            assert runs == {"subspace-every50-snapshots20-start1000-steps2000"}
+        else:
+            assert runs == {"base"}
     assert (
         methods.get("laplace").config_id(
             methods.get("laplace").make_config({"prior_precision": 1e5})

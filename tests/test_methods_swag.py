@@ -3,7 +3,6 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax.flatten_util import ravel_pytree
 
 from pnc import MLPConfig, TrainConfig

@@ -183,18 +183,18 @@ def test_lint_is_clean(workdir):
 
 
 def test_paper_protocol_dag(workdir):
-    """config.yaml: 11 envs x 10 seeds; 7 training runs and 11 (method, run) jobs per (env, seed)."""
+    """config.yaml: 11 envs x 10 seeds; 8 training runs and 11 (method, run) jobs per (env, seed)."""
     proc = _snakemake(workdir, "-n", "--configfile", "config.yaml")
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = _job_counts(proc.stdout)
     n_env, n_seed = 11, 10
-    # runs: base, deep_ensemble-n_members5, mc_dropout x 5 rates
-    # evaluation jobs: pnc, pnc_nocorr, swag, laplace, subspace (base), deep_ensemble, 5 x mc_dropout
+    # runs: base, deep_ensemble-n_members5, mc_dropout x 5 rates, subspace's own run
+    # evaluation jobs: pnc, pnc_nocorr, swag, laplace (base), subspace, deep_ensemble, 5 x mc_dropout
     expected = {
         "minari_data": n_env,
-        "far_data": n_env,
+        "far_data": n_env * n_seed,  # Far data are collected fresh per seed
         "splits": n_env * n_seed,
-        "train": n_env * n_seed * 7,
+        "train": n_env * n_seed * 8,
         "evaluate": n_env * n_seed * 11,
         "select": n_env,
         "aggregate": 1,
@@ -216,7 +216,7 @@ def test_one_environment_target(workdir):
     proc = _snakemake(workdir, "-n", target, "--configfile", "config.yaml")
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = _job_counts(proc.stdout)
-    assert counts["train"] == 10 * 7 and counts["evaluate"] == 10 * 11 and counts["select"] == 1
+    assert counts["train"] == 10 * 8 and counts["evaluate"] == 10 * 11 and counts["select"] == 1
     assert "aggregate" not in counts and "Ant" not in proc.stdout
 
 
@@ -298,7 +298,7 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
         ),
         (
             lambda c: c["methods"]["pnc"]["fixed"].update(calibration_size=5000),
-            ["calibration_size", "5000", "data.max_train"],
+            ["calibration_size", "5000", "900 train rows", "data.transitions_per_regime"],
         ),
         (
             lambda c: c["methods"]["pnc"]["fixed"].update(perturbation_norm="ball"),
@@ -310,8 +310,19 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
         ),
         (lambda c: c.update(variance_calibration=["raw", "cal"]), ["cal", "raw", "vcal"]),
         (
-            lambda c: c["data"].update(val_fraction=0.6, id_fraction=0.5),
-            ["data.val_fraction", "data.id_fraction", "0.6", "0.5"],
+            lambda c: c["data"].update(far_transitions=500),
+            ["data.far_transitions = 500", "data.transitions_per_regime = 1000"],
+        ),
+        (
+            lambda c: c["data"].update(offline_transitions=1200),
+            ["data.offline_transitions = 1200", "data.id_transitions = 500"],
+        ),
+        (lambda c: c["data"].update(target="reward"), ["data.target", "next_state", "delta"]),
+        (lambda c: c["model"].update(variance="exp"), ["model.variance", "softplus"]),
+        (lambda c: c["train"].update(patience=0), ["train.patience = 0", ">= 1"]),
+        (
+            lambda c: c["data"].update(max_train=100),
+            ["data", "max_train", "transitions_per_regime"],
         ),
         (
             lambda c: c["model"].update(min_logvar=2.0, max_logvar=-1.0),
@@ -326,7 +337,11 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
             lambda c: c["methods"]["pnc_nocorr"]["fixed"].update(rank=2000, layers=[1]),
             ["methods.pnc_nocorr.rank = 2000", "layer 1", "model.hidden[0]", "1024"],
         ),
-        (lambda c: c["train"].update(steps=120), ["train.steps = 120", "snapshot"]),
+        (lambda c: c["train"].update(steps=100), ["train.collection", "100 steps", "swag"]),
+        (
+            lambda c: c["methods"]["subspace"]["fixed"].update(trajectory_steps=50),
+            ["methods.subspace", "trajectory_steps", "50 steps"],
+        ),
         (lambda c: c["resources"].update(train={"mem_mb": 0}), ["resources.train.mem_mb", "0"]),
     ],
     ids=[
@@ -341,11 +356,17 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
         "perturbation-norm",
         "ridge-center",
         "variance-calibration",
-        "val-plus-id-fraction",
+        "far-pool",
+        "offline-pool",
+        "target",
+        "variance-link",
+        "patience",
+        "removed-key",
         "logvar-bounds",
         "pnc-rank",
         "pnc-nocorr-rank-deeper-layer",
         "swag-snapshots",
+        "subspace-snapshots",
         "resources",
     ],
 )
@@ -455,7 +476,7 @@ def test_tiny_config_end_to_end(tiny_run):
     config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
     assert tuple(results.columns) == RESULT_COLUMNS
     assert set(results["data_source"]) == {"offline"}
-    per_split = {"rmse", "rmse_std", "nll", "spearman"}
+    per_split = {"rmse", "rmse_std", "nll", "nll_std", "spearman"}
     expected = {("id", m) for m in per_split}
     for split in ("near", "far"):  # InvertedPendulum has no Mid split
         expected |= {(split, m) for m in per_split | {"auroc", "auroc_epistemic"}}
@@ -483,6 +504,13 @@ def test_tiny_config_end_to_end(tiny_run):
         assert rec["val_nll"] == min(rec["candidates"].values())
     assert (workdir / "results" / "tables" / "cross_env.tex").exists()
     assert (workdir / "figures" / "frontier" / "InvertedPendulum.png").exists()
+    # every run was trained with early stopping on the val split and records how
+    for run_json in (workdir / "results" / "runs" / "InvertedPendulum" / "seed0").glob(
+        "*/run.json"
+    ):
+        meta = json.loads(run_json.read_text())["meta"]
+        assert meta["train_config"]["patience"] == config["train"]["patience"], run_json
+        assert meta["val_nll"], run_json
     for rule in ("train", "evaluate", "select"):
         assert list((workdir / "benchmarks" / rule).rglob("*.tsv")), rule
         assert list((workdir / "logs" / rule).rglob("*.log")), rule

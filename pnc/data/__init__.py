@@ -17,18 +17,29 @@ from pnc.data.errors import (
     NonFiniteDataError,
     UnknownEnvironmentError,
 )
-from pnc.data.splits import SOURCES, SPLITS, SplitConfig, build_splits, load_splits, make_splits
+from pnc.data.splits import (
+    SOURCES,
+    SPLITS,
+    TARGETS,
+    PoolSizeError,
+    SplitConfig,
+    build_splits,
+    load_splits,
+    make_splits,
+)
 
 __all__ = [
     "ENVS",
     "LEVELS",
     "SOURCES",
     "SPLITS",
+    "TARGETS",
     "CacheConflictError",
     "DatasetMissingError",
     "DimensionMismatchError",
     "EnvSpec",
     "NonFiniteDataError",
+    "PoolSizeError",
     "SplitConfig",
     "UnknownEnvironmentError",
     "build_splits",

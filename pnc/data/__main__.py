@@ -11,7 +11,7 @@ import json
 import sys
 
 from pnc.data.envs import ENVS
-from pnc.data.splits import SOURCES, SplitConfig, build_splits
+from pnc.data.splits import SOURCES, TARGETS, SplitConfig, build_splits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,21 +26,31 @@ def main(argv: list[str] | None = None) -> int:
         "--minari-root", default=None, help="Minari root (default $MINARI_DATASETS_PATH)"
     )
     parser.add_argument("--download", action="store_true", help="download missing Minari datasets")
-    parser.add_argument("--val-fraction", type=float, default=0.1)
-    parser.add_argument("--id-fraction", type=float, default=0.1)
-    parser.add_argument("--max-train", type=int, default=None, help="cap on train transitions")
-    parser.add_argument("--max-val", type=int, default=None, help="cap on val (default --max-eval)")
-    parser.add_argument("--max-eval", type=int, default=None, help="cap on id/near/mid/far")
+    parser.add_argument(
+        "--transitions-per-regime",
+        type=int,
+        default=SplitConfig.transitions_per_regime,
+        help="rows of each regime's pool (ID train+val, Near, Mid, Far)",
+    )
+    parser.add_argument(
+        "--val-fraction", type=float, default=0.1, help="fraction of the ID pool held out as val"
+    )
+    parser.add_argument(
+        "--id-transitions",
+        type=int,
+        default=None,
+        help="rows of the episode-disjoint ID evaluation split (default: the pool size)",
+    )
+    parser.add_argument("--target", choices=TARGETS, default="next_state")
     parser.add_argument(
         "--force", action="store_true", help="replace splits with different content"
     )
     args = parser.parse_args(argv)
     config = SplitConfig(
+        transitions_per_regime=args.transitions_per_regime,
         val_fraction=args.val_fraction,
-        id_fraction=args.id_fraction,
-        max_train=args.max_train,
-        max_val=args.max_val,
-        max_eval=args.max_eval,
+        id_transitions=args.id_transitions,
+        target=args.target,
     )
     print(
         f"[pnc.data] {args.env} seed {args.seed} from {args.source} -> {args.out}", file=sys.stderr

@@ -96,10 +96,10 @@ class EnvSpec:
         """Dataset ids of the offline behaviour datasets generated here, per level."""
         return {lvl: f"{OFFLINE_NAMESPACE}/{self.slug}/{lvl}-v0" for lvl in self.levels}
 
-    @property
-    def far_id(self) -> str:
-        """Dataset id of the uniform-random-action (Far) dataset, e.g. ``"pnc/halfcheetah/random-v0"``."""
-        return f"{FAR_NAMESPACE}/{self.slug}/random-v0"
+    def far_id(self, seed: int) -> str:
+        """Dataset id of the uniform-random-action (Far) dataset of ``seed``, generated fresh per
+        seed, e.g. ``"pnc/halfcheetah/random-seed3-v0"``."""
+        return f"{FAR_NAMESPACE}/{self.slug}/random-seed{int(seed)}-v0"
 
     def dataset_ids(self, source: str) -> dict[str, str]:
         """Dataset ids per level for ``source`` (``"minari"`` or ``"offline"``)."""

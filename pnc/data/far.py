@@ -1,7 +1,7 @@
 """Far data: uniform-random actions in the Gymnasium environment (paper, Section 5.3).
 
-Minari has no random-policy dataset, so the Far split is generated here and written as a Minari
-dataset ``pnc/{env}/random-v0``. Reset seeds and actions come from generators named after
+Minari has no random-policy dataset, so the Far split is generated here, fresh for every seed as
+the authors did, and written as a Minari dataset ``pnc/{env}/random-seed{S}-v0``. Reset seeds and actions come from generators named after
 ``(env, seed)``, so the same arguments give the same data.
 
 Command line::
@@ -74,7 +74,7 @@ def make_far_dataset(
     max_episode_steps: int | None = None,
     force: bool = False,
 ) -> dict:
-    """Generate (or reuse) the Far dataset ``pnc/{env}/random-v0`` under ``root``.
+    """Generate (or reuse) the Far dataset ``pnc/{env}/random-seed{seed}-v0`` under ``root``.
 
     An existing dataset made with the same request is reused without rolling out again; one made
     differently is replaced only with ``force``.
@@ -95,7 +95,7 @@ def make_far_dataset(
         "seed": int(seed),
         "max_episode_steps": max_episode_steps,
     }
-    old = minari_io.read_provenance(spec.far_id, root)
+    old = minari_io.read_provenance(spec.far_id(seed), root)
     start = time.perf_counter()
     if old is not None and old.get("request") == request:
         status = "reused"
@@ -113,7 +113,7 @@ def make_far_dataset(
             "versions": {"gymnasium": gymnasium.__version__, "mujoco": mujoco.__version__},
         }
         _, status = minari_io.write_dataset(
-            spec.far_id,
+            spec.far_id(seed),
             episodes,
             gym_id=spec.gym_id,
             root=root,
@@ -123,7 +123,7 @@ def make_far_dataset(
             force=force,
         )
     return {
-        "dataset_id": spec.far_id,
+        "dataset_id": spec.far_id(seed),
         "status": status,
         "env": spec.name,
         "transitions": int(n_transitions),

@@ -110,14 +110,26 @@ def load_dataset(dataset_id: str, *, root: str | Path | None = None, download: b
     import minari
 
     with using_root(root) as path:
-        if not download and not dataset_exists(dataset_id, path):
+        present = dataset_exists(dataset_id, path)
+        if not download and not present:
             raise DatasetMissingError(
                 f"Minari dataset {dataset_id!r} not found under {path} and downloading is disabled. "
                 "Fix: pass --download (needs access to Minari's remote storage), point "
                 "--minari-root / $MINARI_DATASETS_PATH at a directory holding a copy, or use "
                 "--source offline to train on behaviour datasets generated locally."
             )
-        return minari.load_dataset(dataset_id, download=download)
+        if present:
+            return minari.load_dataset(dataset_id)
+        try:
+            return minari.load_dataset(dataset_id, download=True)
+        except Exception as err:  # network, hub and storage errors come in many types
+            raise DatasetMissingError(
+                f"Minari dataset {dataset_id!r} is not under {path} and downloading it failed "
+                f"({type(err).__name__}: {err}). Fix: run where Minari's remote storage is "
+                "reachable, copy the dataset under --minari-root / $MINARI_DATASETS_PATH, or use "
+                "--source offline (workflow: data.source: offline) to train on behaviour datasets "
+                "generated locally."
+            ) from err
 
 
 def read_provenance(dataset_id: str, root: str | Path | None) -> dict[str, Any] | None:
@@ -158,15 +170,25 @@ def load_episodes(
     return read_episodes(load_dataset(dataset_id, root=root, download=download))
 
 
-def episode_transitions(episode: Episode) -> tuple[np.ndarray, np.ndarray]:
-    """The ``T`` transitions of one episode: ``x [T, obs + act]``, ``y = s_{t+1} - s_t [T, obs]`` (float64)."""
+#: What a transition's target is: the next state ``s_{t+1}`` or the change ``s_{t+1} - s_t``.
+TARGETS: tuple[str, ...] = ("next_state", "delta")
+
+
+def episode_transitions(episode: Episode, target: str = "delta") -> tuple[np.ndarray, np.ndarray]:
+    """The ``T`` transitions of one episode: ``x = (s_t, a_t) [T, obs + act]`` and ``y [T, obs]``,
+    ``y = s_{t+1}`` (``target="next_state"``) or ``s_{t+1} - s_t`` (``"delta"``); float64."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
     obs = np.asarray(episode.observations, np.float64)
     act = np.asarray(episode.actions, np.float64)
-    return np.concatenate([obs[:-1], act], axis=1), obs[1:] - obs[:-1]
+    y = obs[1:] if target == "next_state" else obs[1:] - obs[:-1]
+    return np.concatenate([obs[:-1], act], axis=1), y
 
 
-def transitions(episodes: Sequence[Episode]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Stack the transitions of ``episodes``.
+def transitions(
+    episodes: Sequence[Episode], target: str = "delta"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stack the transitions of ``episodes`` (``target`` as in :func:`episode_transitions`).
 
     Returns:
         ``x [N, obs + act]``, ``y [N, obs]`` (float64) and ``episode [N]``, the position in
@@ -174,7 +196,7 @@ def transitions(episodes: Sequence[Episode]) -> tuple[np.ndarray, np.ndarray, np
     """
     if not episodes:
         raise ValueError("no episodes given")
-    pairs = [episode_transitions(ep) for ep in episodes]
+    pairs = [episode_transitions(ep, target) for ep in episodes]
     x = np.concatenate([p[0] for p in pairs])
     y = np.concatenate([p[1] for p in pairs])
     index = np.repeat(np.arange(len(episodes)), [len(ep) for ep in episodes])
@@ -202,18 +224,21 @@ def check_dims(named_dims: dict[str, tuple[int, int]]) -> tuple[int, int]:
 
 
 def check_finite(dataset_id: str, episodes: Sequence[Episode]) -> None:
-    """Raise :class:`NonFiniteDataError` with counts if any observation or action is NaN/inf."""
-    bad_obs = sum(int(np.sum(~np.isfinite(ep.observations))) for ep in episodes)
-    bad_act = sum(int(np.sum(~np.isfinite(ep.actions))) for ep in episodes)
-    bad_eps = sum(
-        1
-        for ep in episodes
+    """Raise :class:`NonFiniteDataError` naming the dataset, the first offending episodes and the
+    counts if any observation or action is NaN/inf."""
+    bad = [
+        i
+        for i, ep in enumerate(episodes)
         if not (np.all(np.isfinite(ep.observations)) and np.all(np.isfinite(ep.actions)))
-    )
-    if bad_obs or bad_act:
+    ]
+    if bad:
+        bad_obs = sum(int(np.sum(~np.isfinite(episodes[i].observations))) for i in bad)
+        bad_act = sum(int(np.sum(~np.isfinite(episodes[i].actions))) for i in bad)
+        shown = ", ".join(str(i) for i in bad[:10]) + (" ..." if len(bad) > 10 else "")
         raise NonFiniteDataError(
             f"{dataset_id}: {bad_obs} non-finite observation values and {bad_act} non-finite "
-            f"action values in {bad_eps} of {len(episodes)} episodes; refusing to use the data"
+            f"action values in {len(bad)} of {len(episodes)} episodes (episode index {shown}); "
+            "refusing to use the data"
         )
 
 

@@ -1,11 +1,20 @@
 """Train/val/ID/Near/Mid/Far splits per (environment, seed) (paper, Section 5.3 and Appendix C).
 
-Expert episodes are shuffled by a generator named ``(env, seed, "splits")`` and divided *by
-episode* into ``train``, ``val`` (held out for hyperparameter selection) and ``id`` (held-out ID
-evaluation). ``near`` (medium level), ``mid`` (simple level, where the environment has one) and
-``far`` (uniform-random actions) are evaluation-only. A split larger than its cap keeps a uniformly
-drawn subset of its transitions (rows in their original order), which never mixes episodes between
-splits.
+Each regime contributes a pool of ``transitions_per_regime`` transitions (the authors' 10,000),
+read episode by episode from its dataset's episodes in an order shuffled by a generator named
+``(env, seed, "splits", regime)``; the last episode is cut so the pool has exactly that many rows.
+
+- ``train`` / ``val``: the ID (expert) pool, of which a random ``val_fraction`` of the rows (a
+  permutation named ``(env, seed, "splits", "val")``) is held out for early stopping, variance
+  calibration and hyperparameter selection (the authors' 10% of the ID-train pool);
+- ``id``: the next ``id_transitions`` expert transitions in the same shuffled order, from episodes
+  the train pool does not touch (episode-disjoint held-out ID evaluation; the authors drew it with
+  another seed from the same dataset, so theirs could overlap the training rows);
+- ``near`` (medium level), ``mid`` (simple level, where the environment has one) and ``far``
+  (uniform-random actions, a dataset generated fresh per seed, :mod:`pnc.data.far`): their pools.
+
+Inputs are ``x = (s_t, a_t)``; targets ``y`` are the absolute next state ``s_{t+1}`` (the authors'
+``target="next_state"``) or the change ``s_{t+1} - s_t`` (``"delta"``), in raw units.
 
 The splits of one (env, seed) are cached as ``splits.npz`` (compressed, float32, no pickles) and
 ``manifest.json`` (source, dataset ids, counts, dims, content hashes, settings). An existing cache
@@ -32,43 +41,51 @@ SPLITS: tuple[str, ...] = ("train", "val", "id", "near", "mid", "far")
 
 SOURCES: tuple[str, ...] = ("minari", "offline")
 
+TARGETS: tuple[str, ...] = minari_io.TARGETS
+
 MANIFEST = "manifest.json"
 SPLITS_FILE = "splits.npz"
 
 
+class PoolSizeError(ValueError):
+    """A dataset holds fewer transitions than its pool asks for (the message names both)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class SplitConfig:
-    """Split sizes.
+    """Pool sizes and the target.
 
     Attributes:
-        val_fraction: fraction of expert episodes held out as ``val`` (at least one episode).
-        id_fraction: fraction of expert episodes held out as ``id`` (at least one episode).
-        max_train: cap on ``train`` transitions (``None``: no cap).
-        max_val: cap on ``val`` transitions (``None``: ``max_eval``).
-        max_eval: cap on each of ``id``, ``near``, ``mid``, ``far`` (and ``val``) transitions.
+        transitions_per_regime: rows of each regime's pool (ID train + val, Near, Mid, Far).
+        val_fraction: fraction of the ID pool's rows held out as ``val`` (at least one row).
+        id_transitions: rows of the ``id`` evaluation split (``None``: ``transitions_per_regime``).
+        target: ``"next_state"`` (``s_{t+1}``) or ``"delta"`` (``s_{t+1} - s_t``).
     """
 
+    transitions_per_regime: int = 10_000
     val_fraction: float = 0.1
-    id_fraction: float = 0.1
-    max_train: int | None = None
-    max_val: int | None = None
-    max_eval: int | None = None
+    id_transitions: int | None = None
+    target: str = "next_state"
 
     def __post_init__(self) -> None:
-        if not (0 < self.val_fraction < 1 and 0 < self.id_fraction < 1):
-            raise ValueError("val_fraction and id_fraction must lie in (0, 1)")
-        if self.val_fraction + self.id_fraction >= 1:
-            raise ValueError("val_fraction + id_fraction must leave episodes for training")
-        for cap in (self.max_train, self.max_val, self.max_eval):
-            if cap is not None and cap < 1:
-                raise ValueError(f"caps must be positive, got {cap}")
+        if self.transitions_per_regime < 2:
+            raise ValueError(
+                f"transitions_per_regime must be >= 2, got {self.transitions_per_regime}"
+            )
+        if not 0 < self.val_fraction < 1:
+            raise ValueError(f"val_fraction must lie in (0, 1), got {self.val_fraction}")
+        if self.id_transitions is not None and self.id_transitions < 1:
+            raise ValueError(f"id_transitions must be >= 1, got {self.id_transitions}")
+        if self.target not in TARGETS:
+            raise ValueError(f"unknown target {self.target!r}; expected one of {TARGETS}")
 
-    def cap(self, split: str) -> int | None:
-        if split == "train":
-            return self.max_train
-        if split == "val" and self.max_val is not None:
-            return self.max_val
-        return self.max_eval
+    @property
+    def n_id(self) -> int:
+        return self.transitions_per_regime if self.id_transitions is None else self.id_transitions
+
+    @property
+    def n_val(self) -> int:
+        return max(1, round(self.val_fraction * self.transitions_per_regime))
 
 
 def _dataset_summary(dataset) -> dict[str, Any]:
@@ -84,9 +101,12 @@ def _dataset_summary(dataset) -> dict[str, Any]:
     return out
 
 
-def _missing_hint(source: str, level: str, name: str) -> str:
+def _missing_hint(source: str, level: str, name: str, seed: int) -> str:
     if level == "far":
-        return f"generate it with `python -m pnc.data.far {name} --minari-root DIR --transitions N --seed S`"
+        return (
+            f"generate it with `python -m pnc.data.far {name} --minari-root DIR --transitions N "
+            f"--seed {seed}`"
+        )
     if source == "offline":
         return (
             f"generate it with `python -m pnc.data.offline {name} --minari-root DIR "
@@ -95,13 +115,15 @@ def _missing_hint(source: str, level: str, name: str) -> str:
     return ""
 
 
-def _load_level(dataset_id: str, *, root, download: bool, source: str, level: str, name: str):
+def _load_level(
+    dataset_id: str, *, root, download: bool, source: str, level: str, name: str, seed: int
+):
     try:
         # generated datasets never come from Minari's remote storage
         generated = level == "far" or source == "offline"
         dataset = minari_io.load_dataset(dataset_id, root=root, download=download and not generated)
     except DatasetMissingError as err:
-        hint = _missing_hint(source, level, name)
+        hint = _missing_hint(source, level, name, seed)
         if hint:
             raise DatasetMissingError(
                 f"dataset {dataset_id!r} not found under {minari_io.resolve_root(root)}; {hint}"
@@ -114,14 +136,38 @@ def _load_level(dataset_id: str, *, root, download: bool, source: str, level: st
     return episodes, _dataset_summary(dataset)
 
 
-def _take(episodes, chosen: np.ndarray, cap: int | None, rng: np.random.Generator):
-    """Transitions of ``episodes[chosen]``, uniformly subsampled to ``cap`` rows if needed."""
-    x, y, index = minari_io.transitions([episodes[i] for i in chosen])
-    episode = chosen[index]
-    if cap is not None and len(x) > cap:
-        rows = np.sort(rng.choice(len(x), size=cap, replace=False))
-        x, y, episode = x[rows], y[rows], episode[rows]
-    return x.astype(np.float32), y.astype(np.float32), episode.astype(np.int64)
+def _read_pool(
+    episodes, order: np.ndarray, n_rows: int, target: str
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], int]:
+    """The first ``n_rows`` transitions of ``episodes`` taken in ``order`` (last episode cut).
+
+    Returns:
+        ``((x float32, y float32, episode int64), k)``; ``k`` episodes of ``order`` were used.
+    """
+    xs, ys, eps, total, k = [], [], [], 0, 0
+    for i in order:
+        if total >= n_rows:
+            break
+        x, y = minari_io.episode_transitions(episodes[i], target)
+        take = min(len(x), n_rows - total)
+        xs.append(x[:take])
+        ys.append(y[:take])
+        eps.append(np.full(take, i, np.int64))
+        total += take
+        k += 1
+    x = np.concatenate(xs).astype(np.float32)
+    y = np.concatenate(ys).astype(np.float32)
+    return (x, y, np.concatenate(eps)), k
+
+
+def _check_size(dataset_id: str, episodes, needed: int, what: str) -> None:
+    held = int(sum(len(ep) for ep in episodes))
+    if held < needed:
+        raise PoolSizeError(
+            f"dataset {dataset_id!r} holds {held} transitions ({len(episodes)} episodes); "
+            f"{what} needs {needed}. Lower data.transitions_per_regime (or data.id_transitions), "
+            "or provide a larger dataset (offline source: raise data.offline_transitions)"
+        )
 
 
 def make_splits(
@@ -141,17 +187,24 @@ def make_splits(
         the manifest fields except hashes.
 
     Raises:
-        UnknownEnvironmentError, DatasetMissingError, DimensionMismatchError, NonFiniteDataError.
+        UnknownEnvironmentError, DatasetMissingError, DimensionMismatchError, NonFiniteDataError,
+        PoolSizeError (a dataset smaller than its pool).
     """
     if source not in SOURCES:
         raise ValueError(f"unknown data source {source!r}; expected one of {SOURCES}")
     spec = env_spec(name)
     config = config or SplitConfig()
     ids = dict(spec.dataset_ids(source))
-    ids["far"] = spec.far_id
+    ids["far"] = spec.far_id(seed)
     loaded = {
         level: _load_level(
-            dataset_id, root=root, download=download, source=source, level=level, name=spec.name
+            dataset_id,
+            root=root,
+            download=download,
+            source=source,
+            level=level,
+            name=spec.name,
+            seed=seed,
         )
         for level, dataset_id in ids.items()
     }
@@ -161,30 +214,38 @@ def make_splits(
     }
     obs_dim, act_dim = minari_io.check_dims(dims)
 
+    pool = config.transitions_per_regime
+    target = config.target
     expert = loaded["expert"][0]
-    n_ep = len(expert)
-    n_val = max(1, round(config.val_fraction * n_ep))
-    n_id = max(1, round(config.id_fraction * n_ep))
-    if n_ep - n_val - n_id < 1:
-        raise ValueError(
-            f"{ids['expert']} has {n_ep} episodes; need at least 3 to split train/val/id by episode"
+    order = numpy_rng(spec.name, seed, "splits", "expert", "episodes").permutation(len(expert))
+    _check_size(ids["expert"], expert, pool, "the ID pool (transitions_per_regime)")
+    (x, y, episode), used = _read_pool(expert, order, pool, target)
+    rest = order[used:]
+    if sum(len(expert[i]) for i in rest) < config.n_id:
+        raise PoolSizeError(
+            f"dataset {ids['expert']!r} holds {int(sum(len(ep) for ep in expert))} transitions "
+            f"({len(expert)} episodes); the ID pool takes {pool} (from {used} episodes), leaving "
+            f"{int(sum(len(expert[i]) for i in rest))} in untouched episodes for the "
+            f"{config.n_id} episode-disjoint ID evaluation rows. Lower data.transitions_per_regime "
+            "or data.id_transitions, or provide a larger dataset (offline source: raise "
+            "data.offline_transitions)"
         )
-    perm = numpy_rng(spec.name, seed, "splits", "episodes").permutation(n_ep)
-    chosen = {
-        "val": np.sort(perm[:n_val]),
-        "id": np.sort(perm[n_val : n_val + n_id]),
-        "train": np.sort(perm[n_val + n_id :]),
+    perm = numpy_rng(spec.name, seed, "splits", "val").permutation(pool)
+    val_rows, train_rows = np.sort(perm[: config.n_val]), np.sort(perm[config.n_val :])
+    splits = {
+        "train": (x[train_rows], y[train_rows], episode[train_rows]),
+        "val": (x[val_rows], y[val_rows], episode[val_rows]),
+        "id": _read_pool(expert, rest, config.n_id, target)[0],
     }
-    splits = {}
-    for split in ("train", "val", "id"):
-        rng = numpy_rng(spec.name, seed, "splits", split, "cap")
-        splits[split] = _take(expert, chosen[split], config.cap(split), rng)
     for level in spec.levels[1:] + ("far",):
         split = LEVEL_SPLIT.get(level, level)
         episodes = loaded[level][0]
-        rng = numpy_rng(spec.name, seed, "splits", split, "cap")
-        splits[split] = _take(episodes, np.arange(len(episodes)), config.cap(split), rng)
-    order = [s for s in SPLITS if s in splits]
+        _check_size(ids[level], episodes, pool, f"the {split} pool (transitions_per_regime)")
+        level_order = numpy_rng(spec.name, seed, "splits", level, "episodes").permutation(
+            len(episodes)
+        )
+        splits[split] = _read_pool(episodes, level_order, pool, target)[0]
+    order_names = [s for s in SPLITS if s in splits]
     split_sources = {"train": "expert", "val": "expert", "id": "expert", "near": "medium"}
     split_sources.update({"mid": "simple", "far": "far"})
     info = {
@@ -193,15 +254,19 @@ def make_splits(
         "seed": int(seed),
         "data_source": source,
         "dataset_ids": {level: ids[level] for level in ids},
-        "split_dataset": {s: ids[split_sources[s]] for s in order},
-        "splits": order,
+        "split_dataset": {s: ids[split_sources[s]] for s in order_names},
+        "splits": order_names,
         "dims": {"obs": obs_dim, "act": act_dim, "x": obs_dim + act_dim, "y": obs_dim},
-        "counts": {s: int(len(splits[s][0])) for s in order},
-        "episodes": {s: int(len(np.unique(splits[s][2]))) for s in order},
-        "expert_episodes": {"total": n_ep, "train": len(chosen["train"]), "val": n_val, "id": n_id},
+        "counts": {s: int(len(splits[s][0])) for s in order_names},
+        "episodes": {s: int(len(np.unique(splits[s][2]))) for s in order_names},
+        "expert_episodes": {"total": len(expert), "id_pool": int(used)},
         "config": dataclasses.asdict(config),
         "datasets": {ids[level]: summary for level, (_, summary) in loaded.items()},
-        "transition": "x = concat(s_t, a_t), y = s_{t+1} - s_t, within episodes only",
+        "transition": (
+            "x = concat(s_t, a_t), y = "
+            + ("s_{t+1}" if target == "next_state" else "s_{t+1} - s_t")
+            + ", within episodes only"
+        ),
     }
     return splits, info
 

@@ -214,19 +214,35 @@ def fetch_minari(env: str, *, root: str | Path | None, download: bool) -> dict:
         ``{"env", "minari_root", "datasets": {level: {"id", "episodes", "transitions"}}}``.
 
     Raises:
-        pnc.data.DatasetMissingError: a dataset is absent and ``download`` is false.
+        pnc.data.DatasetMissingError: datasets are absent (and ``download`` is false or the
+            download failed); the message names every missing level and dataset id, and the
+            offline alternative.
     """
-    from pnc.data import env_spec
+    from pnc.data import DatasetMissingError, env_spec
     from pnc.data.minari_io import load_dataset, resolve_root
 
-    datasets = {}
+    datasets, missing = {}, {}
     for level, dataset_id in env_spec(env).minari_ids.items():
-        ds = load_dataset(dataset_id, root=root, download=download)
+        try:
+            ds = load_dataset(dataset_id, root=root, download=download)
+        except DatasetMissingError as err:
+            missing[level] = (dataset_id, err)
+            continue
         datasets[level] = {
             "id": dataset_id,
             "episodes": int(ds.total_episodes),
             "transitions": int(ds.total_steps),
         }
+    if missing:
+        listing = ", ".join(f"{level} ({dataset_id})" for level, (dataset_id, _) in missing.items())
+        first = next(iter(missing.values()))[1]
+        raise DatasetMissingError(
+            f"{env}: Minari datasets missing under {resolve_root(root)}: {listing}. "
+            + ("Downloading failed. " if download else "Downloading is disabled (data.download). ")
+            + "Alternatives: copy the datasets there, or set data.source: offline to use behaviour "
+            f"datasets generated locally (e.g. `snakemake --config data='{{source: offline}}'`). "
+            f"First error: {first}"
+        ) from first
     return {"env": env, "minari_root": str(resolve_root(root)), "datasets": datasets}
 
 

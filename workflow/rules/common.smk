@@ -2,8 +2,8 @@
 # defined here, derived from `config`. The config is first checked against
 # workflow/schemas/config.schema.yaml (one line per violation: key path, offending value, what is
 # allowed), then validated again by Snakemake, which fills in the schema's defaults. Checks across
-# keys follow (fractions, log-variance bounds, P&C layers and ranks against the network, the SWAG
-# snapshots of the base run); method grids are expanded with pnc.study.grid, so an unknown
+# keys follow (pool sizes, log-variance bounds, P&C layers and ranks against the network, the SWAG
+# and Subspace snapshots); method grids are expanded with pnc.study.grid, so an unknown
 # hyperparameter fails while the DAG is built, before any job runs. Every config error found here is
 # a WorkflowError naming the key and its value.
 
@@ -112,10 +112,11 @@ DATA = config["data"]
 def _check_pnc(points, hidden, envs):
     """P&C's `layers` against model.hidden, its `rank` against the kernel size d_in x d_out of
     every perturbed layer (layer 0's d_in is the environment's observation + action, layer l's is
-    model.hidden[l-1]), and `calibration_size` against data.max_train."""
-    from pnc.data import env_spec
+    model.hidden[l-1]), and `calibration_size` against the train rows of the ID pool."""
+    from pnc.data import SplitConfig, env_spec
 
-    max_train = DATA.get("max_train")
+    pool = _split_config()
+    max_train = pool.transitions_per_regime - pool.n_val
     for method, method_points in points.items():
         for point in method_points:
             cfg = point.config
@@ -143,21 +144,49 @@ def _check_pnc(points, hidden, envs):
                             f" d_out {d_out} (model.hidden[{layer}] = {d_out}) = {d_in * d_out}"
                         )
             size = cfg.calibration_size
-            if size is not None and max_train is not None and size > max_train:
+            if size is not None and size > max_train:
                 raise WorkflowError(
                     f"invalid config: methods.{method}.calibration_size = {size} is larger than"
-                    f" data.max_train = {max_train} (the calibration set is drawn from the train split)"
+                    f" the {max_train} train rows of the ID pool (data.transitions_per_regime ="
+                    f" {pool.transitions_per_regime} minus data.val_fraction ="
+                    f" {pool.val_fraction} of it); the calibration set is drawn from the train rows"
                 )
 
 
-def _check_fractions():
-    """The val and ID fractions of the expert episodes must leave episodes to train on."""
-    val, held = DATA["val_fraction"], DATA["id_fraction"]
-    if val + held >= 1:
-        raise WorkflowError(
-            f"invalid config: data.val_fraction + data.id_fraction = {val} + {held} = {val + held}"
-            " must be < 1 (the rest of the expert episodes is the train split)"
+def _split_config():
+    from pnc.data import SplitConfig
+
+    try:
+        return SplitConfig(
+            transitions_per_regime=int(DATA["transitions_per_regime"]),
+            val_fraction=float(DATA["val_fraction"]),
+            id_transitions=DATA.get("id_transitions"),
+            target=DATA["target"],
         )
+    except ValueError as err:
+        raise WorkflowError(f"invalid config: data: {err}") from None
+
+
+def _check_pools():
+    """Far and offline datasets large enough for their pools (Minari sizes are checked by the
+    split job, which names the dataset and its size)."""
+    pool = _split_config()
+    far = int(DATA["far_transitions"])
+    if far < pool.transitions_per_regime:
+        raise WorkflowError(
+            f"invalid config: data.far_transitions = {far} is smaller than"
+            f" data.transitions_per_regime = {pool.transitions_per_regime} (the Far pool)"
+        )
+    if DATA["source"] == "offline":
+        need = pool.transitions_per_regime + pool.n_id
+        have = int(DATA["offline_transitions"])
+        if have < need:
+            raise WorkflowError(
+                f"invalid config: data.offline_transitions = {have} cannot hold the ID pool"
+                f" (data.transitions_per_regime = {pool.transitions_per_regime}) and the"
+                f" episode-disjoint ID evaluation rows (data.id_transitions = {pool.n_id}):"
+                f" it needs more than {need} (one episode is cut at the pool's end)"
+            )
 
 
 def _check_logvar(model):
@@ -168,40 +197,51 @@ def _check_logvar(model):
         )
 
 
-def _check_snapshots(points, steps):
-    """The base run's SWAG snapshots: >= 2 are needed; SWAG/Subspace ranks above them are cut."""
-    from pnc.methods import SWAGCollection
+def _check_snapshots(points, train):
+    """SWAG's base-run snapshots (train.collection over train.steps) and Subspace's own run: each
+    needs >= 2 collected iterates when it runs to its step cap; ranks above them are cut."""
+    from pnc.train import Collection
 
+    try:
+        base = Collection(**train["collection"])
+    except (TypeError, ValueError) as err:
+        raise WorkflowError(f"invalid config: train.collection: {err}") from None
+    steps = int(train["steps"])
     warned = set()
     for method, method_points in points.items():
         for point in method_points:
-            if point.spec.kind != "base":
+            if method == "swag":
+                collection, run_steps, where = base, steps, "train.collection over train.steps"
+            elif method == "subspace":
+                cfg = point.config
+                collection = Collection(cfg.collect_start, cfg.collect_every, cfg.n_snapshots)
+                run_steps = cfg.trajectory_steps
+                where = "methods.subspace collect_start/collect_every over trajectory_steps"
+            else:
                 continue
-            collection = SWAGCollection.from_options(point.spec.options)
-            n_snap = collection.n_snapshots(steps)
+            n_snap = collection.n_snapshots(run_steps)
             if n_snap < 2:
                 raise WorkflowError(
-                    f"invalid config: train.steps = {steps} gives {n_snap} SWAG snapshot(s) in the"
-                    f" base run (one every {collection.every} steps after"
-                    f" {collection.start_frac:g} of training) that methods.{method} trains on;"
-                    " it needs >= 2"
+                    f"invalid config: {where} = {run_steps} steps collect {n_snap} iterate(s)"
+                    f" (from step {collection.start_step}, every {collection.every}) for"
+                    f" methods.{method}; it needs >= 2"
                 )
             kept = min(collection.rank, n_snap)
             rank = getattr(point.config, "rank", None)
-            if rank is not None and rank > kept and method in {"swag", "subspace"} - warned:
+            if rank is not None and rank > kept and method not in warned:
                 warned.add(method)
                 logger.warning(
                     f"config: methods.{method}.rank = {rank} is above the {kept} deviation"
-                    f" columns the base run keeps (train.steps = {steps}); {kept} are used"
+                    f" columns its run keeps; {kept} are used"
                 )
 
 
 def _check_across_keys(points):
     model = config["model"]
-    _check_fractions()
+    _check_pools()
     _check_logvar(model)
     _check_pnc(points, list(model["hidden"]), ENVS)
-    _check_snapshots(points, int(config["train"]["steps"]))
+    _check_snapshots(points, config["train"])
 
 
 _check_across_keys(GRID_POINTS)
@@ -271,7 +311,7 @@ def source_records(wildcards):
     source = "offline" if DATA["source"] == "offline" else "minari"
     return [
         f"resources/data/{wildcards.env}/{source}.json",
-        f"resources/data/{wildcards.env}/far.json",
+        f"resources/data/{wildcards.env}/far-seed{wildcards.seed}.json",
     ]
 
 
@@ -356,11 +396,13 @@ def section_json(name):
 
 
 def split_options():
-    opts = [f"--val-fraction {DATA.get('val_fraction', 0.1)}"]
-    opts.append(f"--id-fraction {DATA.get('id_fraction', 0.1)}")
-    for key in ("max_train", "max_val", "max_eval"):
-        if DATA.get(key) is not None:
-            opts.append(f"--{key.replace('_', '-')} {int(DATA[key])}")
+    opts = [
+        f"--transitions-per-regime {int(DATA['transitions_per_regime'])}",
+        f"--val-fraction {DATA['val_fraction']}",
+        f"--target {DATA['target']}",
+    ]
+    if DATA.get("id_transitions") is not None:
+        opts.append(f"--id-transitions {int(DATA['id_transitions'])}")
     return " ".join(opts)
 
 

@@ -1,5 +1,5 @@
 # Data: behaviour datasets (offline ARS rollouts, or the paper's Minari datasets), the Far
-# (uniform-random-action) dataset, and the episode splits per (env, seed). Minari datasets live
+# (uniform-random-action) dataset per (env, seed), and the pools/splits per (env, seed). Minari datasets live
 # under config data.minari_root; each dataset rule leaves a JSON record of what it made or found.
 
 
@@ -35,7 +35,7 @@ rule offline_data:
     params:
         root=MINARI_ROOT,
         policies=policy_option,
-        transitions=DATA.get("offline_transitions", 20000),
+        transitions=DATA["offline_transitions"],
         seed=DATA.get("seed", 0),
     log:
         "logs/offline_data/{env}.log",
@@ -61,7 +61,7 @@ rule minari_data:
         "resources/data/{env}/minari.json",
     params:
         root=MINARI_ROOT,
-        download="--download" if DATA.get("download", False) else "",
+        download="--download" if DATA["download"] else "",
     log:
         "logs/minari_data/{env}.log",
     benchmark:
@@ -79,17 +79,16 @@ rule minari_data:
 
 rule far_data:
     message:
-        "Far data: uniform-random-action rollouts of {wildcards.env}"
+        "Far data: uniform-random-action rollouts of {wildcards.env}, seed {wildcards.seed}"
     output:
-        "resources/data/{env}/far.json",
+        "resources/data/{env}/far-seed{seed}.json",
     params:
         root=MINARI_ROOT,
-        transitions=DATA.get("far_transitions", 20000),
-        seed=DATA.get("seed", 0),
+        transitions=DATA["far_transitions"],
     log:
-        "logs/far_data/{env}.log",
+        "logs/far_data/{env}/seed{seed}.log",
     benchmark:
-        "benchmarks/far_data/{env}.tsv"
+        "benchmarks/far_data/{env}/seed{seed}.tsv"
     resources:
         mem_mb=RESOURCES["data"]["mem_mb"],
         runtime=RESOURCES["data"]["runtime"],
@@ -98,14 +97,14 @@ rule far_data:
         "../../envs/pnc.yaml"
     shell:
         "python -m pnc.workflow.far_data --threads {threads} {wildcards.env}"
-        " --minari-root {params.root:q} --transitions {params.transitions} --seed {params.seed}"
-        " --force"
+        " --minari-root {params.root:q} --transitions {params.transitions}"
+        " --seed {wildcards.seed} --force"
         " > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
 
 rule splits:
     message:
-        "Episode splits train/val/id/near/mid/far of {wildcards.env}, seed {wildcards.seed}"
+        "Pools and splits train/val/id/near/mid/far of {wildcards.env}, seed {wildcards.seed}"
     input:
         source_records,
     output:
