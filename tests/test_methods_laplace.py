@@ -20,7 +20,7 @@ from pnc.train import Standardizer, TrainedModel
 
 def test_kronecker_block_equals_exact_fisher_block_for_one_example():
     """One example's Fisher block of the per-dimension *mean* NLL (the authors' loss; with D = 2 the
-    summed NLL would give 4 times this block)."""
+    summed NLL would give 4 times this block); the head is two blocks, mean and variance head."""
     config = MLPConfig(out_dim=2, hidden=(3, 4))
     params = init_params(config, 2, jax.random.key(0))
     x = jnp.array([[0.7, -1.3]])
@@ -35,6 +35,10 @@ def test_kronecker_block_equals_exact_fisher_block_for_one_example():
     for name in config.layer_names():
         g_vec = np.asarray(augmented_layer(grads[name]), np.float64).reshape(-1)  # row-major
         exact = np.outer(g_vec, g_vec)
+        if name == "head":  # two blocks: no curvature between the mean and the variance head
+            column = np.tile(np.arange(4) >= 2, grads[name]["kernel"].shape[0] + 1)
+            exact = exact * (column[:, None] == column[None, :])
+            assert np.abs(np.outer(g_vec, g_vec) - exact).max() > 1e-6
         A, G = (np.asarray(f, np.float64) for f in factors[name])
         assert np.abs(exact).max() > 1e-6
         np.testing.assert_allclose(np.kron(A, G), exact, rtol=1e-4, atol=1e-7 * np.abs(exact).max())

@@ -168,5 +168,5 @@ def test_build_keeps_the_deviations_only_for_the_low_rank_covariance():
 
     assert build({"rank": 2}).deviations.shape == (2, n_params)
     assert build({"rank": 2, "covariance": "diag"}).deviations.shape == (0, n_params)
-    with pytest.raises(ValueError, match="rank >= 2"):
+    with pytest.raises(ValueError, match=">= 2 deviation columns"):
         build({"rank": 1})

@@ -8,6 +8,12 @@ is approximated by
 
     F_l ~= A_l (x) G_l,   A_l = E[a a^T],   G_l = E[g g^T]     (KFAC; row-major ``vec`` of ``W``).
 
+The head's ``2D`` outputs are the mean head (columns ``0..D-1``) and the variance head (columns
+``D..2D-1``) side by side; as in the authors' code, which gives the two heads Kronecker blocks of
+their own, the head's ``G`` keeps only its two diagonal ``[D, D]`` blocks
+(``G = blockdiag(G_mean, G_var)``), so ``A (x) G`` is exactly the two heads' blocks
+``A (x) G_mean`` and ``A (x) G_var`` and the heads are independent under the posterior.
+
 **Fisher.** ``L`` is the per-dimension *mean* Gaussian NLL of one example,
 ``L = (1/D) sum_d NLL(y_d | mean_d(x), var_d(x))`` (the authors' laplace.py scales both heads'
 gradients by ``1/D``, so ``G`` is ``1/D^2`` times that of the summed NLL), and ``g`` is computed for
@@ -98,6 +104,12 @@ def _forward_with_offsets(
     return mean, var, inputs
 
 
+def head_block_mask(out_dim: int, dtype=jnp.float32) -> Array:
+    """``[2D, 2D]`` mask of ``blockdiag(1_{DxD}, 1_{DxD})``: zero between the mean and variance heads."""
+    head = jnp.arange(2 * out_dim) >= out_dim
+    return (head[:, None] == head[None, :]).astype(dtype)
+
+
 @functools.partial(jax.jit, static_argnames=("config",))
 def kfac_factors_for_targets(
     params: Params, x: Array, targets: Array, config: MLPConfig
@@ -105,7 +117,8 @@ def kfac_factors_for_targets(
     """Kronecker factors ``(A_l, G_l)`` of every layer for given targets.
 
     ``G_l`` is built from ``g = dL/ds`` of the per-dimension mean NLL ``L = (1/D) sum_d NLL_d``
-    of each example (module docstring).
+    of each example; the head's ``G`` is block-diagonal over the mean and variance heads (module
+    docstring).
 
     Args:
         x: standardised inputs ``[n, in_dim]``.
@@ -135,6 +148,8 @@ def kfac_factors_for_targets(
         a_aug = jnp.concatenate([a, jnp.ones((n, 1), a.dtype)], axis=1)
         A = a_aug.T @ a_aug / n
         G = jnp.einsum("cnd,cne->de", g, g) / (g.shape[0] * n)
+        if name == "head":  # the mean and variance heads are separate blocks (module docstring)
+            G = G * head_block_mask(config.out_dim, G.dtype)
         factors[name] = (A, G)
     return factors
 
