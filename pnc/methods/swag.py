@@ -181,18 +181,14 @@ class SWAG(MethodBase):
     def build(self, run: TrainingRun, config: SWAGConfig, x, y, *, key) -> SWAGPosterior:
         """Read the SWAG moments of ``run`` (``x``, ``y`` and ``key`` are not needed).
 
-        Raises:
-            ValueError: ``covariance = diag_lowrank`` with fewer than 2 deviation columns.
+        ``diag_lowrank`` uses the ``min(rank, collected)`` most recent deviation columns; with fewer
+        than 2 collected (a run early-stopped near the start of its collection) the low-rank term
+        is left out, as the authors' sampler does, and only the diagonal term remains.
         """
         self._check_config(config)
         stats = swag_statistics(run)
         n_columns = 0 if config.covariance == "diag" else min(config.rank, stats["n_valid"])
-        deviations = stats["deviations"][:n_columns]
-        if config.covariance == "diag_lowrank" and n_columns < 2:
-            raise ValueError(
-                f"covariance diag_lowrank needs >= 2 deviation columns; the run collected "
-                f"{stats['n_valid']} and rank is {config.rank}"
-            )
+        deviations = stats["deviations"][: n_columns if n_columns >= 2 else 0]
         return SWAGPosterior(
             mean=stats["mean"],
             std=jnp.sqrt(jnp.maximum(stats["var"], 0.0)),
