@@ -113,8 +113,9 @@ def split_head(out: Array, config: MLPConfig) -> tuple[Array, Array]:
 class GaussianMLP(nn.Module):
     """Flax module of the Gaussian MLP. ``__call__(x) -> (mean, variance)``, shapes ``[..., D]``.
 
-    With ``dropout_rate > 0`` and ``deterministic=False`` one dropout mask per hidden layer is
-    drawn from the ``"dropout"`` RNG stream and shared across all leading (batch) axes.
+    With ``dropout_rate > 0`` and ``deterministic=False`` every hidden layer draws an independent
+    dropout mask per element from the ``"dropout"`` RNG stream: each example of a batch gets its own
+    mask (MC Dropout as in the authors' code, for training and for the test-time passes).
     """
 
     config: MLPConfig
@@ -126,9 +127,7 @@ class GaussianMLP(nn.Module):
         for i, width in enumerate(cfg.hidden):
             h = nn.relu(nn.Dense(width, name=f"hidden_{i}")(h))
             if cfg.dropout_rate > 0.0:
-                h = nn.Dropout(rate=cfg.dropout_rate, broadcast_dims=tuple(range(h.ndim - 1)))(
-                    h, deterministic=deterministic
-                )
+                h = nn.Dropout(rate=cfg.dropout_rate)(h, deterministic=deterministic)
         out = nn.Dense(2 * cfg.out_dim, name="head")(h)
         return split_head(out, cfg)
 

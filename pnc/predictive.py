@@ -37,6 +37,26 @@ def mixture(pred: Predictive) -> tuple[Array, Array]:
     return mean, jnp.mean(pred.variances, axis=0) + jnp.var(pred.means, axis=0)
 
 
+def gaussian_draws(pred: Predictive, key: Array) -> Predictive:
+    """Replace every Gaussian sample by one draw from it (the authors' "sample" predictive).
+
+    ``y_s = mean_s + sqrt(var_s) * eps_s`` with ``eps ~ N(0, I)`` of shape ``[S, N, D]`` drawn from
+    ``key``; the result holds the draws as point masses (``means = y``, ``variances = 0``), so
+    :func:`mixture` gives the mean and the population variance (``ddof = 0``) of the ``S`` draws
+    and :func:`epistemic_variance` equals that variance.
+
+    Args:
+        pred: ``S`` Gaussian samples, means/variances ``[S, N, D]``.
+        key: PRNG key of the draws.
+
+    Returns:
+        :class:`Predictive` with ``means`` the draws and ``variances`` zeros, each ``[S, N, D]``.
+    """
+    eps = jax.random.normal(key, pred.means.shape, pred.means.dtype)
+    draws = pred.means + jnp.sqrt(pred.variances) * eps
+    return Predictive(draws, jnp.zeros_like(draws))
+
+
 def aleatoric_variance(pred: Predictive) -> Array:
     """Mean of the sample variances, ``[N, D]``."""
     return jnp.mean(pred.variances, axis=0)

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+import pnc.methods as methods
 from pnc import MLPConfig, TrainConfig
 from pnc.methods import TrainingRun, TrainingSpec
 from pnc.methods.base_run import base_spec, swag_statistics, train_base
@@ -79,21 +80,48 @@ def test_a_run_without_snapshots_falls_back_to_its_parameters():
     np.testing.assert_array_equal(stats["var"], 0.0)
 
 
-def test_sample_covariance_matches_diag_plus_low_rank():
+def _sample_cov(mean, std, deviations, scale, n=200_000):
+    keys = jax.random.split(jax.random.key(0), n)
+    draw = jax.jit(jax.vmap(lambda k: swag_sample(mean, std, deviations, scale, k)))
+    samples = np.asarray(draw(keys), np.float64)
+    return samples.mean(0), np.cov(samples.T)
+
+
+@pytest.mark.parametrize("scale", [0.3, 3.0])
+def test_sample_covariance_is_half_diag_plus_low_rank_times_scale_squared(scale):
+    """Maddox et al.'s covariance (diag + D^T D / (K - 1)) / 2, with ``scale`` multiplying the
+    standard deviation: the covariance grows as ``scale**2`` (0.09 and 9 here, not 0.3 and 3)."""
     rng = np.random.default_rng(0)
-    n_params, rank, scale = 5, 3, 0.7
+    n_params, rank = 5, 3
     mean = jnp.asarray(rng.normal(size=n_params), jnp.float32)
     std = jnp.asarray(rng.uniform(0.2, 1.0, size=n_params), jnp.float32)
     deviations = jnp.asarray(rng.normal(size=(rank, n_params)), jnp.float32)
-    keys = jax.random.split(jax.random.key(0), 200_000)
-    samples = np.asarray(
-        jax.jit(jax.vmap(lambda k: swag_sample(mean, std, deviations, scale, k)))(keys),
-        np.float64,
-    )
+    sample_mean, cov = _sample_cov(mean, std, deviations, scale)
     d = np.asarray(deviations, np.float64)
-    expected = scale * (np.diag(np.asarray(std, np.float64) ** 2) + d.T @ d / (rank - 1))
-    np.testing.assert_allclose(samples.mean(0), mean, atol=0.02)
-    np.testing.assert_allclose(np.cov(samples.T), expected, atol=0.02 * np.abs(expected).max())
+    unit = 0.5 * (np.diag(np.asarray(std, np.float64) ** 2) + d.T @ d / (rank - 1))
+    np.testing.assert_allclose(sample_mean, mean, atol=0.01 * scale)
+    np.testing.assert_allclose(cov, scale**2 * unit, atol=0.02 * scale**2 * np.abs(unit).max())
+
+
+def test_diagonal_sampler_ignores_the_deviations():
+    """``covariance: diag`` (the authors' sampler): mean + scale sqrt(0.5 var) eps."""
+    rng = np.random.default_rng(1)
+    std = jnp.asarray(rng.uniform(0.2, 1.0, size=4), jnp.float32)
+    scale = 2.0
+    _, cov = _sample_cov(jnp.zeros(4), std, jnp.zeros((0, 4)), scale)
+    expected = np.diag(scale**2 * 0.5 * np.asarray(std, np.float64) ** 2)
+    np.testing.assert_allclose(cov, expected, atol=0.02 * expected.max())
+    with pytest.raises(ValueError, match="at least 2 deviation columns"):
+        swag_sample(jnp.zeros(4), std, jnp.ones((1, 4)), 1.0, jax.random.key(0))
+
+
+def test_covariance_option_is_checked_and_named_in_the_config_id():
+    swag = methods.get("swag")
+    assert swag.make_config().covariance == "diag_lowrank"
+    config = swag.make_config({"scale": 0.3, "covariance": "diag"})
+    assert swag.config_id(config) == "scale=0.3,covariance=diag"
+    with pytest.raises(ValueError, match="covariance must be one of diag_lowrank, diag"):
+        swag.make_config({"covariance": "full"})
 
 
 def test_statistics_unroll_the_ring_buffer_most_recent_first():
@@ -113,3 +141,33 @@ def test_statistics_unroll_the_ring_buffer_most_recent_first():
         TrainingSpec("base"), TrainedModel(config, params, norm, norm), {"swag": swag}
     )
     np.testing.assert_array_equal(swag_statistics(run)["deviations"][:, 0], [1.0, 0.0, 2.0])
+
+
+def test_build_keeps_the_deviations_only_for_the_low_rank_covariance():
+    config = MLPConfig(out_dim=1, hidden=(2,))
+    params = init_params(config, 1, jax.random.key(0))
+    n_params = ravel_pytree(params)[0].shape[0]
+    swag = {
+        "mean": np.zeros(n_params),
+        "sq_mean": np.ones(n_params),
+        "var": np.ones(n_params),
+        "deviations": np.ones((3, n_params)),
+        "n_snapshots": np.float32(3),
+    }
+    norm = Standardizer(jnp.zeros(1), jnp.ones(1))
+    run = TrainingRun(
+        TrainingSpec("base"), TrainedModel(config, params, norm, norm), {"swag": swag}
+    )
+    method = methods.get("swag")
+    x = jnp.zeros((4, 1))
+
+    def build(overrides):
+        config = method.make_config(overrides)
+        return method.build(run, config, x, x, key=jax.random.key(0))
+
+    assert build({"rank": 2}).deviations.shape == (2, n_params)
+    assert build({"rank": 2, "covariance": "diag"}).deviations.shape == (0, n_params)
+    # fewer than 2 columns: the low-rank term is left out (the authors' sampler)
+    assert build({"rank": 1}).deviations.shape == (0, n_params)
+    swag["n_snapshots"] = np.float32(1)
+    assert build({"rank": 3}).deviations.shape == (0, n_params)

@@ -171,7 +171,7 @@ def test_posterior_is_a_pytree_of_its_arrays(toy, method_id):
     data, static = [], []
     for field in dataclasses.fields(posterior):
         value = getattr(posterior, field.name)
-        (static if isinstance(value, int | float) else data).append(value)
+        (static if isinstance(value, int | float | str) else data).append(value)
     assert [id(leaf) for leaf in jax.tree.leaves(data)] == [id(leaf) for leaf in leaves]
     treedef = jax.tree.structure(posterior)
     assert jax.tree.structure(jax.tree.unflatten(treedef, leaves)) == treedef

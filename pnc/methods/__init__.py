@@ -18,7 +18,7 @@ subspace       Subspace Inference (ESS)                ``subspace``     100
 Usage::
 
     method = pnc.methods.get("swag")
-    method.config_keys                               # ("scale", "rank", "n_samples", "chunk_size")
+    method.config_keys          # ("scale", "rank", "covariance", "n_samples", "chunk_size")
     config = method.make_config({"scale": 0.3})      # clear error on unknown keys / bad values
     method.config_id(config)                         # "scale=0.3"
     run = method.train(method.training_spec(config), x_raw, y_raw,

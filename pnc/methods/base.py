@@ -52,7 +52,7 @@ from pnc.io import (
     write_json,
 )
 from pnc.mlp import MLPConfig
-from pnc.predictive import Predictive
+from pnc.predictive import Predictive, gaussian_draws
 from pnc.train import (
     Standardizer,
     TrainConfig,
@@ -365,6 +365,36 @@ def check_positive(config: Any, *names: str) -> None:
     for name in names:
         if not getattr(config, name) > 0:
             raise ValueError(f"{name} must be > 0, got {getattr(config, name)!r}")
+
+
+def check_choice(config: Any, name: str, choices: Sequence[str]) -> None:
+    """Raise ``ValueError`` naming the field ``name`` if its value is not one of ``choices``."""
+    value = getattr(config, name)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def check_max_rows(config: Any) -> None:
+    """Raise ``ValueError`` unless ``config.max_rows`` is ``None`` (all rows) or ``>= 1``."""
+    if config.max_rows is not None and config.max_rows < 1:
+        raise ValueError(f"max_rows must be >= 1 or null (all rows), got {config.max_rows!r}")
+
+
+PREDICTIVE_RULES = ("mixture", "sample")
+"""How a method's ``S`` Gaussians become its predictive (the ``predictive`` option).
+
+``mixture``: the ``S`` Gaussians themselves, combined by :func:`pnc.mixture` (Lakshminarayanan et
+al.); ``sample``: one draw from each, as point masses (:func:`pnc.predictive.gaussian_draws`), so
+the predictive mean and variance are those of the ``S`` draws (the authors' code)."""
+
+
+def apply_predictive_rule(pred: Predictive, rule: str, key: Array) -> Predictive:
+    """``pred`` itself (``mixture``) or one draw per sample from ``key`` (``sample``)."""
+    if rule == "mixture":
+        return pred
+    if rule == "sample":
+        return gaussian_draws(pred, key)
+    raise ValueError(f"predictive must be one of {', '.join(PREDICTIVE_RULES)}; got {rule!r}")
 
 
 class MethodBase:

@@ -1,8 +1,15 @@
 """Deep Ensembles (Lakshminarayanan et al., 2017): ``M`` networks from independent initialisations
-and data orders; each member contributes its own Gaussian ``(mean, var)``, so ``S = M``.
+and data orders; each member contributes one predictive sample, so ``S = M``.
 
 The members are trained together with ``jax.vmap`` over keys of :func:`pnc.train.fit` (one
-jitted program); the paper uses ``M = 5`` (Appendix C).
+jitted program); the paper uses ``M = 5`` (Appendix C). ``predictive`` says how the members'
+Gaussians ``N(mu_m(x), var_m(x))`` are combined (:data:`pnc.methods.base.PREDICTIVE_RULES`):
+
+- ``mixture`` (the paper: Lakshminarayanan et al.'s rule): the ``M`` Gaussians themselves, whose
+  moment-matched mixture has mean ``mean_m mu_m`` and variance ``mean_m var_m + var_m mu_m``;
+- ``sample`` (the authors' code, ``StandardEnsemble``): one draw ``y_m = mu_m + sqrt(var_m) eps_m``
+  per member, ``eps ~ N(0, I)`` from the predict key, held as point masses, so the predictive mean
+  and variance are the mean and the population variance of the ``M`` draws.
 """
 
 from __future__ import annotations
@@ -17,9 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from pnc.methods.base import (
+    PREDICTIVE_RULES,
     MethodBase,
     TrainingRun,
     TrainingSpec,
+    apply_predictive_rule,
+    check_choice,
     check_inputs,
     check_positive,
     standardise,
@@ -35,16 +45,21 @@ Array = jax.Array
 class DeepEnsembleConfig:
     """Attributes:
     n_members: ``M``, independently trained members (a training field).
+    predictive: ``mixture`` (the paper) or ``sample`` (the authors' code); post hoc.
     """
 
     n_members: int = 5
+    predictive: str = "mixture"
 
     def __post_init__(self) -> None:
         check_positive(self, "n_members")
+        check_choice(self, "predictive", PREDICTIVE_RULES)
 
 
 @functools.partial(
-    jax.tree_util.register_dataclass, data_fields=("members", "model"), meta_fields=()
+    jax.tree_util.register_dataclass,
+    data_fields=("members", "model"),
+    meta_fields=("predictive",),
 )
 @dataclasses.dataclass(frozen=True)
 class DeepEnsemblePosterior:
@@ -53,10 +68,12 @@ class DeepEnsemblePosterior:
     Attributes:
         members: stacked member parameters, a leading ``[M]`` axis on every leaf.
         model: the first member with the shared architecture and standardisers.
+        predictive: ``mixture`` or ``sample`` (static).
     """
 
     members: Params
     model: TrainedModel
+    predictive: str = "mixture"
 
 
 def train_ensemble(
@@ -107,7 +124,7 @@ class DeepEnsemble(MethodBase):
     id: ClassVar[str] = "deep_ensemble"
     config_cls: ClassVar[type] = DeepEnsembleConfig
     training_fields: ClassVar[tuple[str, ...]] = ("n_members",)
-    posthoc_fields: ClassVar[tuple[str, ...]] = ()
+    posthoc_fields: ClassVar[tuple[str, ...]] = ("predictive",)
     id_fields: ClassVar[tuple[str, ...]] = ("n_members",)
 
     def training_spec(self, config: DeepEnsembleConfig) -> TrainingSpec:
@@ -141,9 +158,14 @@ class DeepEnsemble(MethodBase):
         n = jax.tree.leaves(members)[0].shape[0]
         if n != config.n_members:
             raise ValueError(f"run has {n} members, config asks for {config.n_members}")
-        return DeepEnsemblePosterior(members, run.model)
+        return DeepEnsemblePosterior(members, run.model, config.predictive)
 
     def predict(self, posterior: DeepEnsemblePosterior, x: Array, *, key: Array) -> Predictive:
-        """One Gaussian per member, ``[M, N, D]`` (deterministic; ``key`` is unused)."""
+        """One sample per member, ``[M, N, D]``.
+
+        ``mixture``: each member's Gaussian (``key`` unused); ``sample``: one draw from each
+        member's Gaussian, from ``key`` (variances zero; module docstring).
+        """
         x = check_inputs(x, posterior.model.in_dim)
-        return _predict_members(posterior.members, x, model_config=posterior.model.config)
+        pred = _predict_members(posterior.members, x, model_config=posterior.model.config)
+        return apply_predictive_rule(pred, posterior.predictive, key)

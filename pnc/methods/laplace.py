@@ -1,27 +1,37 @@
 """Kronecker-factored Laplace approximation (Ritter et al., 2018) around the base model.
 
-For every affine layer ``l`` (the hidden layers and the head) with augmented input
-``a = [h_{l-1}, 1]`` (``d_in + 1``) and pre-activation ``s = a W`` (``W = [kernel; bias]``,
-``[d_in + 1, d_out]``), the per-example gradient of the loss is ``vec(a g^T) = a (x) g`` with
-``g = dL/ds``, so the layer's Fisher block ``E[(a a^T) (x) (g g^T)]`` is approximated by
+For every affine layer ``l`` (the hidden layers and the head, which holds the mean and the variance
+outputs) with augmented input ``a = [h_{l-1}, 1]`` (``d_in + 1``) and pre-activation ``s = a W``
+(``W = [kernel; bias]``, ``[d_in + 1, d_out]``), the per-example gradient of the loss is
+``vec(a g^T) = a (x) g`` with ``g = dL/ds``, so the layer's Fisher block ``E[(a a^T) (x) (g g^T)]``
+is approximated by
 
     F_l ~= A_l (x) G_l,   A_l = E[a a^T],   G_l = E[g g^T]     (KFAC; row-major ``vec`` of ``W``).
 
-**Fisher.** ``L`` is the Gaussian NLL summed over the ``D`` target dimensions of one example, and
-``g`` is computed for targets *sampled from the model's own predictive* ``y ~ N(mean(x), var(x))``
-(``n_fisher_samples`` draws per input), i.e. the Monte Carlo estimate of the true Fisher of the
-mean-and-variance head (not the empirical Fisher of the observed targets).
+The head's ``2D`` outputs are the mean head (columns ``0..D-1``) and the variance head (columns
+``D..2D-1``) side by side; as in the authors' code, which gives the two heads Kronecker blocks of
+their own, the head's ``G`` keeps only its two diagonal ``[D, D]`` blocks
+(``G = blockdiag(G_mean, G_var)``), so ``A (x) G`` is exactly the two heads' blocks
+``A (x) G_mean`` and ``A (x) G_var`` and the heads are independent under the posterior.
 
-**Posterior.** The layer's posterior precision is ``N (A_l (x) G_l) + delta I`` with ``N`` the number
-of training rows and ``delta`` the prior precision (post hoc; grid {1e1, ..., 1e5}, paper Appendix C).
-With ``A = Q_A diag(a) Q_A^T`` and ``G = Q_G diag(g) Q_G^T`` it is exactly
-``(Q_A (x) Q_G) diag(N a (x) g + delta) (Q_A (x) Q_G)^T``, so a sample is
+**Fisher.** ``L`` is the per-dimension *mean* Gaussian NLL of one example,
+``L = (1/D) sum_d NLL(y_d | mean_d(x), var_d(x))`` (the authors' laplace.py scales both heads'
+gradients by ``1/D``, so ``G`` is ``1/D^2`` times that of the summed NLL), and ``g`` is computed for
+targets *sampled from the model's own predictive* ``y ~ N(mean(x), var(x))`` (``n_fisher_samples``
+draws per input; the authors: one), i.e. the Monte Carlo estimate of the true Fisher of the
+mean-and-variance head (not the empirical Fisher of the observed targets). ``A`` and ``G`` average
+over the ``n`` rows used (and the draws).
 
-    W = W_MAP + Q_A (Z / sqrt(N a g^T + delta)) Q_G^T,   Z ~ N(0, I) of shape [d_in + 1, d_out].
+**Posterior.** The layer's posterior precision is ``n (A_l (x) G_l) + delta I`` with ``n`` the number
+of rows the factors were estimated on (all ``N`` training rows, or ``max_rows`` of them when
+subsampled: the authors' ``data_size`` is the subset size) and ``delta`` the prior precision (post
+hoc; grid {1e1, ..., 1e5}, paper Appendix C). With ``A = Q_A diag(a) Q_A^T`` and
+``G = Q_G diag(g) Q_G^T`` it is exactly ``(Q_A (x) Q_G) diag(n a (x) g + delta) (Q_A (x) Q_G)^T``, so
+a sample is
 
-Layers are independent (block-diagonal posterior). The factors are estimated on at most
-``max_rows`` training rows (a random subset drawn with the build key when ``N`` is larger), while the
-precision is still scaled by the full ``N``.
+    W = W_MAP + Q_A (Z / sqrt(n a g^T + delta)) Q_G^T,   Z ~ N(0, I) of shape [d_in + 1, d_out].
+
+Layers are independent (block-diagonal posterior).
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ from pnc.methods.base import (
     TrainingRun,
     TrainingSpec,
     check_inputs,
+    check_max_rows,
     check_positive,
     sample_predictive,
 )
@@ -56,21 +67,21 @@ class LaplaceConfig:
     Attributes:
         prior_precision: ``delta`` (post hoc; grid {1e1, 1e2, 1e3, 1e4, 1e5}).
         n_samples: ``S`` weight samples.
-        max_rows: training rows used to estimate the Kronecker factors.
+        max_rows: training rows used to estimate the Kronecker factors (``None``: all rows;
+            otherwise a random subset of that many rows); the precision's ``n`` is the rows used.
         n_fisher_samples: sampled targets per input for the Monte Carlo Fisher.
         chunk_size: samples evaluated together in :meth:`Laplace.predict`.
     """
 
     prior_precision: float = 1e4
     n_samples: int = 100
-    max_rows: int = 5000
+    max_rows: int | None = None
     n_fisher_samples: int = 1
     chunk_size: int = 25
 
     def __post_init__(self) -> None:
-        check_positive(
-            self, "prior_precision", "n_samples", "max_rows", "n_fisher_samples", "chunk_size"
-        )
+        check_positive(self, "prior_precision", "n_samples", "n_fisher_samples", "chunk_size")
+        check_max_rows(self)
 
 
 def augmented_layer(layer: dict) -> Array:
@@ -93,11 +104,21 @@ def _forward_with_offsets(
     return mean, var, inputs
 
 
+def head_block_mask(out_dim: int, dtype=jnp.float32) -> Array:
+    """``[2D, 2D]`` mask of ``blockdiag(1_{DxD}, 1_{DxD})``: zero between the mean and variance heads."""
+    head = jnp.arange(2 * out_dim) >= out_dim
+    return (head[:, None] == head[None, :]).astype(dtype)
+
+
 @functools.partial(jax.jit, static_argnames=("config",))
 def kfac_factors_for_targets(
     params: Params, x: Array, targets: Array, config: MLPConfig
 ) -> dict[str, tuple[Array, Array]]:
     """Kronecker factors ``(A_l, G_l)`` of every layer for given targets.
+
+    ``G_l`` is built from ``g = dL/ds`` of the per-dimension mean NLL ``L = (1/D) sum_d NLL_d``
+    of each example; the head's ``G`` is block-diagonal over the mean and variance heads (module
+    docstring).
 
     Args:
         x: standardised inputs ``[n, in_dim]``.
@@ -114,7 +135,8 @@ def kfac_factors_for_targets(
     def grads_for(y: Array) -> list[Array]:
         def loss(offsets: list[Array]) -> Array:
             mean, var, _ = _forward_with_offsets(params, x, config, offsets)
-            return jnp.sum(gaussian_nll(mean, var, y))
+            # sum over rows of each row's mean over the D target dims
+            return jnp.sum(jnp.mean(gaussian_nll(mean, var, y), axis=-1))
 
         # each row's pre-activation only affects its own loss term: rows of the gradient are the
         # per-example gradients g
@@ -126,6 +148,8 @@ def kfac_factors_for_targets(
         a_aug = jnp.concatenate([a, jnp.ones((n, 1), a.dtype)], axis=1)
         A = a_aug.T @ a_aug / n
         G = jnp.einsum("cnd,cne->de", g, g) / (g.shape[0] * n)
+        if name == "head":  # the mean and variance heads are separate blocks (module docstring)
+            G = G * head_block_mask(config.out_dim, G.dtype)
         factors[name] = (A, G)
     return factors
 
@@ -158,9 +182,9 @@ def eigen_factors(factors: dict[str, tuple[Array, Array]]) -> dict[str, dict[str
 
 
 def layer_offset(eigen: dict[str, Array], n_data: Array, delta: Array, z: Array) -> Array:
-    """``W - W_MAP = Q_A (Z / sqrt(N a g^T + delta)) Q_G^T`` for standard normal ``z [d_in+1, d_out]``.
+    """``W - W_MAP = Q_A (Z / sqrt(n a g^T + delta)) Q_G^T`` for standard normal ``z [d_in+1, d_out]``.
 
-    Maps ``N(0, I)`` to ``N(0, (N A (x) G + delta I)^{-1})`` (row-major ``vec``; module docstring).
+    Maps ``N(0, I)`` to ``N(0, (n A (x) G + delta I)^{-1})`` (row-major ``vec``; module docstring).
     """
     precision = n_data * eigen["eig_a"][:, None] * eigen["eig_g"][None, :] + delta
     return eigen["q_a"] @ (z * jax.lax.rsqrt(precision)) @ eigen["q_g"].T
@@ -200,7 +224,7 @@ class LaplacePosterior:
     Attributes:
         eigen: ``{layer: {"q_a" [d_in + 1, d_in + 1], "eig_a" [d_in + 1], "q_g" [d_out, d_out],
             "eig_g" [d_out]}}``.
-        n_data: ``N``, training rows (static).
+        n_data: ``n``, the rows the factors were estimated on (static).
         prior_precision: ``delta`` (static).
         model: the base model (the MAP parameters ``W_MAP``).
         n_samples: ``S`` weight samples (static).
@@ -270,14 +294,15 @@ class Laplace(MethodBase):
     def build(self, run: TrainingRun, config: LaplaceConfig, x, y, *, key) -> LaplacePosterior:
         """Estimate and eigendecompose the factors on (a subset of) standardised ``x [N, in]``.
 
-        ``y`` is not used: the Fisher's targets are sampled from the model.
+        ``y`` is not used: the Fisher's targets are sampled from the model. The posterior's
+        ``n_data`` is the number of rows used, ``min(N, max_rows)``.
         """
         self._check_config(config)
         x = check_inputs(x, run.model.in_dim)
-        n_data = x.shape[0]
         k_rows, k_fisher = jax.random.split(key)
-        if n_data > config.max_rows:
-            x = x[jax.random.choice(k_rows, n_data, (config.max_rows,), replace=False)]
+        if config.max_rows is not None and x.shape[0] > config.max_rows:
+            x = x[jax.random.choice(k_rows, x.shape[0], (config.max_rows,), replace=False)]
+        n_data = x.shape[0]
         factors = kfac_factors(
             run.model.params,
             x,

@@ -2,8 +2,10 @@
 test time and average ``S`` stochastic passes.
 
 The dropout rate is a training field (one run per rate; grid {0.05, 0.1, 0.2, 0.3, 0.5}, paper
-Appendix C). Each of the ``S = 100`` passes draws one mask per hidden layer from its own key and
-shares it across the whole input batch, so a sample is one sub-network evaluated on every input.
+Appendix C). Dropout masks are independent per element (:class:`pnc.mlp.GaussianMLP`), in training
+and at test time: each of the ``S = 100`` passes draws, from its own key, a fresh mask per hidden
+layer and per example, as the authors' MC Dropout does (``model(x, deterministic=False)`` on the
+whole batch), so within one pass different inputs see different sub-networks.
 """
 
 from __future__ import annotations

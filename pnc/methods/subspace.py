@@ -5,17 +5,24 @@ like every run, 20 iterates collected every 50 steps from step 1,000; the ``subs
 run, :meth:`Subspace.train`), not from the shared base run.
 
 The subspace is ``theta(z) = theta_SWA + z^T B`` with ``theta_SWA`` the SWA mean and ``B`` the top-``k``
-principal directions of the SWAG deviation matrix ``D`` (``[K, P]``), scaled by their singular values:
-``D / sqrt(K - 1) = U diag(s) V^T``, ``B = diag(s_{1..k}) V^T_{1..k}`` (as in the authors' PCA
-subspace). The prior on the coordinates is ``z ~ N(0, I_k)`` (so the prior in weight space is the SWAG
-low-rank Gaussian restricted to the subspace). The tempered log-likelihood is
+principal directions of the SWAG deviation matrix ``D`` (``[K, P]``), scaled by their singular values
+divided by ``sqrt(K - 1)``: ``D = U diag(s) V^T``, ``B = diag(s_{1..k} / sqrt(K - 1)) V^T_{1..k}``
+(as the authors' PCA subspace: components ``U S / sqrt(n - 1)`` of the ``n`` deviation columns). The
+prior on the coordinates is ``z ~ N(0, I_k)`` (so the prior in weight space is the SWAG low-rank
+Gaussian restricted to the subspace). The tempered log-likelihood is
 
-    log L(z) = -(1 / T) (N / n) sum_{i in subset} sum_d NLL(y_id | theta(z), x_i),
+    log L(z) = -(1 / T^2) (N / n) sum_{i in rows} sum_d NLL(y_id | theta(z), x_i),
 
-a fixed random subset of ``n <= max_rows`` training rows rescaled to the full ``N`` (a fixed subset,
-not minibatches, so that slice sampling targets one distribution). ``T`` is swept post hoc over
-{1, 10, 100, 1e3, 1e4} (paper, Appendix C). Samples come from one elliptical slice sampling chain
-started at ``z = 0`` (the SWA mean), after ``burn_in`` steps, keeping every ``thin``-th state.
+the temperature entering *squared*, as in the authors' code (``-sum NLL / T^2``). ``rows`` are all
+``N`` training rows (``max_rows = None``, the authors' protocol) or a fixed random subset of
+``n = max_rows`` rows rescaled to ``N`` (a fixed subset, not minibatches, so that slice sampling
+targets one distribution). ``T`` is swept post hoc over {1, 10, 100, 1e3, 1e4} (paper, Appendix C).
+Samples come from one elliptical slice sampling chain started at ``z = 0`` (the SWA mean), after
+``burn_in`` steps, keeping every ``thin``-th state (the authors: 100 burn-in, ``thin = 1``).
+
+``predictive`` turns the ``S`` sampled networks into the predictive
+(:data:`pnc.methods.base.PREDICTIVE_RULES`): ``mixture`` of their Gaussians, or ``sample``, one
+draw from each (the authors' code), seeded by the predict key.
 """
 
 from __future__ import annotations
@@ -29,10 +36,14 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from pnc.methods.base import (
+    PREDICTIVE_RULES,
     MethodBase,
     TrainingRun,
     TrainingSpec,
+    apply_predictive_rule,
+    check_choice,
     check_inputs,
+    check_max_rows,
     check_positive,
     sample_predictive,
 )
@@ -60,7 +71,9 @@ class SubspaceConfig:
         n_samples: ``S`` retained samples.
         burn_in: discarded initial ESS steps.
         thin: keep every ``thin``-th ESS state.
-        max_rows: training rows in the likelihood subset.
+        max_rows: training rows in the likelihood (``None``: all rows; otherwise a fixed random
+            subset of that many rows, rescaled to ``N``).
+        predictive: ``mixture`` or ``sample`` (:data:`pnc.methods.base.PREDICTIVE_RULES`).
         chunk_size: samples evaluated together in :meth:`Subspace.predict`.
     """
 
@@ -73,7 +86,8 @@ class SubspaceConfig:
     n_samples: int = 100
     burn_in: int = 100
     thin: int = 2
-    max_rows: int = 2000
+    max_rows: int | None = None
+    predictive: str = "mixture"
     chunk_size: int = 25
 
     def __post_init__(self) -> None:
@@ -86,9 +100,10 @@ class SubspaceConfig:
             "n_snapshots",
             "n_samples",
             "thin",
-            "max_rows",
             "chunk_size",
         )
+        check_max_rows(self)
+        check_choice(self, "predictive", PREDICTIVE_RULES)
         if self.collect_start < 0:
             raise ValueError(f"collect_start must be >= 0, got {self.collect_start}")
         if self.burn_in < 0:
@@ -96,7 +111,12 @@ class SubspaceConfig:
 
 
 def pca_subspace(deviations: Array, rank: int) -> Array:
-    """Top-``rank`` principal directions of ``D / sqrt(K - 1)`` scaled by singular values, ``[k, P]``."""
+    """``B = diag(s_{1..k} / sqrt(K - 1)) V^T_{1..k}`` from ``D = U diag(s) V^T``, ``[k, P]``.
+
+    Args:
+        deviations: ``D``, ``[K, P]`` (one deviation per row).
+        rank: ``k`` (at most ``K``).
+    """
     n_cols = deviations.shape[0]
     _, s, vt = jnp.linalg.svd(deviations / jnp.sqrt(max(n_cols - 1, 1)), full_matrices=False)
     k = min(rank, n_cols)
@@ -113,10 +133,20 @@ def subspace_log_likelihood(
     scale: Array,
     config: MLPConfig,
 ) -> Array:
-    """``-scale * sum NLL(y | theta(z), x)`` with ``scale = N / (n T)`` (module docstring)."""
+    """``-scale * sum_{i, d} NLL(y_id | theta(z), x_i)`` with ``scale = N / (n T^2)``.
+
+    Args:
+        z: subspace coordinates ``[k]``; mean: ``theta_SWA``, ``[P]``; basis: ``B``, ``[k, P]``;
+        x: ``[n, in]``, y: ``[n, D]`` (standardised); scale: :func:`likelihood_scale`.
+    """
     params = ravel_pytree(template)[1](mean + z @ basis)
     m, v = forward(params, x, config)
     return -scale * jnp.sum(gaussian_nll(m, v, y))
+
+
+def likelihood_scale(n_data: int, n_rows: int, temperature: float) -> float:
+    """``N / (n T^2)``: the factor of ``-sum NLL`` over ``n`` of ``N`` rows at temperature ``T``."""
+    return n_data / (n_rows * temperature**2)
 
 
 @functools.partial(jax.jit, static_argnames=("config", "n_samples", "burn_in", "thin"))
@@ -144,7 +174,7 @@ def _subspace_chain(
 @functools.partial(
     jax.tree_util.register_dataclass,
     data_fields=("mean", "basis", "z", "model"),
-    meta_fields=("n_evals", "chunk_size"),
+    meta_fields=("n_evals", "predictive", "chunk_size"),
 )
 @dataclasses.dataclass(frozen=True)
 class SubspacePosterior:
@@ -156,6 +186,7 @@ class SubspacePosterior:
         z: the retained ESS samples, ``[S, k]``.
         n_evals: likelihood evaluations of the chain (static).
         model: the base model (its params give the unflattening template).
+        predictive: ``mixture`` or ``sample`` (static).
         chunk_size: samples evaluated together (static).
     """
 
@@ -164,6 +195,7 @@ class SubspacePosterior:
     z: Array
     n_evals: int
     model: TrainedModel
+    predictive: str
     chunk_size: int
 
 
@@ -204,6 +236,7 @@ class Subspace(MethodBase):
         "burn_in",
         "thin",
         "max_rows",
+        "predictive",
         "chunk_size",
     )
     id_fields: ClassVar[tuple[str, ...]] = ("temperature",)
@@ -257,10 +290,10 @@ class Subspace(MethodBase):
         basis = pca_subspace(stats["deviations"][: stats["n_valid"]], config.rank)
         n_data = x.shape[0]
         k_rows, k_chain = jax.random.split(key)
-        if n_data > config.max_rows:
+        if config.max_rows is not None and n_data > config.max_rows:
             rows = jax.random.choice(k_rows, n_data, (config.max_rows,), replace=False)
             x, y = x[rows], y[rows]
-        scale = jnp.asarray(n_data / (x.shape[0] * config.temperature), jnp.float32)
+        scale = jnp.asarray(likelihood_scale(n_data, x.shape[0], config.temperature), jnp.float32)
         z, n_evals = _subspace_chain(
             stats["mean"],
             basis,
@@ -275,13 +308,22 @@ class Subspace(MethodBase):
             thin=config.thin,
         )
         return SubspacePosterior(
-            stats["mean"], basis, z, int(n_evals), run.model, config.chunk_size
+            stats["mean"],
+            basis,
+            z,
+            int(n_evals),
+            run.model,
+            config.predictive,
+            config.chunk_size,
         )
 
     def predict(self, posterior: SubspacePosterior, x: Array, *, key: Array) -> Predictive:
-        """Forward passes at the sampled coordinates (deterministic; ``key`` is unused)."""
+        """Forward passes at the sampled coordinates, ``[S, N, D]``.
+
+        ``mixture``: their Gaussians (``key`` unused); ``sample``: one draw from each, from ``key``.
+        """
         x = check_inputs(x, posterior.model.in_dim)
-        return _predict_subspace(
+        pred = _predict_subspace(
             posterior.model.params,
             posterior.mean,
             posterior.basis,
@@ -290,3 +332,4 @@ class Subspace(MethodBase):
             model_config=posterior.model.config,
             chunk_size=posterior.chunk_size,
         )
+        return apply_predictive_rule(pred, posterior.predictive, key)

@@ -2,14 +2,22 @@
 
 The moments are collected during the shared ``base`` run (:mod:`pnc.methods.base_run`; the
 authors' schedule: every step from step 1,000): running first and second moments of the flattened
-parameters and the last ``K`` deviation columns ``theta_i - mean_i``. Samples are
+parameters and the last ``K`` deviation columns ``theta_i - mean_i``. With ``diag = clamp(second
+moment - mean^2, 0)`` and ``D`` the ``[K, P]`` deviation matrix, samples are
 
-    theta = mean + sqrt(scale) * (diag^{1/2} z1 + D z2 / sqrt(K - 1)),   z1 ~ N(0, I_P), z2 ~ N(0, I_K)
+    theta = mean + scale * sqrt(1/2) * (diag^{1/2} z1 + D^T z2 / sqrt(K - 1)),
+    z1 ~ N(0, I_P), z2 ~ N(0, I_K),
 
-with ``diag = clamp(second moment - mean^2, 0)`` and ``D`` the ``[P, K]`` deviation matrix, i.e. the
-covariance ``scale * (diag + D D^T / (K - 1))``. Maddox et al. write the covariance as
-``(diag + D D^T / (K - 1)) / 2``; here that factor 1/2 is part of ``scale`` (``scale = 0.5`` is
-their sampler), which is swept post hoc over {0.1, 0.3, 1, 3, 10} (paper, Appendix C).
+i.e. the covariance ``scale^2 * (diag + D^T D / (K - 1)) / 2``. Maddox et al. (Section 3, their
+sampling equation) put the factor 1/2 on the *covariance*, both terms: ``Sigma = (Sigma_diag +
+Sigma_low-rank) / 2``, sampled as ``theta_SWA + Sigma_diag^{1/2} z1 / sqrt(2) + D z2 / sqrt(2 (K -
+1))``; ``scale = 1`` is exactly their sampler. ``scale`` multiplies the *standard deviation* of both
+terms (so the sample covariance grows as ``scale^2``), as in the authors' sampler (mean + scale *
+sqrt(0.5 var) eps); it is swept post hoc over {0.1, 0.3, 1, 3, 10} (paper, Appendix C).
+
+``covariance`` picks the Gaussian: ``diag_lowrank`` (both terms; the sampler the paper names,
+Appendix C) or ``diag`` (the first term only, ``D`` dropped; the authors' MuJoCo code, which
+collected no deviation columns).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from pnc.methods.base import (
     MethodBase,
     TrainingRun,
     TrainingSpec,
+    check_choice,
     check_inputs,
     check_positive,
     sample_predictive,
@@ -37,26 +46,33 @@ from pnc.train import TrainedModel
 
 Array = jax.Array
 
+COVARIANCES = ("diag_lowrank", "diag")
+"""Values of :attr:`SWAGConfig.covariance`."""
+
 
 @dataclasses.dataclass(frozen=True)
 class SWAGConfig:
     """SWAG hyperparameters (paper, Appendix C).
 
     Attributes:
-        scale: covariance scale (post hoc; grid {0.1, 0.3, 1, 3, 10}).
+        scale: multiplier of the sampler's standard deviation (post hoc; grid
+            {0.1, 0.3, 1, 3, 10}); ``scale = 1`` is Maddox et al.'s sampler.
         rank: number of deviation columns used, the most recent ones (at most the ``K``
-            collected).
+            collected; ``diag_lowrank`` needs at least 2).
+        covariance: ``diag_lowrank`` (the paper) or ``diag`` (the authors' MuJoCo code).
         n_samples: ``S`` weight samples.
         chunk_size: samples evaluated together in :meth:`SWAG.predict`.
     """
 
     scale: float = 1.0
     rank: int = 20
+    covariance: str = "diag_lowrank"
     n_samples: int = 100
     chunk_size: int = 25
 
     def __post_init__(self) -> None:
         check_positive(self, "scale", "rank", "n_samples", "chunk_size")
+        check_choice(self, "covariance", COVARIANCES)
 
 
 @functools.partial(
@@ -71,8 +87,9 @@ class SWAGPosterior:
     Attributes:
         mean: ``[P]``, flattened in ``ravel_pytree`` order of ``model.params``.
         std: ``diag^{1/2}``, ``[P]``.
-        deviations: the ``K`` most recent deviation columns, most recent first, ``[K, P]``.
-        scale: covariance scale (static).
+        deviations: the ``K`` most recent deviation columns, most recent first, ``[K, P]``
+            (``K = 0`` for ``covariance = diag``).
+        scale: multiplier of the standard deviation (static).
         model: the base model (its params give the unflattening template).
         n_samples: ``S`` weight samples (static).
         chunk_size: samples evaluated together (static).
@@ -88,12 +105,23 @@ class SWAGPosterior:
 
 
 def swag_sample(mean: Array, std: Array, deviations: Array, scale: float, key: Array) -> Array:
-    """One flat sample ``mean + sqrt(scale) (std * z1 + D z2 / sqrt(K - 1))`` (module docstring)."""
-    rank = deviations.shape[0]
-    z = jax.random.normal(key, (mean.shape[0] + rank,), mean.dtype)
-    z1, z2 = z[: mean.shape[0]], z[mean.shape[0] :]
-    low_rank = z2 @ deviations / jnp.sqrt(max(rank - 1, 1))
-    return mean + jnp.sqrt(scale) * (std * z1 + low_rank)
+    """One flat sample ``mean + scale sqrt(1/2) (std * z1 + D^T z2 / sqrt(K - 1))``, ``[P]``.
+
+    Args:
+        mean: ``[P]``; std: ``diag^{1/2}``, ``[P]``; deviations: ``D``, ``[K, P]`` (``K = 0``: the
+            diagonal sampler; otherwise ``K >= 2``); scale: multiplier of the standard deviation.
+
+    The covariance of the samples is ``scale^2 (diag + D^T D / (K - 1)) / 2`` (module docstring).
+    """
+    n_params, rank = mean.shape[0], deviations.shape[0]
+    if rank == 1:
+        raise ValueError("the low-rank SWAG term needs at least 2 deviation columns, got 1")
+    z = jax.random.normal(key, (n_params + rank,), mean.dtype)
+    z1, z2 = z[:n_params], z[n_params:]
+    noise = std * z1
+    if rank:
+        noise = noise + z2 @ deviations / jnp.sqrt(rank - 1.0)
+    return mean + scale * jnp.sqrt(0.5) * noise
 
 
 @functools.partial(jax.jit, static_argnames=("model_config", "n_samples", "chunk_size"))
@@ -125,7 +153,13 @@ class SWAG(MethodBase):
     id: ClassVar[str] = "swag"
     config_cls: ClassVar[type] = SWAGConfig
     training_fields: ClassVar[tuple[str, ...]] = ()
-    posthoc_fields: ClassVar[tuple[str, ...]] = ("scale", "rank", "n_samples", "chunk_size")
+    posthoc_fields: ClassVar[tuple[str, ...]] = (
+        "scale",
+        "rank",
+        "covariance",
+        "n_samples",
+        "chunk_size",
+    )
     id_fields: ClassVar[tuple[str, ...]] = ("scale",)
 
     def training_spec(self, config: SWAGConfig) -> TrainingSpec:
@@ -145,10 +179,16 @@ class SWAG(MethodBase):
         )
 
     def build(self, run: TrainingRun, config: SWAGConfig, x, y, *, key) -> SWAGPosterior:
-        """Read the SWAG moments of ``run`` (``x``, ``y`` and ``key`` are not needed)."""
+        """Read the SWAG moments of ``run`` (``x``, ``y`` and ``key`` are not needed).
+
+        ``diag_lowrank`` uses the ``min(rank, collected)`` most recent deviation columns; with fewer
+        than 2 collected (a run early-stopped near the start of its collection) the low-rank term
+        is left out, as the authors' sampler does, and only the diagonal term remains.
+        """
         self._check_config(config)
         stats = swag_statistics(run)
-        deviations = stats["deviations"][: min(config.rank, stats["n_valid"])]
+        n_columns = 0 if config.covariance == "diag" else min(config.rank, stats["n_valid"])
+        deviations = stats["deviations"][: n_columns if n_columns >= 2 else 0]
         return SWAGPosterior(
             mean=stats["mean"],
             std=jnp.sqrt(jnp.maximum(stats["var"], 0.0)),
