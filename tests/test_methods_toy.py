@@ -9,12 +9,18 @@ import numpy as np
 import pytest
 
 import pnc.methods as methods
-from pnc import MLPConfig, TrainConfig
+from pnc import Collection, MLPConfig, TrainConfig
 from pnc.methods import TrainingRun
 from pnc.predictive import epistemic_variance
 
 MODEL = MLPConfig(out_dim=1, hidden=(24, 24))
-TRAIN = TrainConfig(steps=400, batch_size=32, learning_rate=3e-3)
+# SWAG collects 4 iterates (steps 200, 250, 300, 350) of the base run
+TRAIN = TrainConfig(
+    steps=400,
+    batch_size=32,
+    learning_rate=3e-3,
+    collection=Collection(start_step=200, every=50, rank=20),
+)
 
 # small, fast configurations of every method (paper defaults elsewhere)
 CONFIGS = {
@@ -26,6 +32,9 @@ CONFIGS = {
     "laplace": {"prior_precision": 10.0, "n_samples": 40, "max_rows": 200, "chunk_size": 20},
     "subspace": {
         "temperature": 1.0,
+        "trajectory_steps": 400,  # its own run, 4 iterates as SWAG's
+        "collect_start": 200,
+        "collect_every": 50,
         "n_samples": 40,
         "burn_in": 20,
         "max_rows": 200,
@@ -40,7 +49,7 @@ def toy():
     x = rng.uniform(-2.0, 2.0, size=(300, 1)).astype(np.float32)
     y = (np.sin(2.0 * x) + 0.1 * rng.normal(size=x.shape)).astype(np.float32)
     runs = {}
-    for method_id in ("swag", "deep_ensemble", "mc_dropout"):
+    for method_id in ("swag", "deep_ensemble", "mc_dropout", "subspace"):
         method = methods.get(method_id)
         spec = method.training_spec(method.make_config(CONFIGS[method_id]))
         runs[spec.run_id] = methods.train_run(
