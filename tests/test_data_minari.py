@@ -119,8 +119,14 @@ def test_non_finite_values_are_counted_and_rejected():
     obs[2, 1] = np.nan
     obs[3, 0] = np.inf
     ep = minari_io.Episode(obs, np.zeros((3, 1)), np.zeros(3), np.zeros(3, bool), np.zeros(3, bool))
+    clean = minari_io.Episode(
+        np.zeros((4, 3)), np.zeros((3, 1)), np.zeros(3), np.zeros(3, bool), np.zeros(3, bool)
+    )
     with pytest.raises(NonFiniteDataError, match="2 non-finite observation values"):
         minari_io.check_finite("d", [ep])
+    # the message names the dataset and the offending episode
+    with pytest.raises(NonFiniteDataError, match=r"^ds/x-v0: .*1 of 3 episodes \(episode index 2\)"):
+        minari_io.check_finite("ds/x-v0", [clean, clean, ep])
 
 
 def test_dimension_mismatch_between_levels_is_reported():
