@@ -225,7 +225,7 @@ def test_slurm_profile_resolves(workdir):
     proc = _snakemake(workdir, "-n", "--profile", str(profile), "--configfile", ".test/config.yaml")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "profiles/slurm" in proc.stdout + proc.stderr
-    assert _job_counts(proc.stdout)["train"] == 3
+    assert _job_counts(proc.stdout)["train"] == 4  # base, deep ensemble, dropout, subspace
     settings = yaml.safe_load((profile / "config.yaml").read_text())
     assert settings["executor"] == "slurm"
     # the plugin requests --cpus-per-task = threads only when no cpus_per_task resource is set
