@@ -1,0 +1,190 @@
+"""Cost of convolutional P&C on a full-width PreAct ResNet-18 at 32x32: ``python -m pnc.bench.conv_costs``.
+
+The paper's CIFAR-10 setting (Section 5.4, Appendix D): single-block P&C on block ``(3, 0)``
+with 1,024 calibration images, ``bootstrap_frac = 0.05`` (51 images per member), ``K = 20``,
+``sigma = 25``, ``lambda = 1e-3``, chunks of 64 images. Weights and images are random (only the
+sizes matter). Each part runs in its own process so that its peak resident memory (``ru_maxrss``)
+is its own; times are wall clock after a warm-up call that compiles (compile times separately).
+
+Reported (JSON on stdout):
+
+- ``build``: the calibration cache (one base forward pass over the 1,024 images, shared by all
+  members), then the members for ``--members-small`` and ``--members-large`` members (built one
+  at a time, ``member_chunk = 1``), each with its process's peak memory; the per-member time is
+  the difference quotient of the two, and the time and memory for 50 members are extrapolated
+  linearly (``extrapolated: true``) unless ``--members-large 50`` was measured directly.
+- ``predict``: logits per image for ``--pred-images`` images with the shared prefix (stem and
+  blocks 0-5 once, the members only through blocks 6-7 and the head) and with the whole network
+  recomputed for each member (the authors' evaluation), measured for 1 and ``--pred-members``
+  members and extrapolated linearly to 50; ``full_over_shared`` is the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+
+from pnc.bench.__main__ import environment
+from pnc.conv import ConvPnCConfig, ResNetConfig, build_members, calibration_cache, init_variables
+from pnc.conv.inference import predict_logits
+
+PAPER_BLOCK = (3, 0)
+CIFAR_CONFIG = ConvPnCConfig(
+    rank=20, sigma=25.0, bootstrap_frac=0.05, ridge=1e-3, blocks=(PAPER_BLOCK,), chunk_size=64
+)
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    return time.perf_counter() - start, out
+
+
+def _setup(n_images: int, seed: int = 0):
+    config = ResNetConfig()
+    variables = init_variables(config, jax.random.key(seed), (32, 32, 3))
+    x = jax.random.normal(jax.random.key(seed + 1), (n_images, 32, 32, 3), jnp.float32)
+    return config, variables, x
+
+
+def part_build(members: int, cal_images: int) -> dict:
+    """Time the cache and a build of ``members`` members in this process."""
+    config, variables, x = _setup(cal_images)
+    pnc_config = ConvPnCConfig(**{**CIFAR_CONFIG.__dict__, "n_members": members})
+    indices = pnc_config.block_indices(config)
+    first_cache, _ = _timed(lambda: calibration_cache(variables, x, config, indices))
+    cache_s, cache = _timed(lambda: calibration_cache(variables, x, config, indices))
+    build = lambda k: build_members(
+        variables, config, x, pnc_config, key=jax.random.key(k), member_chunk=1, cache=cache
+    )
+    first_build, _ = _timed(lambda: build(1))
+    build_s, out = _timed(lambda: build(2))
+    if not all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(out)):
+        raise RuntimeError("non-finite members in the benchmark")
+    member_bytes = sum(leaf[0].nbytes for leaf in jax.tree.leaves(out))
+    return {
+        "members": members,
+        "cache_s": cache_s,
+        "cache_compile_s": max(first_cache - cache_s, 0.0),
+        "build_s": build_s,
+        "build_compile_s": max(first_build - build_s, 0.0),
+        "member_mib": member_bytes / 2**20,
+        "peak_rss_mib": _peak_mib(),
+    }
+
+
+def part_predict(members: int, images: int, cal_images: int) -> dict:
+    """Time shared-prefix and full prediction for ``members`` members on ``images`` images."""
+    config, variables, x = _setup(cal_images)
+    pnc_config = ConvPnCConfig(**{**CIFAR_CONFIG.__dict__, "n_members": members, "correct": False})
+    ens = build_members(variables, config, x, pnc_config, key=jax.random.key(3))
+    x_test = x[:images]
+    out = {"members": members, "images": images}
+    for name, share in (("shared", True), ("full", False)):
+        run = lambda share=share: predict_logits(
+            variables, ens, x_test, config, share_prefix=share, member_chunk=1, batch_size=images
+        )
+        first, _ = _timed(run)
+        seconds, logits = _timed(run)
+        out[f"{name}_s"] = seconds
+        out[f"{name}_compile_s"] = max(first - seconds, 0.0)
+    return out
+
+
+def _run_part(args: list[str]) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pnc.bench.conv_costs", "--part", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cal-images", type=int, default=1024)
+    parser.add_argument("--members-small", type=int, default=1)
+    parser.add_argument("--members-large", type=int, default=4)
+    parser.add_argument("--pred-images", type=int, default=32)
+    parser.add_argument("--pred-members", type=int, default=4)
+    parser.add_argument("--target-members", type=int, default=50)
+    parser.add_argument("--part", nargs="+", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.part:  # a child process: one measurement, one JSON line
+        kind, *nums = args.part
+        nums = [int(n) for n in nums]
+        result = part_build(*nums) if kind == "build" else part_predict(*nums)
+        print(json.dumps(result))
+        return result
+
+    m_target = args.target_members
+    small = _run_part(["build", str(args.members_small), str(args.cal_images)])
+    large = _run_part(["build", str(args.members_large), str(args.cal_images)])
+    per_member = (large["build_s"] - small["build_s"]) / (large["members"] - small["members"])
+    fixed = small["build_s"] - small["members"] * per_member
+    measured_target = large["members"] == m_target
+    build = {
+        "settings": {
+            **{k: v for k, v in CIFAR_CONFIG.__dict__.items() if k != "n_members"},
+            "blocks": [list(b) for b in CIFAR_CONFIG.blocks],
+            "calibration_images": args.cal_images,
+            "images_per_member": CIFAR_CONFIG.subset_size(args.cal_images),
+            "member_chunk": 1,
+            "network": "PreAct ResNet-18, widths 64/128/256/512, 32x32x3 inputs",
+        },
+        "small": small,
+        "large": large,
+        "per_member_s": per_member,
+        "build_s_one_member": small["build_s"] if small["members"] == 1 else fixed + per_member,
+        "cache_s": small["cache_s"],
+        f"build_s_{m_target}_members": large["build_s"]
+        if measured_target
+        else fixed + m_target * per_member,
+        f"total_s_{m_target}_members_with_cache": small["cache_s"]
+        + (large["build_s"] if measured_target else fixed + m_target * per_member),
+        f"peak_rss_mib_{m_target}_members": large["peak_rss_mib"]
+        if measured_target
+        else large["peak_rss_mib"] + (m_target - large["members"]) * large["member_mib"],
+        "extrapolated": not measured_target,
+    }
+    p1 = _run_part(["predict", "1", str(args.pred_images), str(args.cal_images)])
+    pm = _run_part(["predict", str(args.pred_members), str(args.pred_images), str(args.cal_images)])
+    n_img, dm = args.pred_images, pm["members"] - p1["members"]
+    fit = {}
+    for name in ("shared", "full"):
+        slope = (pm[f"{name}_s"] - p1[f"{name}_s"]) / dm
+        intercept = p1[f"{name}_s"] - slope
+        fit[name] = {
+            "per_image_s_1_member": p1[f"{name}_s"] / n_img,
+            f"per_image_s_{pm['members']}_members": pm[f"{name}_s"] / n_img,
+            f"per_image_s_{m_target}_members_extrapolated": (intercept + m_target * slope) / n_img,
+            "per_member_per_image_s": slope / n_img,
+            "compile_s": pm[f"{name}_compile_s"],
+        }
+    key = f"per_image_s_{m_target}_members_extrapolated"
+    predict = {
+        "images": n_img,
+        "measured_members": [p1["members"], pm["members"]],
+        **fit,
+        f"full_over_shared_{pm['members']}_members_measured": pm["full_s"] / pm["shared_s"],
+        f"full_over_shared_{m_target}_members_extrapolated": fit["full"][key] / fit["shared"][key],
+    }
+    result = {"environment": environment(), "build": build, "predict": predict}
+    print(json.dumps(result, indent=2, sort_keys=True))
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
