@@ -71,7 +71,7 @@ def predict_logits(
                     resnet_config=resnet_config,
                     first=first,
                     member_chunk=member_chunk,
-                )  # fmt: skip
+                )
             )
         else:
             outs.append(
