@@ -55,7 +55,9 @@ class ConvPnCConfig:
     """Hyperparameters of convolutional P&C (paper, Appendix B and Table cifar10-sweep-grid).
 
     Defaults are the paper's selected CIFAR-10 values (``sigma = 25``, ``bf = 0.05``,
-    ``lambda = 1e-3``, ``K = 20``, ``M = 50``, block ``(3, 0)``, chunks of 64 images).
+    ``lambda = 1e-3``, ``K = 20``, ``M = 50``, block ``(3, 0)``, chunks of 64 images), with the
+    radius convention in which the authors' code applied ``sigma`` (its ``PnCEnsemble`` rescales
+    each member's coefficients to norm ``perturbation_size``, so ``||dW_1||_F = sigma``).
 
     Attributes:
         n_members: ensemble size ``M``.
@@ -67,7 +69,8 @@ class ConvPnCConfig:
         blocks: the perturbed blocks as the paper's ``(stage, block)`` pairs (0-based).
         correct: ``False``: the same perturbations without correction (ablation; ``Conv_2`` keeps
             ``W_2`` and a zero bias).
-        perturbation_norm: ``"gaussian"`` or ``"radius"`` (as :class:`pnc.PnCConfig`).
+        perturbation_norm: ``"radius"`` (``dW_1 = sigma reshape(U z / ||z||)``) or ``"gaussian"``
+            (``sigma reshape(U z)``, the paper's formula), as :class:`pnc.PnCConfig`.
         min_subset: lower bound on the subset size.
         chunk_size: images per chunk of the normal-equation accumulation (memory only).
         system: ``"auto"``, ``"primal"`` or ``"dual"`` (:data:`pnc.conv.correction.SYSTEMS`).
@@ -80,7 +83,7 @@ class ConvPnCConfig:
     ridge: float = 1e-3
     blocks: tuple[tuple[int, int], ...] = ((3, 0),)
     correct: bool = True
-    perturbation_norm: str = "gaussian"
+    perturbation_norm: str = "radius"
     min_subset: int = 8
     chunk_size: int = 64
     system: str = "auto"
