@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> dict:
     large = _run_part(["build", str(args.members_large), str(args.cal_images)])
     # conservative: the larger build's time per member, fixed costs included
     per_member = large["build_s"] / large["members"]
+    # marginal: the difference quotient of the two builds (noisy on a loaded machine)
+    marginal = (large["build_s"] - small["build_s"]) / (large["members"] - small["members"])
     measured_target = large["members"] == m_target
     build = {
         "settings": {
@@ -169,6 +171,9 @@ def main(argv: list[str] | None = None) -> dict:
         "large": large,
         "cache_s": large["cache_s"],
         "per_member_s": per_member,
+        "per_member_marginal_s": marginal,
+        f"build_s_{m_target}_members_marginal": small["build_s"]
+        + (m_target - small["members"]) * marginal,
         f"build_s_{m_target}_members": large["build_s"]
         if measured_target
         else m_target * per_member,
