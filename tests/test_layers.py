@@ -32,8 +32,12 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
 
 
+#: subpackages of the core layer (the method itself, e.g. convolutional P&C)
+CORE_PACKAGES = ("pnc.conv",)
+
+
 def _layer(module: str) -> str:
-    if module in CORE:
+    if module in CORE or any(module == p or module.startswith(f"{p}.") for p in CORE_PACKAGES):
         return "core"
     if module == "pnc.study.results":
         return "results"
@@ -93,3 +97,10 @@ def test_layer_map_catches_a_forbidden_import(tmp_path):
     path.write_text("def f():\n    from pnc.report import tables\n    import pnc.study.grid\n")
     assert _imports(path) == {"pnc.report.tables", "pnc.study.grid"}
     assert _layer("pnc.report.tables") not in ALLOWED["core"]
+
+
+def test_conv_subpackage_is_core_and_imports_only_core():
+    conv = sorted(m for m in MODULES if m == "pnc.conv" or m.startswith("pnc.conv."))
+    assert {"pnc.conv", "pnc.conv.patches", "pnc.conv.correction", "pnc.conv.resnet"} <= set(conv)
+    assert all(_layer(m) == "core" for m in conv)
+    assert _layer("pnc.study.grid") not in ALLOWED[_layer("pnc.conv.block_pnc")]
