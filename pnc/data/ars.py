@@ -19,6 +19,14 @@ streams named after the environment and seed, so checkpoints are compared on the
 (:func:`save_checkpoints`, :func:`load_checkpoints`), so they can be re-evaluated without training
 again. Which settings each environment uses and how checkpoints become behaviour levels is
 :mod:`pnc.data.behaviour`.
+
+Long runs are resumable: given a state file, :func:`train_ars` writes the whole training state
+(policy, normaliser statistics, random-generator states, iteration, evaluated checkpoints;
+:class:`TrainingState`) atomically every ``save_every`` iterations, and a run started on an existing
+state continues from it and ends exactly where an uninterrupted run would; a state made with other
+settings is refused (:class:`StateMismatchError`), except for a longer ``iterations`` (or another
+``stop_return``), which extends the run. The training rollouts of an iteration can be shared among
+``workers`` processes; the result does not depend on their number.
 """
 
 from __future__ import annotations
