@@ -158,3 +158,19 @@ def test_mahalanobis_distance():
     assert abs(np.mean(fresh**2) - 3.0) < 0.2
     with pytest.raises(ValueError):
         mahalanobis_to(ref, np.zeros((2, 4)))
+
+
+def test_offline_datasets_roll_out_the_stored_controllers(tmp_path):
+    from pnc.data import minari_io
+    from pnc.data.offline import make_offline_datasets
+
+    summary = make_offline_datasets("Reacher", root=tmp_path, seed=0, n_transitions=500)
+    assert set(summary["levels"]) == {"expert", "medium"}
+    assert all(info["transitions"] == 500 for info in summary["levels"].values())
+    assert summary["ordered_by_return"]
+    provenance = minari_io.read_provenance("pnc-offline/reacher/medium-v0", tmp_path)
+    assert provenance["policy"]["kind"] == "controller"
+    record = json.loads((POLICY_DIR / "Reacher" / "policies.json").read_text())
+    assert provenance["policy"]["sha256"] == record["levels"]["medium"]["sha256"]
+    again = make_offline_datasets("Reacher", root=tmp_path, seed=0, n_transitions=500)
+    assert {info["status"] for info in again["levels"].values()} == {"reused"}
