@@ -1,6 +1,6 @@
 """ARS (pnc.data.ars) and the behaviour policies (pnc.data.behaviour): learning on
 InvertedPendulum-v5, level ordering under the data's action noise, re-selection without training,
-stored copies."""
+resuming from a training state, the worker pool, stored copies."""
 
 import dataclasses
 import json
@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 
 from pnc.data import ENVS, CacheConflictError
-from pnc.data.ars import ARSConfig, Checkpoint, LinearPolicy, evaluate, load_checkpoints, train_ars
+from pnc.data.ars import (
+    ARSConfig,
+    Checkpoint,
+    LinearPolicy,
+    StateMismatchError,
+    evaluate,
+    load_checkpoints,
+    load_training_state,
+    train_ars,
+)
 from pnc.data.behaviour import (
     DEFAULT_CONFIGS,
     POLICY_DIR,
@@ -186,3 +195,94 @@ def test_default_configs_cover_every_environment():
     assert set(DEFAULT_CONFIGS) == set(ENVS)
     with pytest.raises(ValueError):
         dataclasses.replace(QUICK, top_directions=5)
+
+
+RESUME = dataclasses.replace(QUICK, iterations=6, horizon=100, eval_episodes=2)
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def _interrupt_at(iteration):
+    def log(message):
+        if message.startswith(f"iter {iteration:4d}"):
+            raise _Interrupt(message)
+
+    return log
+
+
+def _same_checkpoints(a, b):
+    assert [(c.iteration, c.timesteps, c.eval_return, c.eval_std) for c in a] == [
+        (c.iteration, c.timesteps, c.eval_return, c.eval_std) for c in b
+    ]
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x.policy.matrix, y.policy.matrix)
+        np.testing.assert_array_equal(x.policy.obs_mean, y.policy.obs_mean)
+        np.testing.assert_array_equal(x.policy.obs_std, y.policy.obs_std)
+
+
+def test_resumed_run_equals_the_uninterrupted_run(tmp_path):
+    kwargs = {"action_noise": 0.1, "reward_shift": 0.5}
+    full, full_info = train_ars("InvertedPendulum", RESUME, 0, **kwargs)
+    state = tmp_path / "state.npz"
+    # interrupted after evaluating iteration 4: the last state on disk is iteration 2's
+    with pytest.raises(_Interrupt):
+        train_ars(
+            "InvertedPendulum",
+            RESUME,
+            0,
+            state_path=state,
+            save_every=2,
+            log=_interrupt_at(4),
+            **kwargs,
+        )
+    saved = load_training_state(state)
+    assert saved.iteration == 2 and [c.iteration for c in saved.checkpoints] == [0, 2]
+    assert not list(tmp_path.glob(".*.tmp"))  # written atomically, no temporary left
+    resumed, info = train_ars(
+        "InvertedPendulum", RESUME, 0, state_path=state, save_every=2, **kwargs
+    )
+    assert info["resumed"] and info["iterations"] == RESUME.iterations
+    assert info["timesteps"] == full_info["timesteps"]
+    _same_checkpoints(resumed, full)
+    # a finished state resumed again trains nothing and returns the same checkpoints
+    again, again_info = train_ars("InvertedPendulum", RESUME, 0, state_path=state, **kwargs)
+    _same_checkpoints(again, full)
+    assert again_info["timesteps"] == full_info["timesteps"]
+
+
+def test_resume_refuses_other_settings(tmp_path):
+    state = tmp_path / "state.npz"
+    short = dataclasses.replace(RESUME, iterations=2)
+    train_ars("InvertedPendulum", short, 0, action_noise=0.1, state_path=state)
+    with pytest.raises(StateMismatchError, match=r"ars\.step_size"):
+        train_ars(
+            "InvertedPendulum",
+            dataclasses.replace(short, step_size=0.5),
+            0,
+            action_noise=0.1,
+            state_path=state,
+        )
+    with pytest.raises(StateMismatchError, match="seed"):
+        train_ars("InvertedPendulum", short, 1, action_noise=0.1, state_path=state)
+    with pytest.raises(StateMismatchError, match="action_noise"):
+        train_ars("InvertedPendulum", short, 0, action_noise=0.2, state_path=state)
+    with pytest.raises(StateMismatchError, match="past"):
+        train_ars(
+            "InvertedPendulum",
+            dataclasses.replace(short, iterations=1),
+            0,
+            action_noise=0.1,
+            state_path=state,
+        )
+    (tmp_path / "other.npz").write_bytes(b"not a state")
+    with pytest.raises(ValueError):
+        train_ars("InvertedPendulum", short, 0, action_noise=0.1, state_path=tmp_path / "other.npz")
+
+
+def test_worker_pool_gives_the_same_run():
+    config = dataclasses.replace(RESUME, iterations=2)
+    one, _ = train_ars("InvertedPendulum", config, 0, action_noise=0.1)
+    two, _ = train_ars("InvertedPendulum", config, 0, action_noise=0.1, workers=2)
+    _same_checkpoints(one, two)

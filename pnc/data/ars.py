@@ -19,11 +19,21 @@ streams named after the environment and seed, so checkpoints are compared on the
 (:func:`save_checkpoints`, :func:`load_checkpoints`), so they can be re-evaluated without training
 again. Which settings each environment uses and how checkpoints become behaviour levels is
 :mod:`pnc.data.behaviour`.
+
+Long runs are resumable: given a state file, :func:`train_ars` writes the whole training state
+(policy, normaliser statistics, random-generator states, iteration, evaluated checkpoints;
+:class:`TrainingState`) atomically every ``save_every`` iterations, and a run started on an existing
+state continues from it and ends exactly where an uninterrupted run would; a state made with other
+settings is refused (:class:`StateMismatchError`), except for a longer ``iterations`` (or another
+``stop_return``), which extends the run. The training rollouts of an iteration can be shared among
+``workers`` processes; the result does not depend on their number.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -145,7 +155,7 @@ def batched_rollouts(
     reward_shift: float = 0.0,
     action_noise: float = 0.0,
     noise_rng: np.random.Generator | None = None,
-) -> tuple[np.ndarray, np.ndarray, tuple[int, np.ndarray, np.ndarray]]:
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Roll out one linear policy per environment, in lockstep, for one episode each.
 
     Args:
@@ -160,8 +170,9 @@ def batched_rollouts(
         noise_rng: generator of the action noise (required when ``action_noise > 0``).
 
     Returns:
-        ``returns [P]`` (shifted), ``lengths [P]`` and the visited-state statistics
-        ``(count, sum [obs], sum of squares [obs])``.
+        ``returns [P]`` (shifted), ``lengths [P]`` and the visited-state statistics *per rollout*
+        ``(counts [P], sums [P, obs], sums of squares [P, obs])``: summed in rollout order by the
+        caller, they do not depend on how the rollouts were split across workers.
     """
     if action_noise < 0:
         raise ValueError(f"action_noise must be non-negative, got {action_noise}")
@@ -175,15 +186,14 @@ def batched_rollouts(
     alive = np.ones(p, bool)
     returns = np.zeros(p)
     lengths = np.zeros(p, int)
-    count, total, total_sq = 0, np.zeros(obs.shape[1]), np.zeros(obs.shape[1])
+    sums, sums_sq = np.zeros_like(obs, dtype=np.float64), np.zeros_like(obs, dtype=np.float64)
     for _ in range(horizon):
         idx = np.flatnonzero(alive)
         if idx.size == 0:
             break
         live_obs = obs[idx]
-        count += idx.size
-        total += live_obs.sum(0)
-        total_sq += (live_obs**2).sum(0)
+        sums[idx] += live_obs
+        sums_sq[idx] += live_obs**2
         actions = np.einsum("pao,po->pa", matrices[idx], (live_obs - obs_mean) / obs_std)
         if action_noise > 0:
             actions = actions + scale * noise_rng.standard_normal(actions.shape)
@@ -195,7 +205,7 @@ def batched_rollouts(
             lengths[i] += 1
             if terminated or truncated:
                 alive[i] = False
-    return returns, lengths, (count, total, total_sq)
+    return returns, lengths, (lengths.copy(), sums, sums_sq)
 
 
 def evaluate(
@@ -283,6 +293,218 @@ class Checkpoint:
     eval_std: float = 0.0
 
 
+#: ARS settings a resumed run may change: extending ``iterations`` (or moving ``stop_return``)
+#: continues the same run, so resuming gives what one longer uninterrupted run would have.
+RESUMABLE_FIELDS = frozenset({"iterations", "stop_return"})
+
+#: Format tag of the training-state files written by :func:`save_training_state`.
+STATE_FORMAT = "pnc-ars-state-v1"
+
+
+class StateMismatchError(ValueError):
+    """A training-state file was made with other settings than the run asked to resume it."""
+
+
+@dataclasses.dataclass
+class TrainingState:
+    """Everything an ARS run needs to continue exactly where it stopped.
+
+    Attributes:
+        settings: what the run is (environment, seed, ARS settings, action noise, reward shift);
+            a resumed run must match it outside :data:`RESUMABLE_FIELDS`.
+        iteration: ARS iterations done.
+        timesteps: training environment steps spent.
+        matrix: current policy matrix ``[act, obs]``.
+        stats_count, stats_sum, stats_sum_sq: running statistics of the visited states
+            (``[]``, ``[obs]``, ``[obs]``).
+        rng_states: the bit-generator states of the direction and reset streams.
+        checkpoints: the evaluated checkpoints so far.
+        seconds: wall-clock seconds spent training, summed over pieces.
+    """
+
+    settings: dict
+    iteration: int
+    timesteps: int
+    matrix: np.ndarray
+    stats_count: int
+    stats_sum: np.ndarray
+    stats_sum_sq: np.ndarray
+    rng_states: dict
+    checkpoints: list[Checkpoint]
+    seconds: float = 0.0
+
+
+def save_training_state(path: str | Path, state: TrainingState) -> None:
+    """Write ``state`` to one compressed ``.npz`` atomically (temporary file, fsync, rename).
+
+    Scalars, settings and random-generator states go into a JSON string stored as a unicode
+    array, so the file is read back without pickle.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "format": STATE_FORMAT,
+        "settings": state.settings,
+        "iteration": int(state.iteration),
+        "timesteps": int(state.timesteps),
+        "stats_count": int(state.stats_count),
+        "rng_states": state.rng_states,
+        "seconds": float(state.seconds),
+    }
+    cks = state.checkpoints
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as f:
+        np.savez_compressed(
+            f,
+            meta=np.array(json.dumps(meta, sort_keys=True)),
+            matrix=state.matrix,
+            stats_sum=state.stats_sum,
+            stats_sum_sq=state.stats_sum_sq,
+            ck_iterations=np.array([c.iteration for c in cks], np.int64),
+            ck_timesteps=np.array([c.timesteps for c in cks], np.int64),
+            ck_returns=np.array([c.eval_return for c in cks], np.float64),
+            ck_stds=np.array([c.eval_std for c in cks], np.float64),
+            ck_matrices=np.stack([c.policy.matrix for c in cks]),
+            ck_obs_means=np.stack([c.policy.obs_mean for c in cks]),
+            ck_obs_stds=np.stack([c.policy.obs_std for c in cks]),
+        )
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_training_state(path: str | Path) -> TrainingState:
+    """Read a state written by :func:`save_training_state`.
+
+    Raises:
+        ValueError: the file is not an ARS training state of this format.
+    """
+    with np.load(path, allow_pickle=False) as z:
+        if "meta" not in z.files:
+            raise ValueError(f"{path} is not an ARS training state (no 'meta')")
+        meta = json.loads(str(z["meta"]))
+        if meta.get("format") != STATE_FORMAT:
+            raise ValueError(f"{path} has format {meta.get('format')!r}, expected {STATE_FORMAT!r}")
+        checkpoints = [
+            Checkpoint(int(it), int(ts), float(r), LinearPolicy(m, mu, sd), float(e))
+            for it, ts, r, e, m, mu, sd in zip(
+                z["ck_iterations"],
+                z["ck_timesteps"],
+                z["ck_returns"],
+                z["ck_stds"],
+                z["ck_matrices"],
+                z["ck_obs_means"],
+                z["ck_obs_stds"],
+                strict=True,
+            )
+        ]
+        return TrainingState(
+            settings=meta["settings"],
+            iteration=meta["iteration"],
+            timesteps=meta["timesteps"],
+            matrix=z["matrix"],
+            stats_count=meta["stats_count"],
+            stats_sum=z["stats_sum"],
+            stats_sum_sq=z["stats_sum_sq"],
+            rng_states=meta["rng_states"],
+            checkpoints=checkpoints,
+            seconds=meta["seconds"],
+        )
+
+
+def _check_resumable(path: Path, stored: dict, wanted: dict, iteration: int) -> None:
+    """Refuse to resume a state made with other settings (outside :data:`RESUMABLE_FIELDS`)."""
+    diffs = []
+    for key in sorted(set(stored) | set(wanted)):
+        if key == "ars":
+            continue
+        if stored.get(key) != wanted.get(key):
+            diffs.append(f"{key}: stored {stored.get(key)!r}, asked {wanted.get(key)!r}")
+    s_ars, w_ars = stored.get("ars", {}), wanted.get("ars", {})
+    for key in sorted(set(s_ars) | set(w_ars)):
+        if key not in RESUMABLE_FIELDS and s_ars.get(key) != w_ars.get(key):
+            diffs.append(f"ars.{key}: stored {s_ars.get(key)!r}, asked {w_ars.get(key)!r}")
+    if diffs:
+        raise StateMismatchError(
+            f"{path} holds an ARS run made with other settings ({'; '.join(diffs)}); "
+            "resume it with the same settings, or move the file away to start a new run"
+        )
+    if w_ars["iterations"] < iteration:
+        raise StateMismatchError(
+            f"{path} is already at iteration {iteration}, past the {w_ars['iterations']} asked for"
+        )
+
+
+# -- rollout workers -------------------------------------------------------------------------
+
+_WORKER_ENVS: list = []
+
+
+def _worker_init(gym_id: str, n_envs: int) -> None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    _WORKER_ENVS[:] = _make_envs(gym_id, n_envs)
+
+
+def _worker_rollouts(args):
+    matrices, obs_mean, obs_std, seeds, horizon, reward_shift = args
+    return batched_rollouts(
+        _WORKER_ENVS[: len(seeds)],
+        matrices,
+        obs_mean,
+        obs_std,
+        seeds,
+        horizon=horizon,
+        reward_shift=reward_shift,
+    )
+
+
+class _Rollouts:
+    """The training rollouts of one iteration, in this process or split over ``workers``
+    processes (each rolls out a contiguous block of the ``2N`` policies in lockstep). The result
+    does not depend on ``workers``: every rollout has its own reset seed and no action noise, and
+    the visited-state statistics are summed per rollout."""
+
+    def __init__(self, gym_id: str, n_policies: int, workers: int, envs: list) -> None:
+        self.workers = max(1, min(int(workers), n_policies))
+        self.envs = envs
+        self.pool = None
+        if self.workers > 1:
+            import multiprocessing as mp
+
+            per = -(-n_policies // self.workers)
+            self.pool = mp.get_context("spawn").Pool(
+                self.workers, initializer=_worker_init, initargs=(gym_id, per)
+            )
+            self.blocks = np.array_split(np.arange(n_policies), self.workers)
+
+    def __call__(self, mats, mean, std, seeds, horizon, reward_shift):
+        if self.pool is None:
+            return batched_rollouts(
+                self.envs[: len(seeds)],
+                mats,
+                mean,
+                std,
+                seeds,
+                horizon=horizon,
+                reward_shift=reward_shift,
+            )
+        parts = self.pool.map(
+            _worker_rollouts,
+            [(mats[b], mean, std, seeds[b], horizon, reward_shift) for b in self.blocks],
+        )
+        return (
+            np.concatenate([p[0] for p in parts]),
+            np.concatenate([p[1] for p in parts]),
+            tuple(np.concatenate([p[2][k] for p in parts]) for k in range(3)),
+        )
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool.join()
+
+
 def train_ars(
     name: str,
     config: ARSConfig,
@@ -291,8 +513,16 @@ def train_ars(
     action_noise: float,
     reward_shift: float = 0.0,
     log=None,
+    state_path: str | Path | None = None,
+    save_every: int = 10,
+    workers: int = 1,
 ) -> tuple[list[Checkpoint], dict]:
     """Run ARS V2-t on ``name`` and return the evaluated checkpoints (iteration 0 = zero policy).
+
+    With ``state_path`` the run is resumable: the full training state (policy, normaliser
+    statistics, random-generator states, iteration, evaluated checkpoints) is written there
+    atomically every ``save_every`` iterations and at the end, and a run started with an existing
+    state continues from it, giving exactly the checkpoints an uninterrupted run would have.
 
     Args:
         name: environment name.
@@ -304,23 +534,77 @@ def train_ars(
         reward_shift: subtracted from every training reward (the per-step alive bonus of
             locomotion tasks); evaluation returns are never shifted.
         log: optional ``callable(str)`` for progress lines.
+        state_path: training-state ``.npz`` to resume from and checkpoint to (``None``: none).
+        save_every: write the state every this many iterations.
+        workers: processes for the training rollouts (1: in this process); the result does not
+            depend on it.
 
     Returns:
-        ``(checkpoints, info)`` with ``info`` holding the timesteps and wall-clock seconds.
+        ``(checkpoints, info)`` with ``info`` holding the timesteps, the wall-clock seconds
+        (summed over resumed pieces), the iterations done and whether the run was resumed.
+
+    Raises:
+        StateMismatchError: ``state_path`` holds a run made with other settings.
     """
+    if save_every < 1 or workers < 1:
+        raise ValueError(f"save_every and workers must be positive, got {save_every}, {workers}")
     spec = env_spec(name)
     action_noise = float(action_noise)
+    settings = {
+        "env": spec.name,
+        "seed": int(seed),
+        "ars": dataclasses.asdict(config),
+        "action_noise": action_noise,
+        "reward_shift": float(reward_shift),
+    }
     rng = numpy_rng(spec.name, seed, "ars", "directions")
     seed_rng = numpy_rng(spec.name, seed, "ars", "resets")
     n, b = config.n_directions, config.top_directions
-    envs = _make_envs(spec.gym_id, max(2 * n, config.eval_episodes))
+    envs = _make_envs(
+        spec.gym_id, config.eval_episodes if workers > 1 else max(2 * n, config.eval_episodes)
+    )
     obs_dim = envs[0].observation_space.shape[0]
     act_dim = envs[0].action_space.shape[0]
     matrix = np.zeros((act_dim, obs_dim))
     stats = _RunningStats(obs_dim)
-    timesteps = 0
-    start = time.perf_counter()
+    timesteps, first, spent = 0, 1, 0.0
     checkpoints: list[Checkpoint] = []
+    state_path = Path(state_path) if state_path is not None else None
+    resumed = state_path is not None and state_path.exists()
+    if resumed:
+        state = load_training_state(state_path)
+        _check_resumable(state_path, state.settings, settings, state.iteration)
+        matrix = state.matrix.copy()
+        stats.add(state.stats_count, state.stats_sum, state.stats_sum_sq)
+        rng.bit_generator.state = state.rng_states["directions"]
+        seed_rng.bit_generator.state = state.rng_states["resets"]
+        timesteps, first, spent = state.timesteps, state.iteration + 1, state.seconds
+        checkpoints = list(state.checkpoints)
+        if log is not None:
+            log(f"resumed {state_path} at iteration {state.iteration} ({timesteps} steps)")
+    start = time.perf_counter()
+
+    def save(iteration: int) -> None:
+        if state_path is None:
+            return
+        save_training_state(
+            state_path,
+            TrainingState(
+                settings=settings,
+                iteration=iteration,
+                timesteps=timesteps,
+                matrix=matrix,
+                stats_count=stats.count,
+                stats_sum=stats.total,
+                stats_sum_sq=stats.total_sq,
+                rng_states={
+                    "directions": rng.bit_generator.state,
+                    "resets": seed_rng.bit_generator.state,
+                },
+                checkpoints=checkpoints,
+                seconds=spent + time.perf_counter() - start,
+            ),
+        )
 
     def checkpoint(iteration: int) -> None:
         mean, std = stats.mean_std()
@@ -340,40 +624,57 @@ def train_ars(
         if log is not None:
             log(
                 f"iter {iteration:4d}  steps {timesteps:9d}  return {ret:10.2f}  "
-                f"({time.perf_counter() - start:7.1f} s)"
+                f"({spent + time.perf_counter() - start:7.1f} s)"
             )
 
-    checkpoint(0)
-    for it in range(1, config.iterations + 1):
-        mean, std = stats.mean_std()
-        deltas = rng.standard_normal((n, act_dim, obs_dim))
-        mats = np.concatenate([matrix + config.noise * deltas, matrix - config.noise * deltas])
-        seeds = seed_rng.integers(2**31 - 1, size=n)
-        # the +/- pair of a direction starts from the same state
-        returns, lengths, visited = batched_rollouts(
-            envs[: 2 * n],
-            mats,
-            mean,
-            std,
-            np.concatenate([seeds, seeds]),
-            horizon=config.horizon,
-            reward_shift=reward_shift,
-        )
-        timesteps += int(lengths.sum())
-        stats.add(*visited)
-        r_plus, r_minus = returns[:n], returns[n:]
-        top = np.argsort(-np.maximum(r_plus, r_minus), kind="stable")[:b]
-        sigma_r = np.std(np.concatenate([r_plus[top], r_minus[top]]))
-        sigma_r = sigma_r if sigma_r > 1e-8 else 1.0
-        step = np.einsum("k,kao->ao", r_plus[top] - r_minus[top], deltas[top])
-        matrix = matrix + config.step_size / (b * sigma_r) * step
-        if it % config.eval_every == 0 or it == config.iterations:
-            checkpoint(it)
-            if config.stop_return is not None and checkpoints[-1].eval_return >= config.stop_return:
-                break
-    for env in envs:
-        env.close()
-    return checkpoints, {"timesteps": timesteps, "seconds": time.perf_counter() - start}
+    def stopped() -> bool:
+        return config.stop_return is not None and checkpoints[-1].eval_return >= config.stop_return
+
+    rollouts = _Rollouts(spec.gym_id, 2 * n, workers, envs)
+    try:
+        if not resumed:
+            checkpoint(0)
+            save(0)
+        it = first - 1
+        if not (resumed and stopped() and checkpoints[-1].iteration == it):
+            for it in range(first, config.iterations + 1):
+                mean, std = stats.mean_std()
+                deltas = rng.standard_normal((n, act_dim, obs_dim))
+                mats = np.concatenate(
+                    [matrix + config.noise * deltas, matrix - config.noise * deltas]
+                )
+                seeds = seed_rng.integers(2**31 - 1, size=n)
+                # the +/- pair of a direction starts from the same state
+                returns, lengths, (counts, sums, sums_sq) = rollouts(
+                    mats, mean, std, np.concatenate([seeds, seeds]), config.horizon, reward_shift
+                )
+                timesteps += int(lengths.sum())
+                stats.add(int(counts.sum()), sums.sum(0), sums_sq.sum(0))
+                r_plus, r_minus = returns[:n], returns[n:]
+                top = np.argsort(-np.maximum(r_plus, r_minus), kind="stable")[:b]
+                sigma_r = np.std(np.concatenate([r_plus[top], r_minus[top]]))
+                sigma_r = sigma_r if sigma_r > 1e-8 else 1.0
+                step = np.einsum("k,kao->ao", r_plus[top] - r_minus[top], deltas[top])
+                matrix = matrix + config.step_size / (b * sigma_r) * step
+                done = it == config.iterations
+                if it % config.eval_every == 0 or done:
+                    checkpoint(it)
+                    done = done or stopped()
+                if done or it % save_every == 0:
+                    save(it)
+                if done:
+                    break
+    finally:
+        rollouts.close()
+        for env in envs:
+            env.close()
+    info = {
+        "timesteps": timesteps,
+        "seconds": spent + time.perf_counter() - start,
+        "iterations": it,
+        "resumed": resumed,
+    }
+    return checkpoints, info
 
 
 def save_checkpoints(path: str | Path, checkpoints: Sequence[Checkpoint]) -> None:

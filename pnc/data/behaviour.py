@@ -1,6 +1,7 @@
-"""Behaviour policies for the offline datasets: ARS settings per environment, the
-``expert`` / ``medium`` / ``simple`` levels chosen among the checkpoints of one ARS run
-(:mod:`pnc.data.ars`), and the store of the trained policies.
+"""Behaviour policies for the offline datasets: ARS settings per environment, the ``expert`` /
+``medium`` / ``simple`` levels chosen among the checkpoints of one ARS run (:mod:`pnc.data.ars`),
+the scripted-controller levels of the environments ARS does not learn
+(:data:`CONTROLLER_LEVELS`, :mod:`pnc.data.controllers`), and the store of both kinds.
 
 Checkpoints are evaluated during training *with the Gaussian action noise the offline datasets are
 rolled out with* (:func:`pnc.data.offline.action_noise_for`), so the returns that order the levels
@@ -10,15 +11,24 @@ expert return, so ``simple < medium < expert`` (:func:`select_levels`). Every ev
 is kept in ``checkpoints.npz``, so the levels can be re-selected (for another action noise, say)
 by re-evaluation alone, without training again (:func:`reselect_behaviour_policies`).
 
+Scripted controllers have no training run: each level is a set of controller parameters and an
+own action noise (degraded gains, an aim error and more noise below ``expert``), evaluated under
+the data's action noise like the ARS levels (:func:`build_controller_policies`).
+
 The repository's policies live in :data:`POLICY_DIR` as ``{Env}/{level}.npz``,
-``{Env}/checkpoints.npz`` and ``{Env}/policies.json`` (the record of how they were made, with the
-SHA-256 of every file; :func:`load_policies` checks them).
+``{Env}/checkpoints.npz`` (ARS only) and ``{Env}/policies.json`` (the record of how they were made:
+the policy ``kind`` of :data:`pnc.data.policy.POLICY_KINDS` and the SHA-256 of every file;
+:func:`load_policies` checks them).
 
 Command line (writes ``OUT/{Env}/{level}.npz``, ``OUT/{Env}/checkpoints.npz`` and
 ``OUT/{Env}/policies.json``; exits with status 2 when the levels' returns are not ordered)::
 
     python -m pnc.data.behaviour ENV --out DIR [--seed S --iterations K --action-noise F --force]
+        [--state FILE --save-every N --workers W]
     python -m pnc.data.behaviour ENV --out DIR --reselect [--action-noise F]
+
+For an environment of :data:`CONTROLLER_LEVELS` the first form builds the controller levels
+(``--seed``, ``--action-noise`` and ``--force`` apply; the ARS options do not).
 """
 
 from __future__ import annotations
@@ -41,12 +51,18 @@ from pnc.data.ars import (
     save_checkpoints,
     train_ars,
 )
+from pnc.data.controllers import ScriptedController
 from pnc.data.envs import ENVS, env_spec
 from pnc.data.errors import CacheConflictError
 from pnc.data.offline import FALLBACK_ACTION_NOISE, action_noise_for
+from pnc.data.policy import evaluate_policy, load_policy
 
 #: Where the repository's trained policies live (``{Env}/{level}.npz`` + ``{Env}/policies.json``).
 POLICY_DIR = Path(__file__).parent / "policies"
+
+#: Where long ARS runs keep their resumable training state (``{Env}/state.npz``, a few hundred KB
+#: at most), committed so that a run can continue in a later piece.
+STATE_DIR = Path(__file__).parent / "ars_runs"
 
 #: Per-step alive bonus removed from the training reward (Mania et al., 2018, Section 4).
 REWARD_SHIFT: dict[str, float] = {"Hopper": 1.0, "Walker2d": 1.0, "Ant": 1.0, "Humanoid": 5.0}
@@ -55,11 +71,16 @@ REWARD_SHIFT: dict[str, float] = {"Hopper": 1.0, "Walker2d": 1.0, "Ant": 1.0, "H
 #: locomotion tasks (longer budgets with ``stop_return`` where the levels need an expert first);
 #: the pendulums and Pusher use settings tuned here for quick runs. Reacher's are placeholders:
 #: linear ARS did not improve on the zero policy there (nor with larger steps and more
-#: directions). No policies are stored for Reacher and Pusher (Pusher plateaus near -43, too
-#: close to its untrained -57 for levels that stay apart under the data's action noise).
-#: Walker2d with the settings below did not learn here either: its evaluated return peaked at 134
-#: (iteration 10) and ended at 38 after 300 iterations (3.6 M steps, 748 s on 2 cores), so the
-#: level selection refused it (levels not ordered); it needs a longer or retuned search.
+#: directions), so Reacher's levels are scripted controllers (:data:`CONTROLLER_LEVELS`). No
+#: policies are stored for Pusher (ARS plateaus near -43, too close to its untrained -57 for
+#: levels that stay apart under the data's action noise; see :mod:`pnc.data.controllers` for the
+#: scripted attempts).
+#: Walker2d did not learn with step size 0.025 and exploration noise 0.01: its evaluated return
+#: peaked at 134 (iteration 10) and ended at 38 after 300 iterations (3.6 M steps, 748 s on 2
+#: cores), so the level selection refused it (levels not ordered). Walker2d and Ant now use the
+#: V2-t values of Mania et al. (2018, Table 9: Walker2d alpha 0.03, N 40, b 30, nu 0.025; Ant
+#: alpha 0.015, N 60, b 20, nu 0.025) with budgets of up to 3,000 iterations (tens of millions of
+#: steps, as the paper reports for them), run in resumable pieces (:data:`STATE_DIR`).
 DEFAULT_CONFIGS: dict[str, ARSConfig] = {
     "InvertedPendulum": ARSConfig(
         iterations=100,
@@ -101,10 +122,20 @@ DEFAULT_CONFIGS: dict[str, ARSConfig] = {
         medium_fraction=0.5,
     ),
     "Walker2d": ARSConfig(
-        iterations=300, n_directions=40, top_directions=30, step_size=0.025, noise=0.01
+        iterations=3000,
+        n_directions=40,
+        top_directions=30,
+        step_size=0.03,
+        noise=0.025,
+        eval_every=10,
     ),
     "Ant": ARSConfig(
-        iterations=300, n_directions=60, top_directions=20, step_size=0.015, noise=0.025
+        iterations=3000,
+        n_directions=60,
+        top_directions=20,
+        step_size=0.015,
+        noise=0.025,
+        eval_every=10,
     ),
     "Humanoid": ARSConfig(
         iterations=300, n_directions=230, top_directions=230, step_size=0.02, noise=0.0075
@@ -129,6 +160,33 @@ DEFAULT_CONFIGS: dict[str, ARSConfig] = {
 
 #: ARS settings that only affect how checkpoints are evaluated and levels selected, not training.
 SELECTION_FIELDS = frozenset({"eval_episodes", "medium_fraction", "simple_fraction"})
+
+#: Scripted-controller levels: ``{env: {level: (parameters, own action noise)}}``. Reacher's
+#: expert gains were chosen by a grid search on the mean return under the data's action noise
+#: (kp 300-30000, kd 10-800, kq 0-10, ke 0-100). The weaker levels are badly tuned versions of it:
+#: ``medium`` keeps the stiffness but has a tenth of the task-space damping and no joint damping
+#: (it overshoots and oscillates about the target) plus action noise 0.05; ``simple`` is stiffer
+#: and even less damped, aims 7 cm off the target and adds noise 0.1. Degrading the gains
+#: uniformly (slower, well-damped reaching) lowered the returns but left the Mahalanobis distance of
+#: Near states to ID states at that of fresh ID states; the oscillation shows in the states.
+#: Reacher has no Mid split in the paper's protocol: its ``simple`` level is stored for
+#: completeness and not rolled out.
+CONTROLLER_LEVELS: dict[str, dict[str, tuple[dict[str, float], float]]] = {
+    "Reacher": {
+        "expert": (
+            {"kp": 3000.0, "kd": 200.0, "kq": 5.0, "ke": 30.0, "aim_x": 0.0, "aim_y": 0.0},
+            0.0,
+        ),
+        "medium": (
+            {"kp": 3000.0, "kd": 20.0, "kq": 0.0, "ke": 30.0, "aim_x": 0.0, "aim_y": 0.0},
+            0.05,
+        ),
+        "simple": (
+            {"kp": 5000.0, "kd": 10.0, "kq": 0.0, "ke": 30.0, "aim_x": 0.05, "aim_y": -0.05},
+            0.1,
+        ),
+    },
+}
 
 
 def select_levels(
@@ -270,6 +328,9 @@ def train_behaviour_policies(
     final_eval_episodes: int = 10,
     force: bool = False,
     log=None,
+    state_path: str | Path | None = None,
+    save_every: int = 10,
+    workers: int = 1,
 ) -> dict:
     """Train ARS on ``name`` and write ``out/{Env}/{level}.npz``, ``checkpoints.npz`` and
     ``policies.json``.
@@ -277,7 +338,9 @@ def train_behaviour_policies(
     The levels are selected, and their final returns measured over ``final_eval_episodes`` fresh
     episodes, under ``action_noise`` (default :func:`action_noise_for`: the offline datasets'
     noise). An existing ``policies.json`` made with the same request is reused; one made
-    differently is replaced only with ``force``.
+    differently is replaced only with ``force``. With ``state_path`` the run checkpoints its
+    training state there every ``save_every`` iterations and resumes from it
+    (:func:`pnc.data.ars.train_ars`); ``workers`` processes share the training rollouts.
 
     Returns:
         The JSON record (also written to ``policies.json``) plus ``status``.
@@ -307,8 +370,15 @@ def train_behaviour_policies(
         action_noise=noise,
         reward_shift=REWARD_SHIFT.get(spec.name, 0.0),
         log=log,
+        state_path=state_path,
+        save_every=save_every,
+        workers=workers,
     )
-    extra = {"timesteps": info["timesteps"], "train_seconds": round(info["seconds"], 2)}
+    extra = {
+        "timesteps": info["timesteps"],
+        "train_seconds": round(info["seconds"], 2),
+        "iterations_done": info["iterations"],
+    }
     record = _write_levels(spec, directory, checkpoints, request, config, extra)
     return dict(record, status="trained")
 
@@ -344,6 +414,10 @@ def reselect_behaviour_policies(
     if not record_path.exists():
         raise FileNotFoundError(f"no policies.json in {directory}")
     old = json.loads(record_path.read_text())
+    if old.get("kind", "linear") != "linear":
+        raise ValueError(
+            f"{record_path} holds {old['kind']} policies; only ARS levels are re-selected"
+        )
     if "checkpoints" not in old:
         raise FileNotFoundError(
             f"{record_path} keeps no checkpoints; re-selection needs training again "
@@ -393,14 +467,138 @@ def reselect_behaviour_policies(
     return dict(record, status="reselected")
 
 
+def build_controller_policies(
+    name: str,
+    out: str | Path,
+    *,
+    seed: int = 0,
+    levels: dict[str, tuple[dict[str, float], float]] | None = None,
+    action_noise: float | None = None,
+    final_eval_episodes: int = 50,
+    force: bool = False,
+    log=None,
+) -> dict:
+    """Write the scripted-controller levels of ``name`` to ``out/{Env}/{level}.npz`` and
+    ``policies.json``.
+
+    Each level (default :data:`CONTROLLER_LEVELS`) is evaluated over ``final_eval_episodes``
+    episodes under ``action_noise`` (default :func:`action_noise_for`, the data's noise) plus its
+    own, on the same resets for every level (:func:`pnc.data.policy.evaluate_policy`), and without
+    noise; the record also holds the zero policy's return on those resets. An existing record made
+    with the same request is reused; one made differently is replaced only with ``force``.
+
+    Returns:
+        The JSON record plus ``status``.
+
+    Raises:
+        CacheConflictError: policies made differently exist and ``force`` is false.
+        ValueError: ``name`` has no controller levels.
+    """
+    import gymnasium
+    import mujoco
+
+    from pnc.data.minari_io import file_sha256
+
+    spec = env_spec(name)
+    levels = levels if levels is not None else CONTROLLER_LEVELS.get(spec.name)
+    if not levels or "expert" not in levels:
+        raise ValueError(f"no scripted-controller levels (with an expert) for {spec.name}")
+    noise = action_noise_for(spec.name) if action_noise is None else float(action_noise)
+    request = {
+        "env": spec.name,
+        "gym_id": spec.gym_id,
+        "seed": int(seed),
+        "controller_levels": {
+            lvl: {"params": dict(params), "action_noise": float(own)}
+            for lvl, (params, own) in levels.items()
+        },
+        "action_noise": noise,
+        "final_eval_episodes": int(final_eval_episodes),
+    }
+    directory = Path(out) / spec.name
+    record_path = directory / "policies.json"
+    if record_path.exists():
+        old = json.loads(record_path.read_text())
+        if old.get("request") == request:
+            return dict(old, status="reused")
+        if not force:
+            raise CacheConflictError(
+                f"{record_path} holds policies made with different settings; "
+                "pass --force to replace them"
+            )
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def returns(policy, data_noise: float) -> np.ndarray:
+        return evaluate_policy(
+            spec.name,
+            policy,
+            seed=seed,
+            purpose="final-eval",
+            episodes=final_eval_episodes,
+            action_noise=data_noise,
+        )
+
+    made = {}
+    for level, (params, own) in levels.items():
+        policy = ScriptedController.from_dict(spec.name, params, own)
+        path = directory / f"{level}.npz"
+        policy.save(path)
+        rets = returns(policy, noise)
+        made[level] = {
+            "file": path.name,
+            "sha256": file_sha256(path),
+            "params": policy.as_dict(),
+            "own_action_noise": policy.action_noise,
+            "return_mean": float(np.mean(rets)),
+            "return_std": float(np.std(rets)),
+            "deterministic_return_mean": float(
+                np.mean(returns(ScriptedController(policy.env, policy.params), 0.0))
+            ),
+        }
+        if log is not None:
+            log(
+                f"{level}: return {made[level]['return_mean']:.2f} +- {made[level]['return_std']:.2f}"
+            )
+    zero = ScriptedController.from_dict(spec.name, {k: 0.0 for k in levels["expert"][0]})
+    order = [lvl for lvl in ("simple", "medium", "expert") if lvl in made]
+    means = [made[lvl]["return_mean"] for lvl in order]
+    record = {
+        "kind": "controller",
+        "request": request,
+        "algorithm": (
+            "scripted operational-space controller (Jacobian transpose on the fingertip, "
+            "pnc.data.controllers)"
+        ),
+        "selection": (
+            "levels are fixed parameter sets (CONTROLLER_LEVELS): weaker levels scale the expert's "
+            "gains down, aim off the target and add their own action noise; return_mean/return_std "
+            f"over final_eval_episodes episodes with Gaussian action noise {noise} x half the "
+            "action range added in quadrature to the level's own, on the same resets for every "
+            "level; deterministic_return_mean: the level's gains without any noise"
+        ),
+        "levels": made,
+        "zero_policy_return_mean": float(np.mean(returns(zero, noise))),
+        "ordered_by_return": bool(all(a < b for a, b in zip(means, means[1:], strict=False))),
+        "versions": {"gymnasium": gymnasium.__version__, "mujoco": mujoco.__version__},
+    }
+    record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return dict(record, status="built")
+
+
 def load_policies(
     name: str, policies: str | Path | None = None
 ) -> tuple[dict[str, LinearPolicy], dict]:
     """Load the stored behaviour policies of ``name`` (default: the repository's copies).
 
     Returns:
-        ``({level: policy}, record)`` where ``record`` is ``policies.json``; every file is checked
-        against the SHA-256 recorded there.
+        ``({level: policy}, record)`` for the levels ``name`` has (:attr:`EnvSpec.levels`), each
+        policy of the ``kind`` named in ``policies.json`` (``"linear"`` where it names none), and
+        ``record``, the parsed ``policies.json``; every file is checked against the SHA-256
+        recorded there.
+
+    Raises:
+        FileNotFoundError: no record, or a level missing from it.
+        ValueError: a file does not match its SHA-256, or holds a policy of another kind.
     """
     from pnc.data.minari_io import file_sha256
 
@@ -421,7 +619,7 @@ def load_policies(
         path = directory / info["file"]
         if file_sha256(path) != info["sha256"]:
             raise ValueError(f"{path} does not match the SHA-256 recorded in {record_path}")
-        out[level] = LinearPolicy.load(path)
+        out[level] = load_policy(path, record.get("kind", "linear"))
     return out, record
 
 
@@ -453,6 +651,16 @@ def main(argv: list[str] | None = None) -> int:
         help="with --reselect: use DEFAULT_CONFIGS' selection settings instead of the stored ones",
     )
     parser.add_argument("--force", action="store_true", help="replace policies trained differently")
+    parser.add_argument(
+        "--state",
+        default=None,
+        help="resumable training state (.npz): written every --save-every iterations, resumed "
+        f"from when it exists (long runs keep theirs in {STATE_DIR}/{{Env}}/state.npz)",
+    )
+    parser.add_argument("--save-every", type=int, default=10)
+    parser.add_argument(
+        "--workers", type=int, default=1, help="processes for the training rollouts"
+    )
     parser.add_argument("--minari-root", default=None, help="unused; accepted for uniformity")
     args = parser.parse_args(argv)
     spec = env_spec(args.env)
@@ -460,7 +668,16 @@ def main(argv: list[str] | None = None) -> int:
     def log(m: str) -> None:
         print(f"[pnc.data.behaviour] {spec.name} {m}", file=sys.stderr, flush=True)
 
-    if args.reselect:
+    if spec.name in CONTROLLER_LEVELS and not args.reselect:
+        record = build_controller_policies(
+            spec.name,
+            args.out,
+            seed=args.seed,
+            action_noise=args.action_noise,
+            force=args.force,
+            log=log,
+        )
+    elif args.reselect:
         record = reselect_behaviour_policies(
             spec.name,
             args.out,
@@ -485,10 +702,14 @@ def main(argv: list[str] | None = None) -> int:
             action_noise=args.action_noise,
             force=args.force,
             log=log,
+            state_path=args.state,
+            save_every=args.save_every,
+            workers=args.workers,
         )
     summary = {
         k: record[k]
         for k in ("status", "levels", "ordered_by_return", "timesteps", "train_seconds")
+        if k in record
     }
     summary["action_noise"] = record["request"]["action_noise"]
     print(json.dumps(summary, indent=2, sort_keys=True))

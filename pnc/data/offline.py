@@ -1,12 +1,15 @@
-"""Offline behaviour datasets: the stored ARS policies rolled out into Minari datasets.
+"""Offline behaviour datasets: the stored behaviour policies rolled out into Minari datasets.
 
 These stand in for Minari's ``expert`` / ``medium`` / ``simple`` datasets when Minari's remote
-storage cannot be reached. Each level's policy (see :mod:`pnc.data.behaviour`) is rolled out with
-small Gaussian action noise (``action_noise`` times half the action range, clipped to the bounds;
-default :func:`action_noise_for`, the noise the levels were selected under, so the data's returns
-are ordered ``simple < medium < expert``) from reset seeds named after
+storage cannot be reached. Each level's policy (an ARS linear policy or a scripted controller, see
+:mod:`pnc.data.behaviour` and :mod:`pnc.data.policy`) is rolled out with small Gaussian action
+noise (``action_noise`` times half the action range, clipped to the bounds; default
+:func:`action_noise_for`, the noise the levels were selected under, so the data's returns are
+ordered ``simple < medium < expert``; a policy with noise of its own adds it in quadrature,
+:func:`pnc.data.policy.total_action_noise`) from reset seeds named after
 ``(env, seed, level)`` and written as ``pnc-offline/{env}/{level}-v0``.
-The dataset metadata records the policy file hash, the ARS settings, the seeds and the returns.
+The dataset metadata records the policy file hash, how the policy was made, the seeds and the
+returns.
 
 Command line::
 
@@ -25,9 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from pnc.data import minari_io
-from pnc.data.ars import LinearPolicy
 from pnc.data.envs import env_spec
 from pnc.data.minari_io import Episode
+from pnc.data.policy import total_action_noise
 from pnc.data.rng import numpy_rng
 from pnc.data.rollout import collect_episodes
 
@@ -55,7 +58,7 @@ def action_noise_for(name: str) -> float:
 
 def rollout_policy(
     name: str,
-    policy: LinearPolicy,
+    policy,
     *,
     seed: int,
     level: str,
@@ -67,13 +70,14 @@ def rollout_policy(
 
     Args:
         name: environment name.
-        policy: the behaviour policy.
+        policy: the behaviour policy (any kind of :data:`pnc.data.policy.POLICY_KINDS`).
         seed: data seed; reset seeds and action noise come from generators named
             ``(env, seed, "offline", level, ...)``.
         level: the behaviour level (only used to name the random streams).
         n_transitions: total steps (exclusive with ``n_episodes``).
         n_episodes: number of complete episodes.
-        action_noise: Gaussian noise std as a fraction of half the action range.
+        action_noise: the data's Gaussian noise std as a fraction of half the action range; the
+            policy's own noise is added in quadrature.
 
     Returns:
         The episodes; observations float64 ``[T + 1, obs]``, actions float32 ``[T, act]``.
@@ -90,7 +94,7 @@ def rollout_policy(
     spec = env_spec(name)
     env = gym.make(spec.gym_id)
     low, high = env.action_space.low, env.action_space.high
-    scale = action_noise * (high - low) / 2.0
+    scale = total_action_noise(policy, action_noise) * (high - low) / 2.0
     reset_rng = numpy_rng(spec.name, seed, "offline", level, "reset")
     noise_rng = numpy_rng(spec.name, seed, "offline", level, "noise")
 
@@ -198,9 +202,11 @@ def make_offline_datasets(
                 "policy": {
                     "file": str(policy_dir / spec.name / info["file"]),
                     "sha256": info["sha256"],
-                    "ars_request": record["request"],
-                    "ars_iteration": info["iteration"],
-                    "ars_timesteps": info["timesteps"],
+                    "kind": record.get("kind", "linear"),
+                    "algorithm": record["algorithm"],
+                    "request": record["request"],
+                    "iteration": info.get("iteration"),
+                    "timesteps": info.get("timesteps"),
                     "selection_action_noise": selected_noise,
                     "return_mean": info["return_mean"],
                 },
@@ -215,10 +221,10 @@ def make_offline_datasets(
                 gym_id=spec.gym_id,
                 root=root,
                 provenance=provenance,
-                algorithm_name="ARS V2-t linear policy",
+                algorithm_name=record["algorithm"],
                 description=(
-                    f"{level} behaviour data for {spec.gym_id}: ARS linear policy "
-                    f"(iteration {info['iteration']}) with Gaussian action noise {action_noise}."
+                    f"{level} behaviour data for {spec.gym_id}: {record['algorithm']} "
+                    f"({level} level) with Gaussian action noise {action_noise}."
                 ),
                 force=force,
             )

@@ -3,6 +3,8 @@
 # under config data.minari_root; each dataset rule leaves a JSON record of what it made or found.
 
 
+# ARS keeps its training state in resources/ars_state/ (outside the rule's output), so a job that
+# was cut off (a SLURM time limit, say) resumes where it stopped when it runs again.
 rule behaviour_policies:
     message:
         "Train the ARS behaviour policies (expert/medium/simple) of {wildcards.env}"
@@ -22,7 +24,8 @@ rule behaviour_policies:
         "../../envs/pnc.yaml"
     shell:
         "python -m pnc.workflow.behaviour_policies --threads {threads} {wildcards.env}"
-        " --out resources/policies --seed {params.seed} > {log:q} 2>&1"
+        " --out resources/policies --seed {params.seed} --workers {threads}"
+        " --state resources/ars_state/{wildcards.env}.npz > {log:q} 2>&1"
 
 
 rule offline_data:
