@@ -370,9 +370,7 @@ def corrected_member(
     if set(coeffs) != set(layers):
         raise ValueError(f"coeffs are for layers {sorted(coeffs)}, the bases for {layers}")
     member = dict(params)
-    dws = {
-        i: (bases[i] @ coeffs[i]).reshape(params[names[i]]["kernel"].shape) for i in layers
-    }
+    dws = {i: (bases[i] @ coeffs[i]).reshape(params[names[i]]["kernel"].shape) for i in layers}
     if not correct:
         for i in layers:
             member[names[i]] = dict(params[names[i]], kernel=params[names[i]]["kernel"] + dws[i])
