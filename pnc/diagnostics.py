@@ -434,7 +434,8 @@ def output_sensitivity(
         )
         return forward(member, x, mlp_config)[0]
 
-    return jax.jacfwd(mean_at)(jnp.zeros((total,), jnp.float32))
+    dtype = jnp.result_type(*bases.values())
+    return jax.jacfwd(mean_at)(jnp.zeros((total,), dtype))
 
 
 @functools.partial(
@@ -468,7 +469,7 @@ def probe_sketch(
     Returns:
         ``[N]``.
     """
-    zero = {layer: jnp.zeros((b.shape[1],), jnp.float32) for layer, b in bases.items()}
+    zero = {layer: jnp.zeros((b.shape[1],), b.dtype) for layer, b in bases.items()}
     mu0 = forward(
         corrected_member(params, mlp_config, bases, x_cal, zero, ridge, center=center),
         x,
@@ -478,7 +479,7 @@ def probe_sketch(
     def one(k):
         coeffs = {}
         for layer, b in bases.items():
-            u = jax.random.normal(jax.random.fold_in(k, layer), (b.shape[1],), jnp.float32)
+            u = jax.random.normal(jax.random.fold_in(k, layer), (b.shape[1],), b.dtype)
             if perturbation_norm == "radius":
                 u = u * jax.lax.rsqrt(jnp.sum(jnp.square(u)))
             coeffs[layer] = eps * u
