@@ -21,7 +21,7 @@ from pnc import diagnostics as dg
 from pnc.io import ArtifactError, file_sha256, save_pytree, write_json
 from pnc.mlp import forward
 from pnc.perturb_correct import perturbation_bases
-from pnc.predictive import epistemic_variance
+from pnc.predictive import Predictive, epistemic_variance
 from pnc.report import mechanism as rm
 from pnc.study import mechanism as sm
 
@@ -147,7 +147,11 @@ def test_sigma_zero_gives_zero_disagreement_and_zero_magnitudes(net):
     members = build_members(params, CFG, x_cal, config, key=jax.random.key(3))
     x = jax.random.normal(jax.random.key(8), (10, 3))
     mu = jax.vmap(lambda p: forward(p, x, CFG)[0])(members)
-    assert float(jnp.max(epistemic_variance(methods.Predictive(mu, mu)))) == 0.0
+    for a, b in zip(jax.tree.leaves(members), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(a, jnp.broadcast_to(b, a.shape))  # the base network
+    np.testing.assert_array_equal(mu, jnp.broadcast_to(mu[0], mu.shape))
+    # the variance of identical values: zero up to the rounding of their mean
+    assert float(jnp.max(epistemic_variance(Predictive(mu, mu)))) < 1e-12
     dh, dy = sm.perturbation_norms(members, params, x, CFG)
     assert dh.shape == (5, 10) and float(jnp.max(dh)) == 0.0 and float(jnp.max(dy)) == 0.0
     assert sm.perturbation_second_moment(config) == 0.0
