@@ -9,7 +9,7 @@
 - :func:`sketch_figure` (3 C): disagreement against the probe and the analytic sketch, log-log, with
   the pooled least-squares line and the identity.
 
-The statistics in the annotations come from :mod:`pnc.report.mechanism`.
+The statistics in the annotations come from :mod:`pnc.report.mechanism_table`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from pnc.report.figures import METHOD_STYLE, RC_PARAMS, save
-from pnc.report.mechanism import (
+from pnc.report.mechanism_table import (
     LOG_FLOOR,
     SKETCHES,
     distance_regression,
@@ -123,7 +123,7 @@ def _regime_scatter(ax, wide: pd.DataFrame, x: str, y: str) -> None:
 
 
 def distance_figure(wide: pd.DataFrame, env: str):
-    """Figure 3 B for ``env`` from :func:`pnc.report.mechanism.points_wide` rows."""
+    """Figure 3 B for ``env`` from :func:`pnc.report.mechanism_table.points_wide` rows."""
     wide = wide[wide.env == env]
     fit = distance_regression(wide)
     with plt.rc_context(RC_PARAMS):

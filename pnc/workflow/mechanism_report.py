@@ -2,7 +2,7 @@
 ``python -m pnc.workflow.mechanism_report figures|table``.
 
 ``figures``: :func:`pnc.report.mechanism_figures.write_mechanism_figures`;
-``table``: :func:`pnc.report.mechanism.write_mechanism_table`.
+``table``: :func:`pnc.report.mechanism_table.write_mechanism_table`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
         paths = write_mechanism_figures(args.mechanism, args.all_configs, args.env, args.out)
         log.info("wrote %s", ", ".join(map(str, paths)))
     else:
-        from pnc.report.mechanism import write_mechanism_table
+        from pnc.report.mechanism_table import write_mechanism_table
 
         stats = write_mechanism_table(args.mechanism, args.all_configs, args.out)
         log.info("mechanism table:\n%s", stats.to_string())

@@ -114,7 +114,7 @@ rule mechanism:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.mechanism --threads {threads} --env {wildcards.env}"
+        "python -m pnc.workflow.mechanism_diagnostics --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --run {params.run:q} --splits {params.splits:q}"
         " --members {params.members:q} --selection {input.selection:q}"
         " --methods-json {params.methods:q} --settings {params.settings:q}"

@@ -1,4 +1,4 @@
-"""Per-point mechanism diagnostics of one (env, seed): ``python -m pnc.workflow.mechanism``.
+"""Per-point mechanism diagnostics of one (env, seed): ``python -m pnc.workflow.mechanism_diagnostics``.
 
 See :func:`pnc.study.mechanism.mechanism_frame`; writes one parquet file (tidy long table) and a
 JSON record of what was measured.
