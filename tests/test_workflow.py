@@ -333,6 +333,8 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
         ),
         (lambda c: c["train"].update(steps=120), ["train.steps = 120", "snapshot"]),
         (lambda c: c["resources"].update(train={"mem_mb": 0}), ["resources.train.mem_mb", "0"]),
+        (lambda c: c["mechanism"].update(seeds=[3]), ["mechanism.seeds", "[3]", "seeds = [0]"]),
+        (lambda c: c["mechanism"].update(probe_eps=0), ["mechanism.probe_eps", "0"]),
     ],
     ids=[
         "env",
@@ -352,6 +354,8 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
         "pnc-nocorr-rank-deeper-layer",
         "swag-snapshots",
         "resources",
+        "mechanism-seeds",
+        "mechanism-probe-eps",
     ],
 )
 def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named):
