@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from pnc.report.figures import METHOD_STYLE, RC_PARAMS, save
 from pnc.report.mechanism_table import (
@@ -75,13 +76,17 @@ def magnitudes_figure(frame: pd.DataFrame, env: str):
                     color=[METHOD_STYLE[m]["color"] for m in methods],
                     alpha=0.55 if split == "id" else 1.0,
                     hatch="" if split == "id" else "//",
-                    edgecolor="black", linewidth=0.4, label=split_label(split),
+                    edgecolor="black", linewidth=0.4,
                 )  # fmt: skip
             ax.set_xticks(np.arange(len(methods)))
             ax.set_xticklabels([METHOD_INFO[m].short for m in methods], rotation=30, ha="right")
             ax.set_yscale("log")
             ax.set_title(title)
-        axes[0].legend(title="split (pale: ID, hatched: Far)", frameon=False)
+        handles = [
+            Patch(facecolor="lightgrey", alpha=0.55, edgecolor="black", label=split_label("id")),
+            Patch(facecolor="grey", hatch="//", edgecolor="black", label=split_label("far")),
+        ]
+        axes[0].legend(handles=handles, frameon=False)
         fig.suptitle(f"{env}: perturbation magnitudes (median over members, then seeds)")
         fig.tight_layout()
     return fig
