@@ -36,6 +36,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/select.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/mechanism.smk"
 
 
 rule all:
@@ -43,3 +44,4 @@ rule all:
     input:
         results_targets(),
         report_targets(),
+        mechanism_targets(),

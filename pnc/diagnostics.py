@@ -328,3 +328,163 @@ def mahalanobis_distance(h_cal: Array, h: Array, shrinkage: float = 1e-3) -> Arr
     chol = jnp.linalg.cholesky(cov + reg * jnp.eye(d, dtype=cov.dtype))
     z = jax.scipy.linalg.solve_triangular(chol, (h - mu).T, lower=True)
     return jnp.sqrt(jnp.sum(jnp.square(z), axis=0))
+
+
+# ----------------------------------------------------------------------------- the whole member
+
+
+def corrected_member(
+    params: Params,
+    mlp_config: MLPConfig,
+    bases: dict[int, Array],
+    x_cal: Array,
+    coeffs: dict[int, Array],
+    ridge: float | Array,
+    *,
+    center: str = "original",
+    correct: bool = True,
+) -> Params:
+    """The multi-layer P&C member for explicit perturbation coefficients (Section 3).
+
+    The chain of :func:`pnc.build_members` with the coefficients given instead of drawn: the
+    perturbed layers ``l`` (the keys of ``bases``) are visited in forward order; ``hidden_l``'s
+    current kernel receives ``reshape(U_l v_l)``, the calibration rows are propagated through the
+    member as modified so far, and layer ``l + 1`` is refit (:func:`pnc.ridge_correction`) so that
+    its pre-activations reproduce the base network's on ``x_cal``. With
+    ``v_l = sigma z_l`` (or ``sigma z_l / ||z_l||``) and ``x_cal`` a member's correction subset this
+    is that member; with the whole calibration set it is the map whose derivative
+    :func:`output_sensitivity` takes. Differentiable in ``coeffs``.
+
+    Args:
+        bases: ``{layer: U_l [d_in * d_out, K_l]}`` (:func:`pnc.perturb_correct.perturbation_bases`).
+        x_cal: calibration rows ``[B, in_dim]`` (standardised).
+        coeffs: ``{layer: v_l [K_l]}``, already scaled.
+        ridge: ``lambda``; center: ``"original"`` or ``"zero"`` (see :func:`pnc.ridge_correction`).
+        correct: ``False`` applies the perturbations without refit (the ablation).
+
+    Returns:
+        Parameter pytree of the member.
+    """
+    names = mlp_config.layer_names()
+    layers = sorted(bases)
+    if set(coeffs) != set(layers):
+        raise ValueError(f"coeffs are for layers {sorted(coeffs)}, the bases for {layers}")
+    member = dict(params)
+    dws = {i: (bases[i] @ coeffs[i]).reshape(params[names[i]]["kernel"].shape) for i in layers}
+    if not correct:
+        for i in layers:
+            member[names[i]] = dict(params[names[i]], kernel=params[names[i]]["kernel"] + dws[i])
+        return member
+    base = hidden_activations(params, x_cal, mlp_config)
+    h, start = x_cal, 0
+    for layer in layers:
+        for i in range(start, layer + 1):
+            p = member[names[i]]
+            if i == layer:
+                p = dict(p, kernel=p["kernel"] + dws[i])
+                member[names[i]] = p
+            h = jax.nn.relu(h @ p["kernel"] + p["bias"])
+        after = params[names[layer + 1]]
+        kernel, bias = ridge_correction(
+            base[layer], h, after["kernel"], after["bias"], ridge, center=center
+        )
+        member[names[layer + 1]] = {"kernel": kernel, "bias": bias}
+        start = layer + 1
+    return member
+
+
+def _split_coeffs(v: Array, bases: dict[int, Array]) -> dict[int, Array]:
+    """Cut a flat coefficient vector ``[sum_l K_l]`` into ``{layer: v_l}`` (layers in order)."""
+    out, start = {}, 0
+    for layer in sorted(bases):
+        k = bases[layer].shape[1]
+        out[layer] = v[start : start + k]
+        start += k
+    return out
+
+
+@functools.partial(jax.jit, static_argnames=("mlp_config", "center"))
+def output_sensitivity(
+    params: Params,
+    mlp_config: MLPConfig,
+    bases: dict[int, Array],
+    x_cal: Array,
+    x: Array,
+    ridge: float | Array,
+    *,
+    center: str = "original",
+) -> Array:
+    """Output-level corrected sensitivity ``A(x) = d mu(x; v) / dv`` at ``v = 0`` (forward mode).
+
+    ``mu(x; v)`` is the predicted mean of :func:`corrected_member` corrected on ``x_cal``, ``v``
+    the perturbation coefficients of every perturbed layer concatenated in layer order
+    (``T = sum_l K_l``). For one perturbed layer followed by the head this is the mean rows of
+    :func:`corrected_sensitivity`; for multi-layer P&C it carries the chain of repairs through
+    the rest of the network. Theorem 2: for ``v ~ N(0, s^2 I_T)`` the expected squared output
+    change is ``s^2 ||A(x)||_F^2`` to first order.
+
+    Returns:
+        ``[N, D, T]`` (``D`` = ``mlp_config.out_dim``).
+    """
+    total = sum(b.shape[1] for b in bases.values())
+
+    def mean_at(v):
+        member = corrected_member(
+            params, mlp_config, bases, x_cal, _split_coeffs(v, bases), ridge, center=center
+        )
+        return forward(member, x, mlp_config)[0]
+
+    dtype = jnp.result_type(*bases.values())
+    return jax.jacfwd(mean_at)(jnp.zeros((total,), dtype))
+
+
+@functools.partial(
+    jax.jit, static_argnames=("mlp_config", "center", "n_probes", "perturbation_norm")
+)
+def probe_sketch(
+    params: Params,
+    mlp_config: MLPConfig,
+    bases: dict[int, Array],
+    x_cal: Array,
+    x: Array,
+    ridge: float | Array,
+    eps: float | Array,
+    *,
+    n_probes: int,
+    key: Array,
+    center: str = "original",
+    perturbation_norm: str = "gaussian",
+) -> Array:
+    """Random-probe finite-difference sketch of corrected sensitivity (paper Figure 3C).
+
+    ``s(x) = (1 / (J eps^2)) sum_j ||mu(x; eps u_j) - mu(x; 0)||^2`` over ``J = n_probes``
+    probes: ``u_j`` has an independent ``N(0, I_K)`` block per perturbed layer (normalised to unit
+    norm per layer with ``perturbation_norm="radius"``, so each probe moves every perturbed kernel
+    by exactly ``eps`` in Frobenius norm), and ``mu(x; v)`` is the mean output of
+    :func:`corrected_member` corrected on ``x_cal``. As ``eps -> 0`` its expectation is
+    ``||A(x)||_F^2`` (gaussian) or ``sum_l ||A_l(x)||_F^2 / K_l`` (radius), ``A`` the
+    :func:`output_sensitivity`; ``sigma^2 s(x)`` estimates the ensemble's squared output change at
+    scale ``sigma``.
+
+    Returns:
+        ``[N]``.
+    """
+    zero = {layer: jnp.zeros((b.shape[1],), b.dtype) for layer, b in bases.items()}
+    mu0 = forward(
+        corrected_member(params, mlp_config, bases, x_cal, zero, ridge, center=center),
+        x,
+        mlp_config,
+    )[0]
+
+    def one(k):
+        coeffs = {}
+        for layer, b in bases.items():
+            u = jax.random.normal(jax.random.fold_in(k, layer), (b.shape[1],), b.dtype)
+            if perturbation_norm == "radius":
+                u = u * jax.lax.rsqrt(jnp.sum(jnp.square(u)))
+            coeffs[layer] = eps * u
+        member = corrected_member(params, mlp_config, bases, x_cal, coeffs, ridge, center=center)
+        return jnp.sum(jnp.square(forward(member, x, mlp_config)[0] - mu0), axis=-1)
+
+    sq = jax.lax.map(one, jax.random.split(key, n_probes))  # [J, N]
+    return jnp.mean(sq, axis=0) / jnp.square(eps)

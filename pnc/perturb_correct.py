@@ -374,6 +374,19 @@ def _perturbation(key: Array, layer: int, basis: Array, config: PnCConfig, shape
     return (config.sigma * (basis @ z)).reshape(shape)
 
 
+def perturbation_bases(
+    params: Params, mlp_config: MLPConfig, config: PnCConfig, *, key: Array
+) -> dict[int, Array]:
+    """The bases ``U_l`` that :func:`build_members` draws from ``key``, ``{layer: [d_in * d_out, K]}``.
+
+    ``key`` is the one passed to :func:`build_members`; its basis half (the first of
+    ``jax.random.split(key)``) gives ``U_l`` from ``fold_in(., l)`` for every perturbed layer ``l``.
+    For diagnostics that probe the same directions as an ensemble (:mod:`pnc.diagnostics`).
+    """
+    layers = config.perturbed_layers(mlp_config.n_hidden)
+    return _layer_bases(jax.random.split(key)[0], params, layers, config.rank)
+
+
 # ----------------------------------------------------------------------------- members
 
 _CALIBRATION_STREAM = 0x0CA1B

@@ -125,7 +125,9 @@ def test_non_finite_values_are_counted_and_rejected():
     with pytest.raises(NonFiniteDataError, match="2 non-finite observation values"):
         minari_io.check_finite("d", [ep])
     # the message names the dataset and the offending episode
-    with pytest.raises(NonFiniteDataError, match=r"^ds/x-v0: .*1 of 3 episodes \(episode index 2\)"):
+    with pytest.raises(
+        NonFiniteDataError, match=r"^ds/x-v0: .*1 of 3 episodes \(episode index 2\)"
+    ):
         minari_io.check_finite("ds/x-v0", [clean, clean, ep])
 
 

@@ -202,6 +202,11 @@ def test_paper_protocol_dag(workdir):
         "report_frontier_overview": 1,
         "report_frontier": n_env,
         "report_metrics": n_env,
+        # the mechanism evidence on the first seed (config mechanism.seeds)
+        "pnc_members": n_env,
+        "mechanism": n_env,
+        "mechanism_figures": n_env,
+        "mechanism_table": 1,
         "all": 1,
     }
     assert {k: v for k, v in counts.items() if k != "total"} == expected
@@ -343,6 +348,8 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
             ["methods.subspace", "trajectory_steps", "50 steps"],
         ),
         (lambda c: c["resources"].update(train={"mem_mb": 0}), ["resources.train.mem_mb", "0"]),
+        (lambda c: c["mechanism"].update(seeds=[3]), ["mechanism.seeds", "[3]", "seeds = [0]"]),
+        (lambda c: c["mechanism"].update(probe_eps=0), ["mechanism.probe_eps", "0"]),
     ],
     ids=[
         "env",
@@ -368,6 +375,8 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
         "swag-snapshots",
         "subspace-snapshots",
         "resources",
+        "mechanism-seeds",
+        "mechanism-probe-eps",
     ],
 )
 def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named):
@@ -511,7 +520,25 @@ def test_tiny_config_end_to_end(tiny_run):
         meta = json.loads(run_json.read_text())["meta"]
         assert meta["train_config"]["patience"] == config["train"]["patience"], run_json
         assert meta["val_nll"], run_json
-    for rule in ("train", "evaluate", "select"):
+    # the mechanism stage: stored members, the per-point table, figures and the table
+    members = json.loads(
+        (workdir / "results/members/InvertedPendulum/seed0/members.json").read_text()
+    )
+    assert members["config_id"] == selection["InvertedPendulum"]["pnc"]["config"]
+    assert len(members["calibration_rows"]) == config["methods"]["pnc"]["fixed"]["calibration_size"]
+    mechanism = pd.read_parquet(workdir / "results/mechanism/InvertedPendulum/seed0.parquet")
+    points = mechanism[(mechanism.member == -1) & (mechanism.method == "pnc")]
+    assert points.groupby("split")["point"].nunique().to_dict() == {
+        "id": 200,
+        "near": 200,
+        "far": 200,
+    }
+    assert set(mechanism["method"]) == {"pnc", "pnc_nocorr", "swag", "laplace", "subspace"}
+    for figure in ("magnitudes", "frontier_sigma", "distance", "sketch"):
+        assert (workdir / "figures/mechanism/InvertedPendulum" / f"{figure}.png").stat().st_size
+    table = pd.read_csv(workdir / "results/tables/mechanism.csv")
+    assert table["evidence"].str.startswith("3C").sum() == 2
+    for rule in ("train", "evaluate", "select", "pnc_members", "mechanism"):
         assert list((workdir / "benchmarks" / rule).rglob("*.tsv")), rule
         assert list((workdir / "logs" / rule).rglob("*.log")), rule
 

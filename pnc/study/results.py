@@ -492,3 +492,46 @@ def select_candidate(candidates: Mapping[K, float]) -> K:
     if not finite:
         return order[0]
     return min(finite, key=lambda c: (candidates[c], order.index(c)))
+
+
+# --------------------------------------------------------------------------------------------
+# Mechanism diagnostics (paper Figures 1 B/C and 3; results/mechanism/{env}/seed{seed}.parquet)
+# --------------------------------------------------------------------------------------------
+
+#: Columns of a mechanism file: one row per value. Per-point rows carry the point's row in its
+#: split (``point``) and ``member = -1``; per-member rows (``dh``/``dy`` averaged over the split's
+#: points) carry ``point = -1``.
+MECHANISM_COLUMNS: tuple[str, ...] = (
+    "env",
+    "seed",
+    "split",
+    "point",
+    "method",
+    "member",
+    "quantity",
+    "value",
+)
+#: The splits the mechanism stage measures (``mid`` where the environment has it).
+MECHANISM_SPLITS: tuple[str, ...] = ("id", "near", "mid", "far")
+#: The methods whose members or samples the mechanism stage compares (Figure 1 B/C).
+MECHANISM_METHODS: tuple[str, ...] = ("pnc", "pnc_nocorr", "swag", "laplace", "subspace")
+#: Per-point quantities of the selected P&C ensemble, with their definitions (captions).
+MECHANISM_QUANTITIES: dict[str, str] = {
+    "disagreement": "D(x): variance of the P&C members' predicted means across members, summed "
+    "over target dimensions (standardised units)",
+    "mahalanobis": "Mahalanobis distance of the base network's second hidden layer activation to "
+    "those of all ID train rows (their mean and covariance, covariance ridge 1e-4 x mean "
+    "diagonal)",
+    "sketch_probe": "sigma^2 s(x), s(x) = (1/(J eps^2)) sum_j ||mu(x; eps u_j) - mu(x; 0)||^2 over "
+    "J random probes u_j of radius eps of the P&C map corrected on the calibration set",
+    "sketch_analytic": "E||A(x) v||^2 for the ensemble's perturbation law: sigma^2 ||A(x)||_F^2 "
+    "(gaussian; Theorem 2), sigma^2 ||A(x)||_F^2 / K (radius), A(x) the corrected sensitivity of "
+    "the predicted mean by autodiff",
+    "a_fro2": "||A(x)||_F^2, the squared Frobenius norm of the corrected sensitivity",
+    "dh": "||dh||: L2 distance of a member's first hidden layer post-activation to the "
+    "reference network's (P&C, Laplace: the trained network; SWAG, Subspace: the SWA mean)",
+    "dy": "||dy||: L2 distance of a member's predicted mean to the reference network's "
+    "(standardised units)",
+}
+#: Per-point ridge leverage of the layer after perturbed hidden layer ``l``: ``leverage_l{l}``.
+MECHANISM_LEVERAGE_PREFIX = "leverage_l"

@@ -12,6 +12,8 @@ Stages hold no logic of their own.
   run in-process.
 - ``report_tables``, ``report_figure``: the report command line ``python -m pnc.report`` (``tables``;
   ``frontier`` or ``metrics``), run in-process.
+- ``pnc_members``, ``mechanism_diagnostics``: :mod:`pnc.study.mechanism`; ``mechanism_report``:
+  :mod:`pnc.report.mechanism_figures` (``figures``) and :mod:`pnc.report.mechanism_table` (``table``).
 
 The stages that run a library command line take its arguments after ``--threads N``, unchanged
 (:func:`forwarding_parser`); the library's exit status is the stage's.

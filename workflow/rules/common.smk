@@ -409,3 +409,43 @@ def split_options():
 def calibration_options():
     """The variance-calibration variants every configuration is evaluated in (``--calibrations``)."""
     return " ".join(config.get("variance_calibration", ["raw", "vcal"]))
+
+
+# ----------------------------------------------------------------------------- mechanism (Figures 1 B/C, 3)
+
+MECHANISM = config.get("mechanism") or {}
+MECHANISM_ON = bool(MECHANISM.get("enabled", True)) and "pnc" in config["methods"]
+MECHANISM_SEEDS = [int(s) for s in (MECHANISM.get("seeds") or SEEDS[:1])]
+MECHANISM_FIGURES = ("magnitudes", "frontier_sigma", "distance", "sketch")
+MECHANISM_FIGURE_TITLES = {
+    "magnitudes": "Figure 1 B/C: ||dh|| and ||dy||",
+    "frontier_sigma": "Figure 3 A: correction at equal sigma",
+    "distance": "Figure 3 B: disagreement vs distance",
+    "sketch": "Figure 3 C: sketches vs disagreement",
+}
+_unknown = sorted(set(MECHANISM_SEEDS) - set(SEEDS))
+if _unknown:
+    raise WorkflowError(
+        f"invalid config: mechanism.seeds = {MECHANISM_SEEDS}: {_unknown} not in seeds = {SEEDS}"
+    )
+PNC_RUN = GRID_POINTS["pnc"][0].run_id if MECHANISM_ON else None
+
+
+def mechanism_files(env):
+    return [f"results/mechanism/{env}/seed{seed}.parquet" for seed in MECHANISM_SEEDS]
+
+
+def mechanism_targets():
+    """The mechanism figures of every environment and the mechanism table (none when off)."""
+    if not MECHANISM_ON:
+        return []
+    return expand(
+        "figures/mechanism/{env}/{figure}.{ext}",
+        env=ENVS,
+        figure=MECHANISM_FIGURES,
+        ext=REPORT_FIGURE_FORMATS,
+    ) + expand("results/tables/mechanism.{ext}", ext=REPORT_TABLE_FORMATS)
+
+
+def mechanism_out_dir(wildcards, output):
+    return os.path.dirname(output[0])

@@ -1,0 +1,368 @@
+"""The mechanism evidence (paper Figures 1 B/C and 3) as statistics and the mechanism table.
+
+Reads the per-(env, seed) mechanism files (:data:`pnc.study.results.MECHANISM_COLUMNS`) and the
+``all_configs`` table, and computes per environment (seeds pooled):
+
+- **3B** (:func:`distance_regression`): OLS of the P&C disagreement ``D(x)`` on
+  ``log10`` Mahalanobis distance with regime fixed effects (ID the baseline; a seed fixed effect
+  too when several seeds are pooled): slope, SE, t, and the pooled Spearman correlation.
+- **3C** (:func:`sketch_regression`): OLS of ``log10(D + c)`` on ``log10(sketch + c)`` with the same
+  fixed effects (``c`` = :data:`LOG_FLOOR`), for the probe sketch and the analytic sketch; the
+  theorem predicts a slope near 1.
+- **1B/C** (:func:`magnitude_summary`): per method and split, ``||dh||`` and ``||dy||`` averaged
+  over points, median over members, then over seeds; and the Far/ID ratio of ``||dy||/||dh||``.
+- **3A** (:func:`frontier_verdicts`): per sigma, P&C against P&C without correction, each at the
+  (configuration, calibration) with the lowest seed-mean validation NLL among those at that sigma
+  (the study's selection rule restricted to one sigma): seed-mean Far NLL and ID RMSE.
+
+Regressions use statsmodels (ordinary least squares with the classical covariance), Spearman
+correlations scipy. :func:`mechanism_table` renders all of it (``results/tables/mechanism``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pnc.io import ArtifactError, rebuild_hint
+from pnc.report.render import (
+    Table,
+    fmt,
+    latex_escape,
+    latex_tabular,
+    markdown_table,
+    write_tables,
+)
+from pnc.study.results import (
+    MECHANISM_COLUMNS,
+    MECHANISM_METHODS,
+    METHOD_INFO,
+    SELECTION_METRIC,
+    SELECTION_SPLIT,
+    SPLIT_LABELS,
+    load,
+    select_candidate,
+)
+
+#: Added to disagreement and sketch before the logarithm of the 3C regression.
+LOG_FLOOR = 1e-12
+#: Sketches of Figure 3C: quantity -> label.
+SKETCHES = {
+    "sketch_probe": "probe sketch (J probes, FD)",
+    "sketch_analytic": "analytic sketch (Thm 2)",
+}
+
+
+def read_mechanism(paths: Sequence[str | Path]) -> pd.DataFrame:
+    """Read and concatenate mechanism files (parquet), checking their columns.
+
+    Raises:
+        pnc.io.ArtifactError: a file is unreadable or has other columns (named, with the command
+            that rebuilds it).
+    """
+    frames = []
+    for path in paths:
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as err:  # pyarrow raises several types on a damaged file
+            raise ArtifactError(
+                f"{path}: cannot read the mechanism table ({type(err).__name__}: {err}); "
+                f"{rebuild_hint(path)}"
+            ) from err
+        if tuple(frame.columns) != MECHANISM_COLUMNS:
+            raise ArtifactError(
+                f"{path}: columns {list(frame.columns)}, expected {list(MECHANISM_COLUMNS)}; "
+                f"{rebuild_hint(path)}"
+            )
+        frames.append(frame)
+    if not frames:
+        raise ValueError("no mechanism files given")
+    return pd.concat(frames, ignore_index=True)
+
+
+def points_wide(frame: pd.DataFrame) -> pd.DataFrame:
+    """P&C's per-point quantities, one row per (env, seed, split, point), one column each."""
+    pts = frame[(frame.member == -1) & (frame.method == "pnc")]
+    wide = pts.pivot_table(
+        index=["env", "seed", "split", "point"], columns="quantity", values="value", aggfunc="first"
+    )
+    return wide.reset_index()
+
+
+# ----------------------------------------------------------------------------- regressions
+
+
+def _fixed_effects(data: pd.DataFrame) -> str:
+    terms = " + C(split, Treatment('id'))" if data["split"].nunique() > 1 else ""
+    if data["seed"].nunique() > 1:
+        terms += " + C(seed)"
+    return terms
+
+
+def _ols(formula: str, data: pd.DataFrame, term: str) -> dict:
+    import statsmodels.formula.api as smf
+
+    fit = smf.ols(formula, data=data).fit()
+    return {
+        "slope": float(fit.params[term]),
+        "se": float(fit.bse[term]),
+        "t": float(fit.tvalues[term]),
+        "n": int(fit.nobs),
+    }
+
+
+def distance_regression(wide: pd.DataFrame) -> dict:
+    """3B: ``D ~ log10(Mahalanobis) + regime FE``; slope, SE, t, n and Spearman(distance, D)."""
+    from scipy import stats
+
+    data = wide[["disagreement", "mahalanobis", "split", "seed"]].copy()
+    data["log_distance"] = np.log10(data["mahalanobis"])
+    out = _ols("disagreement ~ log_distance" + _fixed_effects(data), data, "log_distance")
+    out["spearman"] = float(stats.spearmanr(data["mahalanobis"], data["disagreement"]).statistic)
+    return out
+
+
+def sketch_regression(wide: pd.DataFrame, sketch: str) -> dict:
+    """3C: ``log10(D + c) ~ log10(sketch + c) + regime FE``; slope, SE, t, n, Spearman."""
+    from scipy import stats
+
+    data = wide[["disagreement", sketch, "split", "seed"]].copy()
+    data["log_d"] = np.log10(data["disagreement"] + LOG_FLOOR)
+    data["log_s"] = np.log10(data[sketch] + LOG_FLOOR)
+    out = _ols("log_d ~ log_s" + _fixed_effects(data), data, "log_s")
+    out["spearman"] = float(stats.spearmanr(data[sketch], data["disagreement"]).statistic)
+    return out
+
+
+# ----------------------------------------------------------------------------- Figure 1 B/C
+
+
+def magnitude_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """``||dh||``/``||dy||`` per (env, method, split): mean over points (per member, as stored),
+    median over members, then median over seeds. Columns ``env, method, split, dh, dy, ratio``
+    (``ratio = dy / dh``)."""
+    members = frame[(frame.point == -1) & frame.quantity.isin(["dh", "dy"])]
+    per_seed = members.groupby(["env", "method", "split", "seed", "quantity"])["value"].median()
+    out = per_seed.groupby(["env", "method", "split", "quantity"]).median().unstack("quantity")
+    out = out.reset_index()
+    out["ratio"] = out["dy"] / out["dh"]
+    return out
+
+
+def far_id_ratios(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per (env, method): ``(||dy||/||dh||)_Far / (||dy||/||dh||)_ID`` (Figure 1 B/C)."""
+    wide = summary.pivot_table(index=["env", "method"], columns="split", values="ratio")
+    wide = wide.reset_index()
+    wide["far_over_id"] = wide["far"] / wide["id"]
+    return wide[["env", "method", "id", "far", "far_over_id"]]
+
+
+# ----------------------------------------------------------------------------- Figure 3A
+
+_SIGMA = re.compile(r"(?:^|,)sigma=([^,]+)")
+
+
+def config_sigma(config: str) -> float:
+    """The ``sigma`` of a P&C configuration id (``sigma=8,bootstrap_frac=...``)."""
+    match = _SIGMA.search(config)
+    if match is None:
+        raise ValueError(f"configuration {config!r} has no sigma")
+    return float(match.group(1))
+
+
+def sigma_points(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
+    """Every P&C and P&C-without-correction configuration of ``env`` in each calibration variant:
+    seed-mean validation NLL, ID RMSE and Far NLL. Columns ``method, config, calibration, sigma,
+    val_nll, id_rmse, far_nll``."""
+    rows = all_configs[(all_configs.env == env) & all_configs.method.isin(["pnc", "pnc_nocorr"])]
+    wanted = {
+        (SELECTION_SPLIT, SELECTION_METRIC): "val_nll",
+        ("id", "rmse"): "id_rmse",
+        ("far", "nll"): "far_nll",
+    }
+    keep = rows[[(s, m) in wanted for s, m in zip(rows.split, rows.metric, strict=True)]].copy()
+    keep["column"] = [wanted[(s, m)] for s, m in zip(keep.split, keep.metric, strict=True)]
+    means = keep.groupby(["method", "config", "calibration", "column"], sort=False)["value"].mean()
+    out = means.unstack("column").reset_index()
+    missing = set(wanted.values()) - set(out.columns)
+    if out.empty or missing:
+        raise ValueError(f"{env}: all_configs lacks P&C rows or columns {sorted(missing)}")
+    out["sigma"] = [config_sigma(c) for c in out["config"]]
+    return out
+
+
+def frontier_verdicts(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
+    """3A per sigma of P&C: P&C and P&C without correction, each chosen by validation NLL among
+    its candidates at that sigma; ``verdict`` says which has the lower Far NLL and ID RMSE.
+
+    Columns ``env, sigma, pnc_config, pnc_far_nll, pnc_id_rmse, nocorr_config, nocorr_far_nll,
+    nocorr_id_rmse, verdict`` (the no-correction columns empty where it was not run at that
+    sigma).
+    """
+    pts = sigma_points(all_configs, env)
+    rows = []
+    for sigma in sorted(pts.loc[pts.method == "pnc", "sigma"].unique()):
+        chosen = {}
+        for method in ("pnc", "pnc_nocorr"):
+            cands = pts[(pts.method == method) & (pts.sigma == sigma)]
+            if cands.empty:
+                continue
+            values = {i: float(v) for i, v in zip(cands.index, cands.val_nll, strict=True)}
+            chosen[method] = cands.loc[select_candidate(values)]
+        p = chosen["pnc"]
+        row = {
+            "env": env,
+            "sigma": sigma,
+            "pnc_config": f"{p.config}|{p.calibration}",
+            "pnc_far_nll": p.far_nll,
+            "pnc_id_rmse": p.id_rmse,
+            "nocorr_config": None,
+            "nocorr_far_nll": np.nan,
+            "nocorr_id_rmse": np.nan,
+        }
+        if "pnc_nocorr" in chosen:
+            q = chosen["pnc_nocorr"]
+            row.update(
+                nocorr_config=f"{q.config}|{q.calibration}",
+                nocorr_far_nll=q.far_nll,
+                nocorr_id_rmse=q.id_rmse,
+            )
+            far, rmse = p.far_nll < q.far_nll, p.id_rmse < q.id_rmse
+            if far and rmse:
+                row["verdict"] = "correction better on both"
+            elif far or rmse:
+                row["verdict"] = (
+                    "correction better on " + ("Far NLL" if far else "ID RMSE") + " only"
+                )
+            else:
+                row["verdict"] = "correction worse on both"
+        else:
+            row["verdict"] = "no P&C w/o Corr at this sigma"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def mechanism_stats(frame: pd.DataFrame, all_configs: pd.DataFrame) -> pd.DataFrame:
+    """Every number of the mechanism table, long: ``env, evidence, method, sigma, estimate, se,
+    t, spearman, n, note``."""
+    rows = []
+    wide_all = points_wide(frame)
+    summary = far_id_ratios(magnitude_summary(frame))
+    for env in sorted(frame.env.unique()):
+        wide = wide_all[wide_all.env == env]
+        base = {"env": env, "method": "pnc", "sigma": np.nan, "note": ""}
+        r = distance_regression(wide)
+        rows.append({**base, "evidence": "3B: D ~ log10 Mahalanobis", "estimate": r["slope"],
+                     "se": r["se"], "t": r["t"], "spearman": r["spearman"], "n": r["n"]})  # fmt: skip
+        for sketch, label in SKETCHES.items():
+            r = sketch_regression(wide, sketch)
+            rows.append({**base, "evidence": f"3C: log D ~ log {label}", "estimate": r["slope"],
+                         "se": r["se"], "t": r["t"], "spearman": r["spearman"], "n": r["n"]})  # fmt: skip
+        ratios = summary[summary.env == env].set_index("method")
+        ratios = ratios.loc[[m for m in MECHANISM_METHODS if m in ratios.index]].reset_index()
+        for rec in ratios.itertuples():
+            rows.append({**base, "method": rec.method, "evidence": "1B/C: Far/ID of ||dy||/||dh||",
+                         "estimate": rec.far_over_id, "se": np.nan, "t": np.nan,
+                         "spearman": np.nan, "n": np.nan,
+                         "note": f"ID {rec.id:.3g}, Far {rec.far:.3g}"})  # fmt: skip
+        for rec in frontier_verdicts(all_configs, env).itertuples():
+            note = rec.verdict
+            if pd.notna(rec.nocorr_config):
+                note += (f" (Far NLL {rec.pnc_far_nll:.3g} vs {rec.nocorr_far_nll:.3g}; "
+                         f"ID RMSE {rec.pnc_id_rmse:.3g} vs {rec.nocorr_id_rmse:.3g})")  # fmt: skip
+            rows.append({**base, "sigma": rec.sigma, "evidence": "3A: Far NLL, P&C - w/o Corr",
+                         "estimate": rec.pnc_far_nll - rec.nocorr_far_nll, "se": np.nan,
+                         "t": np.nan, "spearman": np.nan, "n": np.nan, "note": note})  # fmt: skip
+    columns = ["env", "evidence", "method", "sigma", "estimate", "se", "t", "spearman", "n", "note"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _cell(value: float, latex: bool) -> str:
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return ""
+    minus = "$-$" if latex else "−"
+    if abs(value) >= 1000 or (0 < abs(value) < 1e-3):
+        text = f"{value:.2e}"
+        return text.replace("-", minus, 1) if text.startswith("-") else text
+    return fmt(value, 3, minus)
+
+
+def mechanism_table(stats: pd.DataFrame) -> Table:
+    """The mechanism table (``results/tables/mechanism.{tex,md,csv}``) from :func:`mechanism_stats`."""
+    caption = (
+        "Mechanism evidence per environment (seeds in the mechanism stage pooled). 3B: OLS slope "
+        "of the P&C disagreement D(x) on log10 Mahalanobis distance (second hidden layer, ID "
+        "train statistics) with regime fixed effects (ID baseline). 3C: log-log OLS slope of D "
+        "on the probe and analytic sketches of the corrected sensitivity with regime fixed "
+        "effects (theory: 1). SE: classical OLS standard error; t = slope / SE; Spearman pooled "
+        "over regimes. 1B/C: (||dy||/||dh||) on Far over that on ID (mean over points, median "
+        "over members, then seeds; > 1: the output change re-emerges under shift relative to "
+        "the hidden change). 3A: Far NLL of P&C minus that of P&C w/o Corr at equal sigma, each "
+        "chosen by validation NLL among its configurations at that sigma (negative: the "
+        "correction lowers Far NLL); the note gives both ID RMSEs."
+    )
+    header = ["Environment", "Evidence", "Method", "σ", "Estimate", "SE", "t", "Spearman", "n",
+              "Note"]  # fmt: skip
+    md_rows, tex_rows = [], []
+    for rec in stats.itertuples():
+        label = METHOD_INFO[rec.method].label if rec.method in METHOD_INFO else rec.method
+        cells = [rec.env, rec.evidence, label, "" if np.isnan(rec.sigma) else f"{rec.sigma:g}"]
+        n = "" if not np.isfinite(rec.n) else str(int(rec.n))
+        nums = [rec.estimate, rec.se, rec.t, rec.spearman]
+        md_rows.append(cells + [_cell(v, False) for v in nums] + [n, rec.note])
+        tex_rows.append(
+            [latex_escape(c) for c in cells]
+            + [_cell(v, True) for v in nums]
+            + [n, latex_escape(rec.note)]
+        )
+    latex = latex_tabular(
+        caption,
+        "tab:mechanism",
+        "lllrrrrrrp{5cm}",
+        [" & ".join(latex_escape(h) for h in header) + r" \\"],
+        tex_rows,
+        size=r"\scriptsize",
+    )
+    return Table("mechanism", caption, stats, latex, markdown_table(caption, header, md_rows))
+
+
+def write_mechanism_table(
+    mechanism_paths: Sequence[str | Path], all_configs_path: str | Path, out_dir: str | Path
+) -> pd.DataFrame:
+    """Write ``OUT_DIR/mechanism.{tex,md,csv}``; returns the statistics."""
+    frame = read_mechanism(mechanism_paths)
+    all_configs = load(all_configs_path, require_selected=True, drop_selection_split=False)
+    stats = mechanism_stats(frame, all_configs)
+    write_tables([mechanism_table(stats)], out_dir)
+    return stats
+
+
+def split_label(split: str) -> str:
+    return SPLIT_LABELS.get(split, split)
+
+
+__all__ = [
+    "LOG_FLOOR",
+    "MECHANISM_METHODS",
+    "SKETCHES",
+    "config_sigma",
+    "distance_regression",
+    "far_id_ratios",
+    "frontier_verdicts",
+    "magnitude_summary",
+    "mechanism_stats",
+    "mechanism_table",
+    "points_wide",
+    "read_mechanism",
+    "sigma_points",
+    "sketch_regression",
+    "split_label",
+    "write_mechanism_table",
+]

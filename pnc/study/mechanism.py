@@ -1,0 +1,532 @@
+"""The mechanism stages (paper Figures 1 B/C and 3): stored P&C members and per-point diagnostics.
+
+1. :func:`write_pnc_members` -- after selection, the selected P&C configuration's members of one
+   (env, seed) are built once (``derive_key(env, seed, "pnc", "build")``, the key the evaluation
+   used, the train split as calibration pool) and stored as full parameter pytrees
+   (``members.msgpack``, flax msgpack, a leading ``[M]`` axis) with a JSON record of the
+   configuration, the key's names, the calibration rows, the SHA-256 of the base run they were
+   built from and of the members file, and the size per member. :func:`load_pnc_members` reads
+   them back, verifying both hashes.
+2. :func:`mechanism_frame` -- for up to ``points_per_split`` points of ID, Near, Mid (where
+   present) and Far, the tidy long table of :data:`pnc.study.results.MECHANISM_COLUMNS`: the P&C
+   ensemble's disagreement, the Mahalanobis distance in the base network's second hidden layer,
+   the probe and analytic sketches of the corrected sensitivity (:mod:`pnc.diagnostics`), the ridge
+   leverage of each corrected layer, and ``||dh||``/``||dy||`` of every member or sample of P&C,
+   P&C without correction, SWAG, Laplace and Subspace.
+
+Randomness is a pure function of names: the points of a split come from
+``derive_key(env, seed, "mechanism", split)``, the probes from
+``derive_key(env, seed, "mechanism", "probes")``; the methods' members and samples use the keys
+of the evaluation (:mod:`pnc.study.stages`), so they are the ensembles that were scored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+from jax.flatten_util import ravel_pytree
+
+from pnc import diagnostics
+from pnc.io import (
+    ArtifactError,
+    file_sha256,
+    load_pytree,
+    read_json,
+    rebuild_hint,
+    save_pytree,
+    write_json,
+)
+from pnc.keys import derive_key
+from pnc.methods.base import TrainingRun
+from pnc.mlp import Params, forward, hidden_activations
+from pnc.perturb_correct import PnCConfig, calibration_indices, perturbation_bases
+from pnc.predictive import Predictive, epistemic_variance
+from pnc.study import grid
+from pnc.study.results import (
+    MECHANISM_COLUMNS,
+    MECHANISM_LEVERAGE_PREFIX,
+    MECHANISM_METHODS,
+    MECHANISM_SPLITS,
+)
+from pnc.study.stages import load_split_arrays
+
+_LOG = logging.getLogger("pnc.workflow")
+
+#: The Mahalanobis covariance ridge, relative to the mean of the covariance diagonal.
+MAHALANOBIS_RIDGE = 1e-4
+#: The hidden layer (0-based) whose activations the Mahalanobis distance uses: the second.
+MAHALANOBIS_LAYER = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class MechanismSettings:
+    """The ``mechanism:`` section of the workflow config (defaults: the paper's Figure 3).
+
+    Attributes:
+        points_per_split: at most this many points of each split (drawn without replacement).
+        probes: ``J``, random probes of the finite-difference sketch.
+        probe_eps: probe radius relative to the selected ``sigma`` (``eps = probe_eps * sigma``).
+    """
+
+    points_per_split: int = 1000
+    probes: int = 16
+    probe_eps: float = 0.01
+
+    def __post_init__(self) -> None:
+        if int(self.points_per_split) < 1 or int(self.probes) < 1:
+            raise ValueError(
+                f"points_per_split and probes must be >= 1, got {self.points_per_split}, "
+                f"{self.probes}"
+            )
+        if not (math.isfinite(self.probe_eps) and self.probe_eps > 0):
+            raise ValueError(f"probe_eps must be finite and > 0, got {self.probe_eps}")
+
+
+# ----------------------------------------------------------------------------- selection
+
+
+def selected_point(
+    selection: Mapping[str, Any], env: str, method_id: str, entry: Mapping[str, Any] | None
+) -> grid.GridPoint:
+    """The grid point of ``method_id`` selected for ``env`` (``selection.json``'s record).
+
+    Raises:
+        ValueError: the record lacks ``env``/``method_id``, or its configuration is not in the grid.
+    """
+    try:
+        config_id = selection[env][method_id]["config"]
+    except (KeyError, TypeError):
+        raise ValueError(f"the selection record has no {env}/{method_id} entry") from None
+    points = {p.config_id: p for p in grid.expand(method_id, entry)}
+    if config_id not in points:
+        raise ValueError(
+            f"{env}/{method_id}: selected configuration {config_id!r} is not in the config's grid "
+            f"({sorted(points)}); rerun the selection"
+        )
+    return points[config_id]
+
+
+def _standardised_train(run: TrainingRun, splits_dir: str | Path) -> tuple[jax.Array, jax.Array]:
+    splits, _ = load_split_arrays(splits_dir, ["train"])
+    x, y = splits["train"]
+    return (
+        run.model.x_norm.transform(jnp.asarray(x, jnp.float32)),
+        run.model.y_norm.transform(jnp.asarray(y, jnp.float32)),
+    )
+
+
+# ----------------------------------------------------------------------------- stored members
+
+
+def write_pnc_members(
+    *,
+    env: str,
+    seed: int,
+    run_dir: str | Path,
+    splits_dir: str | Path,
+    selection: Mapping[str, Any],
+    method_entry: Mapping[str, Any] | None,
+    out_dir: str | Path,
+) -> dict:
+    """Build the selected P&C configuration's members of (env, seed) and store them in ``out_dir``.
+
+    Writes ``members.msgpack`` (the member parameter pytree, leading ``[M]`` axis) and
+    ``members.json`` (written last: it marks a complete pair) with ``env, seed, method, config_id,
+    config, key, calibration_rows, n_calibration_pool, base_run_sha256, members_sha256, n_members,
+    bytes, bytes_per_member, build_s``.
+
+    Returns:
+        The JSON record.
+    """
+    from pnc import methods as registry
+
+    method = registry.get("pnc")
+    point = selected_point(selection, env, "pnc", method_entry)
+    run = TrainingRun.load(run_dir)
+    if run.spec != point.spec:
+        raise ValueError(f"{run_dir} holds run {run.spec.run_id!r}, expected {point.run_id!r}")
+    x_cal, y_cal = _standardised_train(run, splits_dir)
+    key = derive_key(env, seed, method.key_id, "build")
+    start = time.perf_counter()
+    posterior = method.build(run, point.config, x_cal, y_cal, key=key)
+    jax.block_until_ready(posterior.members)
+    build_s = time.perf_counter() - start
+    rows = calibration_indices(key, x_cal.shape[0], point.config)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = dataclasses.asdict(point.config)
+    record = {
+        "env": env,
+        "seed": int(seed),
+        "method": "pnc",
+        "config_id": point.config_id,
+        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in config.items()},
+        "key": [env, int(seed), method.key_id, "build"],
+        "calibration_rows": None if rows is None else np.asarray(rows).tolist(),
+        "n_calibration_pool": int(x_cal.shape[0]),
+        "base_run_sha256": file_sha256(Path(run_dir) / "run.msgpack"),
+        "n_members": int(point.config.n_members),
+        "build_s": build_s,
+    }
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".tmp-") as tmp:
+        save_pytree(Path(tmp) / "members.msgpack", posterior.members)
+        size = (Path(tmp) / "members.msgpack").stat().st_size
+        record.update(
+            members_sha256=file_sha256(Path(tmp) / "members.msgpack"),
+            bytes=size,
+            bytes_per_member=size / point.config.n_members,
+        )
+        write_json(Path(tmp) / "members.json", record)
+        for name in ("members.msgpack", "members.json"):  # the JSON last: it marks a complete pair
+            os.replace(Path(tmp) / name, out_dir / name)
+    return record
+
+
+def load_pnc_members(
+    members_dir: str | Path, run_dir: str | Path
+) -> tuple[Params, PnCConfig, dict]:
+    """Read members written by :func:`write_pnc_members`, checking them against the base run.
+
+    Raises:
+        FileNotFoundError: a file is missing (named).
+        pnc.io.ArtifactError: ``members.msgpack`` does not match its recorded SHA-256, the base run
+            is not the one the members were built from, or the files do not form a member set
+            (named, with the command that rebuilds them).
+    """
+    members_dir = Path(members_dir)
+    info_path, tree_path = members_dir / "members.json", members_dir / "members.msgpack"
+    record = read_json(info_path)
+    if not tree_path.is_file():
+        raise FileNotFoundError(f"{tree_path} not found; {rebuild_hint(info_path)}")
+    if file_sha256(tree_path) != record.get("members_sha256"):
+        raise ArtifactError(
+            f"{tree_path} does not match the SHA-256 recorded in {info_path} (truncated, corrupt "
+            f"or replaced); {rebuild_hint(info_path)}"
+        )
+    run_sha = file_sha256(Path(run_dir) / "run.msgpack")
+    if run_sha != record.get("base_run_sha256"):
+        raise ArtifactError(
+            f"{members_dir} was built from another base run than {run_dir} (SHA-256 differs); "
+            f"{rebuild_hint(info_path)}"
+        )
+    members = load_pytree(tree_path)
+    try:
+        fields = dict(record["config"])
+        if fields.get("layers") is not None:
+            fields["layers"] = tuple(fields["layers"])
+        config = PnCConfig(**fields)
+        n = {int(a.shape[0]) for a in jax.tree.leaves(members)}
+        if n != {config.n_members}:
+            raise ValueError(f"member axis {sorted(n)} != n_members {config.n_members}")
+    except (KeyError, TypeError, ValueError) as err:
+        raise ArtifactError(
+            f"{members_dir}: members.json and members.msgpack do not form a member set "
+            f"({type(err).__name__}: {err}); {rebuild_hint(info_path)}"
+        ) from err
+    return members, config, record
+
+
+# ----------------------------------------------------------------------------- samples
+
+
+def parameter_samples(method_id: str, posterior: Any, key: jax.Array) -> tuple[Params, Params]:
+    """The parameter samples a method's ``predict`` evaluates, and its reference network.
+
+    Reproduces each method's sampling with the same key use as its ``predict``: P&C (with or
+    without correction): the members; SWAG: ``swag_sample`` for each of
+    ``jax.random.split(key, n_samples)``; Laplace: ``sample_params`` likewise; Subspace: the
+    retained coordinates ``z`` mapped to ``theta_SWA + z B``. The reference network is the
+    trained network for P&C and Laplace (its MAP), the SWA mean for SWAG and Subspace.
+
+    Returns:
+        ``(samples, reference)``: a parameter pytree with a leading ``[S]`` axis, and one without.
+    """
+    model = posterior.model
+    if method_id in ("pnc", "pnc_nocorr"):
+        return posterior.members, model.params
+    unravel = ravel_pytree(model.params)[1]
+    if method_id == "swag":
+        from pnc.methods.swag import swag_sample
+
+        keys = jax.random.split(key, posterior.n_samples)
+        scale = jnp.asarray(posterior.scale, jnp.float32)
+        flat = jax.vmap(
+            lambda k: swag_sample(posterior.mean, posterior.std, posterior.deviations, scale, k)
+        )(keys)
+        return jax.vmap(unravel)(flat), unravel(posterior.mean)
+    if method_id == "laplace":
+        from pnc.methods.laplace import sample_params
+
+        keys = jax.random.split(key, posterior.n_samples)
+        n_data = jnp.asarray(posterior.n_data, jnp.float32)
+        delta = jnp.asarray(posterior.prior_precision, jnp.float32)
+        samples = jax.vmap(
+            lambda k: sample_params(model.params, posterior.eigen, n_data, delta, k, model.config)
+        )(keys)
+        return samples, model.params
+    if method_id == "subspace":
+        flat = posterior.mean[None, :] + posterior.z @ posterior.basis
+        return jax.vmap(unravel)(flat), unravel(posterior.mean)
+    raise ValueError(f"no parameter samples for method {method_id!r}; known: {MECHANISM_METHODS}")
+
+
+def perturbation_norms(samples: Params, reference: Params, x: jax.Array, mlp_config) -> tuple:
+    """Per sample and point: ``||dh||`` at the first hidden layer, ``||dy||`` of the mean, ``[S, N]``.
+
+    ``dh = h_1^{(s)}(x) - h_1^{ref}(x)`` (post-activations, :func:`pnc.mlp.hidden_activations`) and
+    ``dy = mu^{(s)}(x) - mu^{ref}(x)`` (:func:`pnc.mlp.forward`, standardised units).
+    """
+    return _norms(samples, reference, x, mlp_config=mlp_config)
+
+
+@functools.partial(jax.jit, static_argnames=("mlp_config",))
+def _norms(samples, reference, x, *, mlp_config):
+    def stats(p):
+        return hidden_activations(p, x, mlp_config)[0], forward(p, x, mlp_config)[0]
+
+    h0, y0 = stats(reference)
+    hs, ys = jax.lax.map(stats, samples)
+    return jnp.linalg.norm(hs - h0[None], axis=-1), jnp.linalg.norm(ys - y0[None], axis=-1)
+
+
+# ----------------------------------------------------------------------------- points
+
+
+def point_rows(key: jax.Array, n_rows: int, limit: int) -> np.ndarray:
+    """``min(limit, n_rows)`` distinct rows of a split, drawn without replacement, sorted."""
+    if n_rows < 1:
+        raise ValueError("the split is empty")
+    take = min(int(limit), n_rows)
+    return np.sort(np.asarray(jax.random.permutation(key, n_rows)[:take]))
+
+
+def perturbation_second_moment(config: PnCConfig) -> float:
+    """``s^2`` with ``E[v v^T] = s^2 I_K`` for one layer's P&C coefficients ``v``.
+
+    ``sigma^2`` for ``perturbation_norm="gaussian"`` (``v = sigma z``), ``sigma^2 / K`` for
+    ``"radius"`` (``v = sigma z / ||z||``, uniform on the sphere of radius ``sigma``).
+    """
+    if config.perturbation_norm == "radius":
+        return config.sigma**2 / config.rank
+    return config.sigma**2
+
+
+def _leverage(y_cal: jax.Array, y: jax.Array, ridge: float) -> np.ndarray:
+    """:func:`pnc.diagnostics.ridge_leverage` in float64 (the Gram is ill-conditioned in float32)."""
+    with jax.enable_x64(True):
+        out = diagnostics.ridge_leverage(
+            jnp.asarray(np.asarray(y_cal), jnp.float64),
+            jnp.asarray(np.asarray(y), jnp.float64),
+            float(ridge),
+        )
+        return np.asarray(out)
+
+
+def _method_posteriors(
+    env: str,
+    seed: int,
+    run: TrainingRun,
+    selection: Mapping[str, Any],
+    methods_entry: Mapping[str, Any],
+    pnc_config: PnCConfig,
+    pnc_members: Params,
+    x_cal: jax.Array,
+    y_cal: jax.Array,
+) -> dict[str, tuple[Params, Params, str]]:
+    """``{method: (samples, reference, config_id)}`` for the mechanism methods in the config."""
+    from pnc import methods as registry
+
+    out = {"pnc": (pnc_members, run.model.params, "")}
+    for method_id in MECHANISM_METHODS[1:]:
+        if method_id not in methods_entry:
+            continue
+        method = registry.get(method_id)
+        if method_id == "pnc_nocorr":
+            # the P&C perturbations themselves (same key, same sigma), without the refit
+            keys = set(method.config_keys)
+            fields = {k: v for k, v in dataclasses.asdict(pnc_config).items() if k in keys}
+            config = method.make_config(fields)
+            config_id = method.config_id(config)
+        else:
+            point = selected_point(selection, env, method_id, methods_entry[method_id])
+            if point.spec != run.spec:
+                raise ValueError(f"{method_id} uses run {point.run_id!r}, not {run.spec.run_id!r}")
+            config, config_id = point.config, point.config_id
+        build_key = derive_key(env, seed, method.key_id, "build")
+        predict_key = derive_key(env, seed, method.key_id, "predict")
+        posterior = method.build(run, config, x_cal, y_cal, key=build_key)
+        samples, reference = parameter_samples(method_id, posterior, predict_key)
+        out[method_id] = (samples, reference, config_id)
+    return out
+
+
+def mechanism_frame(
+    *,
+    env: str,
+    seed: int,
+    run_dir: str | Path,
+    splits_dir: str | Path,
+    members_dir: str | Path,
+    selection: Mapping[str, Any],
+    methods_entry: Mapping[str, Any],
+    settings: MechanismSettings = MechanismSettings(),
+) -> tuple[pd.DataFrame, dict]:
+    """The per-point mechanism diagnostics of one (env, seed) as a tidy long table.
+
+    Args:
+        env, seed: which splits, keys and stored members.
+        run_dir: the ``base`` training run.
+        splits_dir: directory with ``splits.npz`` + ``manifest.json``.
+        members_dir: the stored P&C members (:func:`write_pnc_members`).
+        selection: ``selection.json`` (the selected configurations of SWAG, Laplace, Subspace).
+        methods_entry: the config's ``methods`` mapping (methods absent from it are skipped).
+        settings: points per split, probes and probe radius.
+
+    Returns:
+        ``(frame, info)``: the table (:data:`pnc.study.results.MECHANISM_COLUMNS`) and a JSON-able
+        record of what was measured (configurations, sigma, eps, layers, sizes, seconds).
+    """
+    started = time.perf_counter()
+    run = TrainingRun.load(run_dir)
+    members, config, record = load_pnc_members(members_dir, run_dir)
+    if record.get("env") != env or int(record.get("seed", -1)) != int(seed):
+        raise ValueError(f"{members_dir} holds the members of {record.get('env')} seed "
+                         f"{record.get('seed')}, not {env} seed {seed}")  # fmt: skip
+    splits, _ = load_split_arrays(splits_dir, ["train", "id", "far"])
+    model = run.model
+    mlp_config = model.config
+    x_train = model.x_norm.transform(jnp.asarray(splits["train"][0], jnp.float32))
+    y_train = model.y_norm.transform(jnp.asarray(splits["train"][1], jnp.float32))
+    rows = record.get("calibration_rows")
+    x_cal = x_train if rows is None else x_train[jnp.asarray(rows)]
+    key = derive_key(env, seed, "pnc", "build")
+    bases = perturbation_bases(model.params, mlp_config, config, key=key)
+    layers = sorted(bases)
+    maha_layer = min(MAHALANOBIS_LAYER, mlp_config.n_hidden - 1)
+    h_train = hidden_activations(model.params, x_train, mlp_config)[maha_layer]
+    reps_cal = hidden_activations(model.params, x_cal, mlp_config)
+    posteriors = _method_posteriors(
+        env, seed, run, selection, methods_entry, config, members, x_train, y_train
+    )
+    eps = settings.probe_eps * config.sigma
+    moment = perturbation_second_moment(config)
+    probe_key = derive_key(env, seed, "mechanism", "probes")
+    center = config.ridge_center
+    tables = []
+    counts = {}
+    for split in [s for s in MECHANISM_SPLITS if s in splits]:
+        x_all = splits[split][0]
+        idx = point_rows(derive_key(env, seed, "mechanism", split), x_all.shape[0],
+                         settings.points_per_split)  # fmt: skip
+        counts[split] = int(idx.size)
+        x = model.x_norm.transform(jnp.asarray(x_all[idx], jnp.float32))
+        point_values: dict[tuple[str, str], np.ndarray] = {}
+        mu = jax.vmap(lambda p, x=x: forward(p, x, mlp_config)[0])(members)
+        point_values[("pnc", "disagreement")] = np.asarray(
+            jnp.sum(epistemic_variance(Predictive(mu, mu)), axis=-1)
+        )
+        h = hidden_activations(model.params, x, mlp_config)
+        point_values[("pnc", "mahalanobis")] = np.asarray(
+            diagnostics.mahalanobis_distance(h_train, h[maha_layer], MAHALANOBIS_RIDGE)
+        )
+        if config.sigma > 0:
+            a = diagnostics.output_sensitivity(
+                model.params, mlp_config, bases, x_cal, x, config.ridge, center=center
+            )
+            a_fro2 = np.asarray(jnp.sum(jnp.square(a), axis=(-2, -1)))
+            probe = diagnostics.probe_sketch(
+                model.params, mlp_config, bases, x_cal, x, config.ridge, eps,
+                n_probes=settings.probes, key=probe_key, center=center,
+                perturbation_norm=config.perturbation_norm,
+            )  # fmt: skip
+            point_values[("pnc", "sketch_probe")] = config.sigma**2 * np.asarray(probe)
+        else:
+            a_fro2 = np.zeros(idx.size)
+            point_values[("pnc", "sketch_probe")] = np.zeros(idx.size)
+        point_values[("pnc", "a_fro2")] = a_fro2
+        point_values[("pnc", "sketch_analytic")] = moment * a_fro2
+        for layer in layers:
+            point_values[("pnc", f"{MECHANISM_LEVERAGE_PREFIX}{layer}")] = _leverage(
+                reps_cal[layer], h[layer], config.ridge
+            )
+        member_values = []
+        for method_id, (samples, reference, _) in posteriors.items():
+            dh, dy = (np.asarray(a) for a in perturbation_norms(samples, reference, x, mlp_config))
+            point_values[(method_id, "dh")] = dh.mean(axis=0)
+            point_values[(method_id, "dy")] = dy.mean(axis=0)
+            for name, arr in (("dh", dh), ("dy", dy)):
+                member_values.append(
+                    pd.DataFrame(
+                        {
+                            "split": split,
+                            "point": -1,
+                            "method": method_id,
+                            "member": np.arange(arr.shape[0]),
+                            "quantity": name,
+                            "value": arr.mean(axis=1),
+                        }
+                    )
+                )
+        for (method_id, name), values in point_values.items():
+            tables.append(
+                pd.DataFrame(
+                    {
+                        "split": split,
+                        "point": idx,
+                        "method": method_id,
+                        "member": -1,
+                        "quantity": name,
+                        "value": np.asarray(values, np.float64),
+                    }
+                )
+            )
+        tables += member_values
+    frame = pd.concat(tables, ignore_index=True)
+    frame.insert(0, "seed", int(seed))
+    frame.insert(0, "env", env)
+    frame = frame[list(MECHANISM_COLUMNS)]
+    frame["value"] = frame["value"].astype(np.float64)
+    bad = frame[~np.isfinite(frame["value"].to_numpy())]
+    if len(bad):
+        raise ValueError(
+            f"{env} seed {seed}: non-finite mechanism values "
+            f"{sorted(set(zip(bad['method'], bad['quantity'], strict=True)))}"
+        )
+    info = {
+        "env": env,
+        "seed": int(seed),
+        "pnc_config": record["config_id"],
+        "sigma": config.sigma,
+        "perturbation_norm": config.perturbation_norm,
+        "rank": config.rank,
+        "perturbed_layers": layers,
+        "probe_eps": eps,
+        "probes": settings.probes,
+        "mahalanobis_layer": maha_layer,
+        "n_calibration": int(x_cal.shape[0]),
+        "points": counts,
+        "methods": {m: cid for m, (_, _, cid) in posteriors.items()},
+        "seconds": time.perf_counter() - started,
+    }
+    return frame, info
+
+
+def write_mechanism(frame: pd.DataFrame, path: str | Path) -> None:
+    """Write a mechanism table as parquet, atomically."""
+    from pnc.io import atomic_path
+
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)

@@ -1,0 +1,159 @@
+# The mechanism evidence (paper Figures 1 B/C and 3; config `mechanism`):
+#
+#   selection.json + base run -> results/members/{env}/seed{seed}/members.{msgpack,json}
+#       (the selected P&C configuration's members, built once and stored)
+#   -> results/mechanism/{env}/seed{seed}.parquet (per-point diagnostics, tidy long table)
+#   -> figures/mechanism/{env}/*.{pdf,png} and results/tables/mechanism.{csv,md,tex}
+#
+# Runs for the seeds in `mechanism.seeds` (default: the first seed) when `pnc` is among the methods.
+# Its targets (`mechanism_targets()`, common.smk) are part of `rule all`.
+
+
+rule pnc_members:
+    message:
+        "Store the selected P&C members of {wildcards.env}, seed {wildcards.seed}"
+    input:
+        selection="results/envs/{env}/selection.json",
+        npz="resources/splits/{env}/seed{seed}/splits.npz",
+        manifest="resources/splits/{env}/seed{seed}/manifest.json",
+        msgpack=f"results/runs/{{env}}/seed{{seed}}/{PNC_RUN}/run.msgpack",
+        json=f"results/runs/{{env}}/seed{{seed}}/{PNC_RUN}/run.json",
+    output:
+        msgpack="results/members/{env}/seed{seed}/members.msgpack",
+        json="results/members/{env}/seed{seed}/members.json",
+    params:
+        splits=splits_dir,
+        run=lambda wildcards: f"results/runs/{wildcards.env}/seed{wildcards.seed}/{PNC_RUN}",
+        grid=method_json("pnc") if MECHANISM_ON else "{}",
+        out=mechanism_out_dir,
+    log:
+        "logs/pnc_members/{env}/seed{seed}.log",
+    benchmark:
+        "benchmarks/pnc_members/{env}/seed{seed}.tsv"
+    resources:
+        mem_mb=RESOURCES["mechanism"]["mem_mb"],
+        runtime=RESOURCES["mechanism"]["runtime"],
+    threads: THREADS["evaluate"]
+    conda:
+        "../../envs/pnc.yaml"
+    shell:
+        "python -m pnc.workflow.pnc_members --threads {threads} --env {wildcards.env}"
+        " --seed {wildcards.seed} --run {params.run:q} --splits {params.splits:q}"
+        " --selection {input.selection:q} --grid {params.grid:q} --out {params.out:q}"
+        " > {log:q} 2>&1"
+
+
+rule mechanism:
+    message:
+        "Mechanism diagnostics of {wildcards.env}, seed {wildcards.seed}"
+    input:
+        members="results/members/{env}/seed{seed}/members.json",
+        members_msgpack="results/members/{env}/seed{seed}/members.msgpack",
+        selection="results/envs/{env}/selection.json",
+        npz="resources/splits/{env}/seed{seed}/splits.npz",
+        manifest="resources/splits/{env}/seed{seed}/manifest.json",
+        msgpack=f"results/runs/{{env}}/seed{{seed}}/{PNC_RUN}/run.msgpack",
+        json=f"results/runs/{{env}}/seed{{seed}}/{PNC_RUN}/run.json",
+    output:
+        parquet="results/mechanism/{env}/seed{seed}.parquet",
+        info="results/mechanism/{env}/seed{seed}.json",
+    params:
+        splits=splits_dir,
+        run=lambda wildcards: f"results/runs/{wildcards.env}/seed{wildcards.seed}/{PNC_RUN}",
+        members=lambda wildcards: f"results/members/{wildcards.env}/seed{wildcards.seed}",
+        methods=json.dumps(config["methods"]),
+        settings=json.dumps(
+            {k: MECHANISM[k] for k in ("points_per_split", "probes", "probe_eps") if k in MECHANISM},
+            sort_keys=True,
+        ),
+    log:
+        "logs/mechanism/{env}/seed{seed}.log",
+    benchmark:
+        "benchmarks/mechanism/{env}/seed{seed}.tsv"
+    resources:
+        mem_mb=RESOURCES["mechanism"]["mem_mb"],
+        runtime=RESOURCES["mechanism"]["runtime"],
+    threads: THREADS["evaluate"]
+    conda:
+        "../../envs/pnc.yaml"
+    shell:
+        "python -m pnc.workflow.mechanism_diagnostics --threads {threads} --env {wildcards.env}"
+        " --seed {wildcards.seed} --run {params.run:q} --splits {params.splits:q}"
+        " --members {params.members:q} --selection {input.selection:q}"
+        " --methods-json {params.methods:q} --settings {params.settings:q}"
+        " --out {output.parquet:q} --info {output.info:q} > {log:q} 2>&1"
+
+
+rule mechanism_figures:
+    message:
+        "Report: mechanism figures (paper Figures 1 B/C, 3 A/B/C) of {wildcards.env}"
+    input:
+        mechanism=lambda wildcards: mechanism_files(wildcards.env),
+        all_configs="results/envs/{env}/all_configs.csv",
+    output:
+        [
+            report(
+                f"figures/mechanism/{{env}}/{figure}.png",
+                caption=f"../report/mechanism_{figure}.rst",
+                category="Mechanism",
+                subcategory="{env}",
+                labels={"env": "{env}", "figure": MECHANISM_FIGURE_TITLES[figure]},
+            )
+            for figure in MECHANISM_FIGURES
+        ],
+        [f"figures/mechanism/{{env}}/{figure}.pdf" for figure in MECHANISM_FIGURES],
+    params:
+        out=mechanism_out_dir,
+    log:
+        "logs/report/mechanism/{env}.log",
+    benchmark:
+        "benchmarks/report/mechanism/{env}.tsv"
+    resources:
+        mem_mb=RESOURCES["report"]["mem_mb"],
+        runtime=RESOURCES["report"]["runtime"],
+    threads: 1
+    conda:
+        "../../envs/pnc.yaml"
+    shell:
+        "python -m pnc.workflow.mechanism_report --threads {threads} figures {input.mechanism:q}"
+        " --all-configs {input.all_configs:q} --env {wildcards.env:q} --out {params.out:q}"
+        " > {log:q} 2>&1"
+
+
+rule mechanism_table:
+    message:
+        "Report: the mechanism table of every environment"
+    input:
+        mechanism=[f for env in ENVS for f in mechanism_files(env)],
+        all_configs="results/all_configs.csv",
+    output:
+        report(
+            "results/tables/mechanism.csv",
+            caption="../report/table_mechanism.rst",
+            category="Tables",
+            labels={"table": "mechanism"},
+        ),
+        "results/tables/mechanism.md",
+        "results/tables/mechanism.tex",
+    params:
+        out=mechanism_out_dir,
+    log:
+        "logs/report/mechanism_table.log",
+    benchmark:
+        "benchmarks/report/mechanism_table.tsv"
+    resources:
+        mem_mb=RESOURCES["report"]["mem_mb"],
+        runtime=RESOURCES["report"]["runtime"],
+    threads: 1
+    conda:
+        "../../envs/pnc.yaml"
+    shell:
+        "python -m pnc.workflow.mechanism_report --threads {threads} table {input.mechanism:q}"
+        " --all-configs {input.all_configs:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+rule only_mechanism:
+    message:
+        "Partial target: the mechanism figures and table"
+    input:
+        mechanism_targets(),
