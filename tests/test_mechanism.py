@@ -16,7 +16,7 @@ import pytest
 from scipy.spatial import distance
 
 import pnc.methods as methods
-from pnc import MLPConfig, PnCConfig, TrainConfig, build_members, init_params
+from pnc import Collection, MLPConfig, PnCConfig, TrainConfig, build_members, init_params
 from pnc import diagnostics as dg
 from pnc.io import ArtifactError, file_sha256, save_pytree, write_json
 from pnc.mlp import forward
@@ -198,7 +198,9 @@ def base_run():
     config = method.make_config({})
     model_config = MLPConfig(out_dim=1, hidden=(16, 16))
     run = method.train(method.training_spec(config), x, y, model_config=model_config,
-                       train_config=TrainConfig(steps=200, batch_size=32),
+                       # SWAG/Subspace moments: 10 iterates from step 100
+                       train_config=TrainConfig(steps=200, batch_size=32,
+                                                collection=Collection(100, 10, 10)),
                        key=jax.random.key(0))  # fmt: skip
     xs = run.model.x_norm.transform(jnp.asarray(x))
     ys = run.model.y_norm.transform(jnp.asarray(y))

@@ -345,8 +345,10 @@ def _method_posteriors(
     pnc_members: Params,
     x_cal: jax.Array,
     y_cal: jax.Array,
+    run_dir: str | Path,
 ) -> dict[str, tuple[Params, Params, str]]:
-    """``{method: (samples, reference, config_id)}`` for the mechanism methods in the config."""
+    """``{method: (samples, reference, config_id)}`` for the mechanism methods in the config;
+    a method trained on its own run (Subspace) reads it from ``run_dir``'s sibling directory."""
     from pnc import methods as registry
 
     out = {"pnc": (pnc_members, run.model.params, "")}
@@ -362,15 +364,29 @@ def _method_posteriors(
             config_id = method.config_id(config)
         else:
             point = selected_point(selection, env, method_id, methods_entry[method_id])
-            if point.spec != run.spec:
-                raise ValueError(f"{method_id} uses run {point.run_id!r}, not {run.spec.run_id!r}")
             config, config_id = point.config, point.config_id
+        method_run = run
+        if method_id != "pnc_nocorr" and point.spec != run.spec:
+            # a method with its own training run (Subspace's trajectory), next to the base run
+            method_run = TrainingRun.load(Path(run_dir).parent / point.run_id)
+            _check_same_standardisation(run, method_run)
         build_key = derive_key(env, seed, method.key_id, "build")
         predict_key = derive_key(env, seed, method.key_id, "predict")
-        posterior = method.build(run, config, x_cal, y_cal, key=build_key)
+        posterior = method.build(method_run, config, x_cal, y_cal, key=build_key)
         samples, reference = parameter_samples(method_id, posterior, predict_key)
         out[method_id] = (samples, reference, config_id)
     return out
+
+
+def _check_same_standardisation(base: TrainingRun, other: TrainingRun) -> None:
+    """Both runs must map data identically (they standardise with the same train rows)."""
+    for name in ("x_norm", "y_norm"):
+        a, b = getattr(base.model, name), getattr(other.model, name)
+        if not (np.allclose(a.mean, b.mean) and np.allclose(a.std, b.std)):
+            raise ValueError(
+                f"run {other.spec.run_id!r} standardises differently from {base.spec.run_id!r} "
+                f"({name}); they must be trained on the same train split"
+            )
 
 
 def mechanism_frame(
@@ -419,7 +435,7 @@ def mechanism_frame(
     h_train = hidden_activations(model.params, x_train, mlp_config)[maha_layer]
     reps_cal = hidden_activations(model.params, x_cal, mlp_config)
     posteriors = _method_posteriors(
-        env, seed, run, selection, methods_entry, config, members, x_train, y_train
+        env, seed, run, selection, methods_entry, config, members, x_train, y_train, run_dir
     )
     eps = settings.probe_eps * config.sigma
     moment = perturbation_second_moment(config)
