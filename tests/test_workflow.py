@@ -565,6 +565,9 @@ def _interrupt_after_first(workdir: Path, pattern: str, timeout: float = 600) ->
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        # a test run started in the background of a non-interactive shell inherits SIGINT as
+        # ignored, and Python then never raises KeyboardInterrupt: restore the default handler
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + timeout
     try:
