@@ -442,13 +442,13 @@ def test_config_defaults_are_filled_in(workdir, tmp_path):
 def test_behaviour_policies_are_trained_only_where_none_are_stored(workdir, tmp_path):
     """Offline source: stored ARS policies are rolled out as they are; other envs train their own."""
     config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
-    config["envs"] = ["InvertedPendulum", "Ant"]  # policies stored for the first only
+    config["envs"] = ["InvertedPendulum", "Humanoid"]  # policies stored for the first only
     path = tmp_path / "offline.yaml"
     path.write_text(yaml.safe_dump(config))
     proc = _snakemake(workdir, "-n", "--configfile", str(path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _job_counts(proc.stdout).get("behaviour_policies") == 1
-    assert "pnc.workflow.behaviour_policies --threads 1 Ant --out resources/policies" in proc.stdout
+    assert "pnc.workflow.behaviour_policies --threads 1 Humanoid --out resources/policies" in proc.stdout
     config["data"]["retrain_policies"] = True
     path.write_text(yaml.safe_dump(config))
     proc = _snakemake(workdir, "-n", "--configfile", str(path))
