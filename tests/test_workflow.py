@@ -448,7 +448,10 @@ def test_behaviour_policies_are_trained_only_where_none_are_stored(workdir, tmp_
     proc = _snakemake(workdir, "-n", "--configfile", str(path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _job_counts(proc.stdout).get("behaviour_policies") == 1
-    assert "pnc.workflow.behaviour_policies --threads 1 Humanoid --out resources/policies" in proc.stdout
+    assert (
+        "pnc.workflow.behaviour_policies --threads 1 Humanoid --out resources/policies"
+        in proc.stdout
+    )
     config["data"]["retrain_policies"] = True
     path.write_text(yaml.safe_dump(config))
     proc = _snakemake(workdir, "-n", "--configfile", str(path))
