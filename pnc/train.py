@@ -246,11 +246,6 @@ class FitResult(NamedTuple):
     observed: Any
 
 
-def _mean_nll(params: Params, x: Array, y: Array, config: MLPConfig) -> Array:
-    mean, var = forward(params, x, config)
-    return jnp.mean(gaussian_nll(mean, var, y))
-
-
 def fit(
     model_config: MLPConfig,
     train_config: TrainConfig,
@@ -293,6 +288,7 @@ def fit(
     keys = keys.reshape(n_chunks, chunk, *keys.shape[1:])
     ts = jnp.arange(n_chunks * chunk, dtype=jnp.int32).reshape(n_chunks, chunk)
     obs0 = observer.init(state.params) if observer is not None else None
+    model = GaussianMLP(model_config)
 
     def one_step(carry, inp):
         state, obs = carry
@@ -322,7 +318,7 @@ def fit(
         state, obs, losses = jax.lax.cond(stopped, frozen, run, None)
         if not tc.early_stopping:
             return (state, obs, best, best_val, best_step, bad, stopped), (losses, jnp.nan)
-        v = _mean_nll(state.params, validation[0], validation[1], model_config)
+        v = nll_loss(state.params, model, validation[0], validation[1])
         improved = jnp.logical_not(stopped) & (v < best_val)
         best = jax.tree.map(lambda a, b: jnp.where(improved, a, b), state.params, best)
         best_val = jnp.where(improved, v, best_val)

@@ -318,6 +318,26 @@ def _write_levels(
     return record
 
 
+def _reuse_record(record_path: Path, request: dict, force: bool) -> dict | None:
+    """The stored record (``status="reused"``) when ``record_path`` was made by ``request``;
+    ``None`` when there is none or ``force`` lets it be replaced.
+
+    Raises:
+        CacheConflictError: the record was made with other settings and ``force`` is false.
+    """
+    if not record_path.exists():
+        return None
+    old = json.loads(record_path.read_text())
+    if old.get("request") == request:
+        return dict(old, status="reused")
+    if not force:
+        raise CacheConflictError(
+            f"{record_path} holds policies made with different settings; "
+            "pass --force to replace them"
+        )
+    return None
+
+
 def train_behaviour_policies(
     name: str,
     out: str | Path,
@@ -354,15 +374,9 @@ def train_behaviour_policies(
     directory = Path(out) / spec.name
     request = _request(spec, seed, config, final_eval_episodes, noise)
     record_path = directory / "policies.json"
-    if record_path.exists():
-        old = json.loads(record_path.read_text())
-        if old.get("request") == request:
-            return dict(old, status="reused")
-        if not force:
-            raise CacheConflictError(
-                f"{record_path} holds policies made with different settings; "
-                "pass --force to replace them"
-            )
+    reused = _reuse_record(record_path, request, force)
+    if reused is not None:
+        return reused
     checkpoints, info = train_ars(
         spec.name,
         config,
@@ -517,15 +531,9 @@ def build_controller_policies(
     }
     directory = Path(out) / spec.name
     record_path = directory / "policies.json"
-    if record_path.exists():
-        old = json.loads(record_path.read_text())
-        if old.get("request") == request:
-            return dict(old, status="reused")
-        if not force:
-            raise CacheConflictError(
-                f"{record_path} holds policies made with different settings; "
-                "pass --force to replace them"
-            )
+    reused = _reuse_record(record_path, request, force)
+    if reused is not None:
+        return reused
     directory.mkdir(parents=True, exist_ok=True)
 
     def returns(policy, data_noise: float) -> np.ndarray:

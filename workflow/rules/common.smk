@@ -113,7 +113,7 @@ def _check_pnc(points, hidden, envs):
     """P&C's `layers` against model.hidden, its `rank` against the kernel size d_in x d_out of
     every perturbed layer (layer 0's d_in is the environment's observation + action, layer l's is
     model.hidden[l-1]), and `calibration_size` against the train rows of the ID pool."""
-    from pnc.data import SplitConfig, env_spec
+    from pnc.data import env_spec
 
     pool = _split_config()
     max_train = pool.transitions_per_regime - pool.n_val
