@@ -103,16 +103,7 @@ class PnCConfig:
     subset_per_layer: bool = False
 
     def __post_init__(self) -> None:
-        if int(self.n_members) < 1:
-            raise ValueError(f"n_members must be >= 1, got {self.n_members}")
-        if int(self.rank) < 1:
-            raise ValueError(f"rank must be >= 1, got {self.rank}")
-        if not (math.isfinite(self.sigma) and self.sigma >= 0):
-            raise ValueError(f"sigma must be finite and >= 0, got {self.sigma}")
-        if self.bootstrap_frac is not None and not 0.0 < self.bootstrap_frac <= 1.0:
-            raise ValueError(f"bootstrap_frac must be in (0, 1] or None, got {self.bootstrap_frac}")
-        if not (math.isfinite(self.ridge) and self.ridge >= 0):
-            raise ValueError(f"ridge must be finite and >= 0, got {self.ridge}")
+        check_ensemble_fields(self)
         if self.layers is not None:
             layers = tuple(int(i) for i in self.layers)
             if not layers:
@@ -120,10 +111,7 @@ class PnCConfig:
             if len(set(layers)) != len(layers) or any(i < 0 for i in layers):
                 raise ValueError(f"layers must be distinct non-negative indices, got {self.layers}")
             object.__setattr__(self, "layers", tuple(sorted(layers)))
-        _check_choice("perturbation_norm", self.perturbation_norm, PERTURBATION_NORMS)
         _check_choice("ridge_center", self.ridge_center, RIDGE_CENTERS)
-        if int(self.min_subset) < 1:
-            raise ValueError(f"min_subset must be >= 1, got {self.min_subset}")
         if self.calibration_size is not None and int(self.calibration_size) < 1:
             raise ValueError(f"calibration_size must be >= 1 or None, got {self.calibration_size}")
         object.__setattr__(self, "n_members", int(self.n_members))
@@ -149,9 +137,36 @@ class PnCConfig:
         ``bootstrap_frac`` is ``None``. ``n_cal`` is the calibration set's size after the
         ``calibration_size`` reduction.
         """
-        if self.bootstrap_frac is None:
-            return n_cal
-        return max(self.min_subset, math.floor(self.bootstrap_frac * n_cal))
+        return correction_subset_size(n_cal, self.bootstrap_frac, self.min_subset)
+
+
+def check_ensemble_fields(config) -> None:
+    """Validate the fields every P&C configuration shares (:class:`PnCConfig`,
+    :class:`pnc.conv.ConvPnCConfig`): ``n_members``, ``rank``, ``sigma``, ``bootstrap_frac``,
+    ``ridge``, ``perturbation_norm`` and ``min_subset``.
+
+    Raises:
+        ValueError: naming the first field out of range and its value.
+    """
+    for name in ("n_members", "rank", "min_subset"):
+        if int(getattr(config, name)) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(config, name)}")
+    if not (math.isfinite(config.sigma) and config.sigma >= 0):
+        raise ValueError(f"sigma must be finite and >= 0, got {config.sigma}")
+    frac = config.bootstrap_frac
+    if frac is not None and not 0.0 < frac <= 1.0:
+        raise ValueError(f"bootstrap_frac must be in (0, 1] or None, got {frac}")
+    if not (math.isfinite(config.ridge) and config.ridge >= 0):
+        raise ValueError(f"ridge must be finite and >= 0, got {config.ridge}")
+    _check_choice("perturbation_norm", config.perturbation_norm, PERTURBATION_NORMS)
+
+
+def correction_subset_size(n_cal: int, bootstrap_frac: float | None, min_subset: int) -> int:
+    """``|S_m| = max(min_subset, floor(bootstrap_frac * n_cal))``, or ``n_cal`` when
+    ``bootstrap_frac`` is ``None`` (the authors' rule, shared by the MLP and the conv builds)."""
+    if bootstrap_frac is None:
+        return n_cal
+    return max(min_subset, math.floor(bootstrap_frac * n_cal))
 
 
 # ----------------------------------------------------------------------------- the correction

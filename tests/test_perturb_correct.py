@@ -8,6 +8,7 @@ import pytest
 
 import pnc
 from pnc import MLPConfig, TrainConfig, forward, hidden_activations, init_params
+from pnc.conv import ConvPnCConfig
 from pnc.perturb_correct import (
     PnCConfig,
     _build,
@@ -627,3 +628,23 @@ def test_blocked_cholesky_flags_an_indefinite_matrix():
     m[17, 17] = -1.0
     chol, inv = cholesky_and_inverse(jnp.asarray(m))
     assert not np.all(np.isfinite(np.asarray(chol))) and not np.all(np.isfinite(np.asarray(inv)))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("n_members", 0),
+        ("rank", 0),
+        ("min_subset", 0),
+        ("sigma", -1.0),
+        ("sigma", float("nan")),
+        ("bootstrap_frac", 0.0),
+        ("bootstrap_frac", 1.5),
+        ("ridge", -1e-3),
+        ("perturbation_norm", "uniform"),
+    ],
+)
+def test_mlp_and_conv_configs_reject_the_same_shared_fields(field, value):
+    for config_type in (PnCConfig, ConvPnCConfig):
+        with pytest.raises(ValueError, match=field):
+            config_type(**{field: value})

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Mapping
 
 import jax
@@ -44,7 +43,12 @@ from pnc.conv.correction import (
     use_dual,
 )
 from pnc.conv.patches import kernel_matrix
-from pnc.perturb_correct import PERTURBATION_NORMS, _perturbation, perturbation_basis
+from pnc.perturb_correct import (
+    _perturbation,
+    check_ensemble_fields,
+    correction_subset_size,
+    perturbation_basis,
+)
 
 Array = jax.Array
 Members = dict
@@ -89,19 +93,12 @@ class ConvPnCConfig:
     system: str = "auto"
 
     def __post_init__(self) -> None:
-        if int(self.n_members) < 1 or int(self.rank) < 1 or int(self.chunk_size) < 1:
-            raise ValueError("n_members, rank and chunk_size must be >= 1")
-        if not (math.isfinite(self.sigma) and self.sigma >= 0):
-            raise ValueError(f"sigma must be finite and >= 0, got {self.sigma}")
-        if self.bootstrap_frac is not None and not 0.0 < self.bootstrap_frac <= 1.0:
-            raise ValueError(f"bootstrap_frac must be in (0, 1] or None, got {self.bootstrap_frac}")
-        if not (math.isfinite(self.ridge) and self.ridge >= 0):
-            raise ValueError(f"ridge must be finite and >= 0, got {self.ridge}")
+        check_ensemble_fields(self)
+        if int(self.chunk_size) < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
         blocks = tuple((int(s), int(b)) for s, b in self.blocks)
         if not blocks or len(set(blocks)) != len(blocks):
             raise ValueError(f"blocks must be distinct (stage, block) pairs, got {self.blocks}")
-        if self.perturbation_norm not in PERTURBATION_NORMS:
-            raise ValueError(f"perturbation_norm must be one of {PERTURBATION_NORMS}")
         if self.system not in SYSTEMS:
             raise ValueError(f"system must be one of {SYSTEMS}, got {self.system!r}")
         for name in ("n_members", "rank", "min_subset", "chunk_size"):
@@ -110,9 +107,7 @@ class ConvPnCConfig:
 
     def subset_size(self, n_cal: int) -> int:
         """``|S_m^(b)|`` for ``n_cal`` calibration images (the MLP's rule)."""
-        if self.bootstrap_frac is None:
-            return n_cal
-        return max(self.min_subset, math.floor(self.bootstrap_frac * n_cal))
+        return correction_subset_size(n_cal, self.bootstrap_frac, self.min_subset)
 
     def block_indices(self, resnet_config: resnet.ResNetConfig) -> tuple[int, ...]:
         """Flat indices of :attr:`blocks` in network order."""
