@@ -5,23 +5,27 @@
     python -m pnc.report tables results/results.csv --out results/tables
     python -m pnc.report frontier results/all_configs.csv --out figures/frontier/Ant-v5 --env Ant-v5
     python -m pnc.report metrics results/results.csv --out figures/metrics/Ant-v5 --env Ant-v5
+    python -m pnc.report costs benchmarks --envs 11 --seeds 10 --cores 2 8 32
 
 ``tables`` writes ``DIR/{name}.tex|.md|.csv`` for every table of :mod:`pnc.report.tables` and the
 statistics of :func:`pnc.report.stats.compute_statistics` as ``DIR/stats.json``. ``frontier`` and
 ``metrics`` write ``STEM.pdf`` and ``STEM.png`` (:mod:`pnc.report.figures`); ``--env`` may repeat,
-and omitted means every environment (``metrics`` needs exactly one). A malformed or missing input
-table exits with status 2 and a message naming the problem.
+and omitted means every environment (``metrics`` needs exactly one). ``costs`` prints the measured
+CPU time per (env, seed) and the projected cost of an ``--envs x --seeds`` protocol as JSON
+(:mod:`pnc.report.costs`). A malformed or missing input table exits with status 2 and a message
+naming the problem.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from pnc.io import write_json
-from pnc.report import figures, render, stats, tables
+from pnc.report import costs, figures, render, stats, tables
 from pnc.study.results import ResultsError, load
 
 
@@ -66,7 +70,28 @@ def _parser() -> argparse.ArgumentParser:
     for p in (fr, me):
         p.add_argument("--out", required=True, help="output stem: writes STEM.pdf and STEM.png")
         p.add_argument("--env", action="append", help="environment (repeatable; default: all)")
+    co = sub.add_parser(
+        "costs", help="measured cost per (env, seed) and projected protocol cost (JSON)"
+    )
+    co.add_argument("benchmarks", help="the workflow's benchmarks/ directory")
+    co.add_argument("--envs", type=int, default=11, help="environments to project (paper: 11)")
+    co.add_argument("--seeds", type=int, default=10, help="seeds to project (paper: 10)")
+    co.add_argument("--cores", type=int, nargs="+", default=[2, 8, 32], help="machine sizes")
+    co.add_argument("--out", default=None, help="also write the JSON here")
     return parser
+
+
+def _costs(args: argparse.Namespace) -> int:
+    summary = costs.summarize(
+        costs.read_benchmarks(args.benchmarks),
+        n_envs=args.envs,
+        n_seeds=args.seeds,
+        cores=args.cores,
+    )
+    if args.out:
+        write_json(Path(args.out), summary)
+    print(json.dumps(summary, indent=2, sort_keys=True))
+    return 0
 
 
 def _tables(args: argparse.Namespace) -> int:
@@ -101,9 +126,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "tables" and not 0.0 < args.alpha < 1.0:
         parser.error(f"--alpha must lie in (0, 1), got {args.alpha}")
+    commands = {"tables": _tables, "costs": _costs}
     try:
-        return _tables(args) if args.command == "tables" else _figure(args)
-    except (ResultsError, figures.FigureError, FileNotFoundError) as err:
+        return commands.get(args.command, _figure)(args)
+    except (
+        ResultsError,
+        figures.FigureError,
+        costs.BenchmarkError,
+        FileNotFoundError,
+        ValueError,
+    ) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,168 @@
+"""The study's measured cost, from the Snakemake benchmark files its jobs write.
+
+Every rule of the workflow writes ``benchmarks/{stage}/...tsv`` (Snakemake's ``benchmark:``
+directive: wall seconds ``s``, ``cpu_time`` of the job's processes, ``max_rss`` in MB, ...).
+:func:`read_benchmarks` collects them into one table with the stage, environment and seed read from
+the path; :func:`summarize` sums the CPU time per (env, seed), per environment and for the study as
+a whole, and projects the cost of a protocol with ``n_envs`` environments and ``n_seeds`` seeds
+onto machines with a given number of cores.
+
+The projection is CPU-time based: every job is single-threaded (``threads: 1`` in the configs),
+so its CPU time is what it needs of one dedicated core, and CPU time, unlike wall time, barely
+changes when other jobs share the machine. With ``c`` cores the projected wall time is
+``max(total CPU / c, critical path)``, the critical path being the longest chain of dependent jobs
+of one (env, seed): data, Far data, splits, the longest training run, the longest evaluation,
+then selection and the report (perfect packing of the other jobs is assumed, so it is a lower
+bound when jobs are few and long).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+#: Stages whose benchmark files are per (env, seed): ``{stage}/{env}/seed{S}[/...].tsv``.
+PER_SEED_STAGES = ("far_data", "splits", "train", "evaluate", "pnc_members", "mechanism")
+#: Stages whose benchmark files are per environment: ``{stage}/{env}.tsv``.
+PER_ENV_STAGES = ("behaviour_policies", "offline_data", "minari_data", "select")
+
+
+class BenchmarkError(ValueError):
+    """A benchmark file is missing a column or is not where the workflow writes them."""
+
+
+def read_benchmarks(root: str | Path) -> pd.DataFrame:
+    """One row per job: ``stage, env, seed, job, wall_s, cpu_s, max_rss_mb``.
+
+    ``env`` is empty for study-wide jobs (aggregate, report tables), ``seed`` is -1 for jobs that
+    are not per seed. A file's last row is used (Snakemake writes one row per repeat).
+
+    Raises:
+        FileNotFoundError: ``root`` does not exist or holds no ``.tsv`` file.
+        BenchmarkError: a file lacks the ``s`` or ``cpu_time`` column, or a per-(env, seed)
+            stage's path has no ``seed{S}`` component.
+    """
+    root = Path(root)
+    files = sorted(root.rglob("*.tsv")) if root.is_dir() else []
+    if not files:
+        raise FileNotFoundError(f"no Snakemake benchmark files (*.tsv) under {root}")
+    rows = []
+    for path in files:
+        table = pd.read_csv(path, sep="\t")
+        missing = {"s", "cpu_time"} - set(table.columns)
+        if missing or table.empty:
+            raise BenchmarkError(f"{path}: not a Snakemake benchmark file (missing {missing})")
+        last = table.iloc[-1]
+        parts = path.relative_to(root).with_suffix("").parts
+        stage, env, seed = parts[0], "", -1
+        if stage in PER_SEED_STAGES:
+            if len(parts) < 3 or not parts[2].startswith("seed"):
+                raise BenchmarkError(f"{path}: expected {stage}/{{env}}/seed{{S}}/...")
+            env, seed = parts[1], int(parts[2].removeprefix("seed"))
+        elif stage in PER_ENV_STAGES and len(parts) == 2:
+            env = parts[1]
+        elif stage == "report" and len(parts) == 3:  # report/{figure}/{env}
+            env = parts[2]
+        rss = float(last["max_rss"]) if "max_rss" in table.columns else float("nan")
+        rows.append(
+            {
+                "stage": stage,
+                "env": env,
+                "seed": seed,
+                "job": "/".join(parts),
+                "wall_s": float(last["s"]),
+                "cpu_s": float(last["cpu_time"]),
+                "max_rss_mb": rss,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _critical_path(jobs: pd.DataFrame) -> float:
+    """Longest dependent chain of one (env, seed)'s jobs, CPU seconds (see the module doc)."""
+    chain = 0.0
+    for stage in ("far_data", "splits", "train", "evaluate", "pnc_members", "mechanism"):
+        part = jobs.loc[jobs["stage"] == stage, "cpu_s"]
+        chain += float(part.max()) if len(part) else 0.0
+    return chain
+
+
+def summarize(
+    df: pd.DataFrame,
+    *,
+    n_envs: int,
+    n_seeds: int,
+    cores: Sequence[int] = (2, 8, 32),
+) -> dict:
+    """Measured cost per (env, seed) and environment; projected cost of ``n_envs x n_seeds``.
+
+    Args:
+        df: :func:`read_benchmarks`' table.
+        n_envs, n_seeds: size of the protocol to project (the paper's: 11 x 10).
+        cores: machine sizes for the projected wall time.
+
+    Returns:
+        A JSON-ready dict: ``per_env_seed`` (CPU and wall seconds and job count per measured
+        (env, seed), with the stage breakdown), ``per_env`` (data and selection jobs per env),
+        ``study_wide_cpu_s``, ``wall_over_cpu`` (summed job wall time over CPU time: about 1.3 on
+        an idle machine here, more when jobs share cores), ``mean_cpu_s_per_env_seed`` (with
+        ``min``/``max``), the projected
+        ``core_hours`` and ``wall_hours`` per number of cores.
+
+    Raises:
+        ValueError: no per-(env, seed) job in ``df``, or non-positive sizes.
+    """
+    if n_envs < 1 or n_seeds < 1 or not cores or min(cores) < 1:
+        raise ValueError(
+            f"n_envs, n_seeds and cores must be >= 1, got {n_envs}, {n_seeds}, {cores}"
+        )
+    per_seed = df[df["seed"] >= 0]
+    if per_seed.empty:
+        raise ValueError("no per-(env, seed) benchmark in the table: nothing to project from")
+    pairs = {}
+    for (env, seed), jobs in per_seed.groupby(["env", "seed"]):
+        pairs[f"{env}/seed{seed}"] = {
+            "env": env,
+            "seed": int(seed),
+            "jobs": len(jobs),
+            "cpu_s": float(jobs["cpu_s"].sum()),
+            "wall_s": float(jobs["wall_s"].sum()),
+            "critical_path_cpu_s": _critical_path(jobs),
+            "max_rss_mb": float(jobs["max_rss_mb"].max()),
+            "cpu_s_by_stage": {
+                k: float(v) for k, v in jobs.groupby("stage")["cpu_s"].sum().items()
+            },
+        }
+    per_env_jobs = df[(df["seed"] < 0) & (df["env"] != "")]
+    per_env = {
+        env: {"jobs": len(jobs), "cpu_s": float(jobs["cpu_s"].sum())}
+        for env, jobs in per_env_jobs.groupby("env")
+    }
+    study_wide = float(df.loc[(df["seed"] < 0) & (df["env"] == ""), "cpu_s"].sum())
+    pair_cpu = pd.Series([p["cpu_s"] for p in pairs.values()])
+    env_cpu = pd.Series([e["cpu_s"] for e in per_env.values()], dtype=float)
+    mean_pair = float(pair_cpu.mean())
+    mean_env = float(env_cpu.mean()) if len(env_cpu) else 0.0
+    total = mean_pair * n_envs * n_seeds + mean_env * n_envs + study_wide
+    critical = max(p["critical_path_cpu_s"] for p in pairs.values()) + (
+        float(env_cpu.max()) if len(env_cpu) else 0.0
+    )
+    return {
+        "measured_env_seed_pairs": len(pairs),
+        "per_env_seed": pairs,
+        "per_env": per_env,
+        "study_wide_cpu_s": study_wide,
+        "wall_over_cpu": float(df["wall_s"].sum() / df["cpu_s"].sum()),
+        "mean_cpu_s_per_env_seed": mean_pair,
+        "min_cpu_s_per_env_seed": float(pair_cpu.min()),
+        "max_cpu_s_per_env_seed": float(pair_cpu.max()),
+        "projection": {
+            "n_envs": n_envs,
+            "n_seeds": n_seeds,
+            "core_hours": total / 3600.0,
+            "critical_path_hours": critical / 3600.0,
+            "wall_hours": {str(c): max(total / c, critical) / 3600.0 for c in cores},
+        },
+    }

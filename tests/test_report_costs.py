@@ -1,0 +1,91 @@
+"""Measured study cost from Snakemake benchmark files (pnc.report.costs)."""
+
+import json
+
+import pytest
+
+from pnc.report import costs
+from pnc.report.__main__ import main
+
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def _write(root, rel, wall, cpu, rss=100.0):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(HEADER + f"{wall}\t0:00:01\t{rss}\t0\t0\t0\t0\t0\t0\t{cpu}\n")
+
+
+@pytest.fixture
+def bench(tmp_path):
+    root = tmp_path / "benchmarks"
+    for env, scale in (("Hopper", 1.0), ("Ant", 2.0)):
+        _write(root, f"offline_data/{env}.tsv", 30, 20 * scale)
+        _write(root, f"select/{env}.tsv", 3, 2)
+        _write(root, f"report/frontier/{env}.tsv", 5, 4)
+        for seed in (0, 1):
+            _write(root, f"far_data/{env}/seed{seed}.tsv", 6, 5)
+            _write(root, f"splits/{env}/seed{seed}.tsv", 2, 1)
+            _write(root, f"train/{env}/seed{seed}/base.tsv", 12, 10 * scale)
+            _write(root, f"train/{env}/seed{seed}/mc_dropout-rate0.1.tsv", 9, 8)
+            _write(root, f"evaluate/{env}/seed{seed}/pnc/base.tsv", 400, 300 * scale, rss=6000)
+            _write(root, f"evaluate/{env}/seed{seed}/swag/base.tsv", 100, 90)
+    _write(root, "aggregate.tsv", 2, 1)
+    _write(root, "report/tables.tsv", 4, 3)
+    return root
+
+
+def test_jobs_are_read_with_stage_env_and_seed(bench):
+    df = costs.read_benchmarks(bench)
+    assert len(df) == 2 * 3 + 2 * 2 * 6 + 2
+    row = df[df["job"] == "evaluate/Ant/seed1/pnc/base"].iloc[0]
+    assert (row["stage"], row["env"], row["seed"], row["cpu_s"]) == ("evaluate", "Ant", 1, 600.0)
+    assert df.loc[df["job"] == "offline_data/Hopper", "seed"].item() == -1
+    assert df.loc[df["job"] == "report/frontier/Ant", "env"].item() == "Ant"
+    assert df.loc[df["job"] == "aggregate", "env"].item() == ""
+
+
+def test_summary_sums_per_env_seed_and_projects_by_hand(bench):
+    out = costs.summarize(costs.read_benchmarks(bench), n_envs=11, n_seeds=10, cores=(2, 8, 32))
+    hopper = out["per_env_seed"]["Hopper/seed0"]
+    assert hopper["cpu_s"] == 5 + 1 + 10 + 8 + 300 + 90
+    assert hopper["jobs"] == 6
+    assert hopper["critical_path_cpu_s"] == 5 + 1 + 10 + 300
+    assert hopper["max_rss_mb"] == 6000
+    ant = out["per_env_seed"]["Ant/seed0"]["cpu_s"]
+    assert ant == 5 + 1 + 20 + 8 + 600 + 90
+    assert out["mean_cpu_s_per_env_seed"] == pytest.approx((414 + ant) / 2)
+    assert out["per_env"]["Ant"] == {"jobs": 3, "cpu_s": 40 + 2 + 4}
+    assert out["study_wide_cpu_s"] == 4
+    total = (414 + ant) / 2 * 110 + (26 + 46) / 2 * 11 + 4
+    proj = out["projection"]
+    assert proj["core_hours"] == pytest.approx(total / 3600)
+    critical = (5 + 1 + 20 + 600) + 46
+    assert proj["critical_path_hours"] == pytest.approx(critical / 3600)
+    assert proj["wall_hours"]["2"] == pytest.approx(total / 2 / 3600)
+    # with many cores the chain of one (env, seed) bounds the wall time
+    assert costs.summarize(costs.read_benchmarks(bench), n_envs=1, n_seeds=1, cores=(1000,))[
+        "projection"
+    ]["wall_hours"]["1000"] == pytest.approx(critical / 3600)
+
+
+def test_bad_benchmarks_fail_clearly(tmp_path, bench):
+    with pytest.raises(FileNotFoundError, match="no Snakemake benchmark"):
+        costs.read_benchmarks(tmp_path / "missing")
+    (bench / "train/Hopper/seed0/base.tsv").write_text("a\tb\n1\t2\n")
+    with pytest.raises(costs.BenchmarkError, match="base.tsv"):
+        costs.read_benchmarks(bench)
+    report_only = costs.read_benchmarks(bench / "report")
+    with pytest.raises(ValueError, match="no per-\\(env, seed\\) benchmark"):
+        costs.summarize(report_only, n_envs=1, n_seeds=1)
+    with pytest.raises(ValueError, match="n_envs"):
+        costs.summarize(report_only, n_envs=0, n_seeds=1)
+
+
+def test_costs_command_prints_and_writes_json(bench, tmp_path, capsys):
+    out = tmp_path / "costs.json"
+    assert main(["costs", str(bench), "--envs", "8", "--seeds", "3", "--out", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(out.read_text())
+    assert printed["projection"]["n_envs"] == 8
+    assert main(["costs", str(tmp_path / "nothing")]) == 2
