@@ -117,18 +117,92 @@ def test_controller_levels_are_built_reused_and_checked(tmp_path):
         build_controller_policies("Hopper", tmp_path)
 
 
-def test_stored_reacher_levels_are_controllers_ordered_with_the_untrained_policy():
-    policies, record = load_policies("Reacher")
+@pytest.mark.parametrize(("name", "margin"), [("Reacher", 5.0), ("Pusher", 10.0)])
+def test_stored_controller_levels_are_ordered_with_the_untrained_policy(name, margin):
+    policies, record = load_policies(name)
     assert record["kind"] == "controller"
     assert all(isinstance(p, ScriptedController) for p in policies.values())
     means = {lvl: info["return_mean"] for lvl, info in record["levels"].items()}
     assert means["simple"] < means["medium"] < means["expert"]
     # the expert is far better than doing nothing
-    assert means["expert"] - record["zero_policy_return_mean"] > 5.0
-    for level, (params, own) in CONTROLLER_LEVELS["Reacher"].items():
-        stored = load_policy(POLICY_DIR / "Reacher" / f"{level}.npz", "controller")
-        assert stored == ScriptedController.from_dict("Reacher", params, own)
+    assert means["expert"] - record["zero_policy_return_mean"] > margin
+    for level, (params, own) in CONTROLLER_LEVELS[name].items():
+        stored = load_policy(POLICY_DIR / name / f"{level}.npz", "controller")
+        assert stored == ScriptedController.from_dict(name, params, own)
     assert set(PARAMETERS) == set(CONTROLLER_LEVELS)
+
+
+PUSHER = CONTROLLER_LEVELS["Pusher"]["expert"][0]
+
+
+def _pusher_observations(n: int = 30) -> list[np.ndarray]:
+    import gymnasium as gym
+
+    pol = ScriptedController.from_dict("Pusher", PUSHER)
+    env = gym.make("Pusher-v5")
+    obs, _ = env.reset(seed=7)
+    seen = [obs]
+    for _ in range(n):
+        obs, *_ = env.step(np.clip(pol(obs), -2, 2).astype(np.float32))
+        seen.append(obs)
+    env.close()
+    return seen
+
+
+def test_pusher_controller_is_a_function_of_the_observation(tmp_path):
+    first, *_, last = _pusher_observations()
+    pol = ScriptedController.from_dict("Pusher", PUSHER, 0.1)
+    a_first, a_last = pol(first), pol(last)
+    assert a_first.shape == (7,) and np.all(np.isfinite(a_first))
+    assert not np.allclose(a_first, a_last)
+    # no memory: the same observation gives the same command after others, and in a fresh copy
+    np.testing.assert_array_equal(pol(last), a_last)
+    np.testing.assert_array_equal(pol(first), a_first)
+    pol.save(tmp_path / "p.npz")
+    np.testing.assert_array_equal(load_policy(tmp_path / "p.npz", "controller")(last), a_last)
+    # the torque stays within its norm limit; zero gains command nothing
+    assert np.linalg.norm(a_first) <= PUSHER["tau_max"] + 1e-9
+    zero = ScriptedController.from_dict("Pusher", {k: 0.0 for k in PUSHER})
+    np.testing.assert_array_equal(zero(first), np.zeros(7))
+
+
+def test_pusher_jacobians_match_finite_differences():
+    kin = ScriptedController.from_dict("Pusher", PUSHER).kinematics
+    q = np.array([0.3, 0.8, -0.7, -1.2, 0.4, -0.5, 0.6])
+    _, rot, jacp, jacr = kin.frame(q)
+    eps = 1e-6
+    num_p, num_r = [], []
+    for e in np.eye(7):
+        (xp, rp, *_), (xm, rm, *_) = kin.frame(q + eps * e), kin.frame(q - eps * e)
+        num_p.append((xp - xm) / (2 * eps))
+        # angular velocity from dR R^T = [w]x
+        w = (rp - rm) / (2 * eps) @ rot.T
+        num_r.append([w[2, 1], w[0, 2], w[1, 0]])
+    np.testing.assert_allclose(jacp, np.array(num_p).T, atol=1e-6)
+    np.testing.assert_allclose(jacr, np.array(num_r).T, atol=1e-6)
+    inertia = kin.inertia(q)
+    np.testing.assert_allclose(inertia, inertia.T)
+    assert np.all(np.linalg.eigvalsh(inertia) > 0)
+
+
+def test_pusher_expert_pushes_the_object_to_the_goal():
+    import gymnasium as gym
+
+    pol = ScriptedController.from_dict("Pusher", PUSHER)
+    env = gym.make("Pusher-v5")
+    ratios, gaps = [], []
+    for seed in range(5):
+        obs, _ = env.reset(seed=seed)
+        start = np.linalg.norm(obs[17:19] - obs[20:22])
+        for t in range(100):
+            obs, *_ = env.step(np.clip(pol(obs), -2, 2).astype(np.float32))
+            if t >= 80:
+                gaps.append(np.linalg.norm(obs[14:17] - obs[17:20]))
+        ratios.append(np.linalg.norm(obs[17:19] - obs[20:22]) / start)
+    env.close()
+    # the object ends much closer to the goal on every reset, with the fingertip at it
+    assert max(ratios) < 0.7 and np.median(ratios) < 0.55, ratios
+    assert max(gaps) < 0.03, max(gaps)
 
 
 def test_controller_rollouts_are_seeded():
