@@ -79,6 +79,18 @@ def test_paper_protocol_dag(workdir):
     assert len(grid["block"]) == 6 and grid["sigma"] == [25.0, 50.0, 100.0]
 
 
+def test_lint_is_clean(workdir):
+    proc = _snakemake(workdir, "--lint", "--configfile", TINY)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+def test_slurm_profile_resolves(workdir):
+    """The SLURM profile with the paper config (the rules' gpu resource becomes --gpus there)."""
+    proc = _snakemake(workdir, "-n", "--profile", "profiles/slurm", "--configfile", "config/cifar.yaml")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "profiles/slurm" in proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize(
     ("change", "named"),
     [
@@ -117,7 +129,8 @@ def test_missing_data_fails_the_data_job_naming_the_files(workdir, tmp_path):
     config["data"] = {**config["data"], "root": str(tmp_path / "nodata"), "tiny": None}
     path = tmp_path / "real.yaml"
     path.write_text(yaml.safe_dump(config))
-    proc = _snakemake(workdir, "--cores", "1", "--configfile", str(path), "resources/cifar/data/data.json")  # fmt: skip
+    # the target before --configfile, which takes several values
+    proc = _snakemake(workdir, "resources/cifar/data/data.json", "--cores", "1", "--configfile", str(path))  # fmt: skip
     assert proc.returncode != 0
     log = (workdir / "logs/cifar/data.log").read_text()
     assert "data_batch_1.bin" in log and "test_places365.txt" in log and "expected layout" in log

@@ -8,7 +8,7 @@ rule cifar_tiny_data:
     output:
         os.path.join(DATA["root"], "tiny.json"),
     params:
-        root=DATA["root"],
+        root=lambda wildcards, output: os.path.dirname(output[0]),
         options=json_text(DATA.get("tiny")),
     log:
         "logs/cifar/tiny_data.log",
@@ -38,7 +38,7 @@ rule cifar_data:
         root=DATA["root"],
         ood=" ".join(DATA["ood"]),
         limit=f"--limit {DATA['ood_limit']}" if DATA.get("ood_limit") else "",
-        out=PREPARED,
+        out=lambda wildcards, output: os.path.dirname(output.json),
     log:
         "logs/cifar/data.log",
     benchmark:

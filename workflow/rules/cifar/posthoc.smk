@@ -7,16 +7,16 @@ rule cifar_posthoc:
     message:
         "CIFAR-10: {wildcards.method} on seed {wildcards.seed}"
     input:
-        f"{PREPARED}/cifar10.npz",
-        f"{PREPARED}/ood.npz",
-        runs_for,
+        npz=f"{PREPARED}/cifar10.npz",
+        ood=f"{PREPARED}/ood.npz",
+        runs=runs_for,
     output:
         scores="results/cifar/scores/seed{seed}/{method}/scores.npz",
         json="results/cifar/scores/seed{seed}/{method}/selection.json",
     params:
-        out="results/cifar/scores/seed{seed}/{method}",
-        runs="results/cifar/runs/seed{seed}",
-        data=PREPARED,
+        out=lambda wildcards, output: os.path.dirname(output.json),
+        runs=lambda wildcards, input: os.path.dirname(os.path.dirname(input.runs[0])),
+        data=lambda wildcards, input: os.path.dirname(input.npz),
         model=json_text(MODEL),
         section=lambda wildcards: section_json(wildcards.method),
         val=DATA["val_size"],

@@ -6,25 +6,29 @@ rule cifar_tables:
     message:
         "CIFAR-10: metrics, Table 2 and the sweep table"
     input:
-        score_targets(),
-        f"{PREPARED}/data.json",
+        scores=score_targets(),
+        json=f"{PREPARED}/data.json",
     output:
-        report(
+        md=report(
             "results/cifar/tables/table2.md",
             caption="../../report/cifar_table2.rst",
             category="CIFAR-10",
         ),
-        "results/cifar/tables/table2.csv",
-        "results/cifar/tables/table2.tex",
-        "results/cifar/tables/metrics.csv",
-        "results/cifar/tables/sweep.csv",
-        "results/cifar/tables/sweep.md",
+        csv="results/cifar/tables/table2.csv",
+        tex="results/cifar/tables/table2.tex",
+        metrics="results/cifar/tables/metrics.csv",
+        sweep="results/cifar/tables/sweep.csv",
+        sweep_md=report(
+            "results/cifar/tables/sweep.md",
+            caption="../../report/cifar_sweep.rst",
+            category="CIFAR-10",
+        ),
     params:
-        scores="results/cifar/scores",
-        data=PREPARED,
+        scores=lambda wildcards, input: os.path.dirname(os.path.dirname(os.path.dirname(input.scores[0]))),
+        data=lambda wildcards, input: os.path.dirname(input.json),
         methods=" ".join(METHODS),
         seeds=" ".join(str(s) for s in SEEDS),
-        out="results/cifar/tables",
+        out=lambda wildcards, output: os.path.dirname(output.csv),
     log:
         "logs/cifar/tables.log",
     benchmark:

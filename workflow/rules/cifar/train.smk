@@ -7,18 +7,18 @@ rule cifar_train:
     message:
         "CIFAR-10: training run {wildcards.run}, seed {wildcards.seed}"
     input:
-        f"{PREPARED}/cifar10.npz",
-        f"{PREPARED}/data.json",
+        npz=f"{PREPARED}/cifar10.npz",
+        json=f"{PREPARED}/data.json",
     output:
         msgpack="results/cifar/runs/seed{seed}/{run}/run.msgpack",
         json="results/cifar/runs/seed{seed}/{run}/run.json",
     params:
-        out="results/cifar/runs/seed{seed}/{run}",
-        data=PREPARED,
+        out=lambda wildcards, output: os.path.dirname(output.json),
+        data=lambda wildcards, input: os.path.dirname(input.json),
         model=json_text(MODEL),
         train=json_text(TRAIN),
         val=DATA["val_size"],
-        swag=" ".join(str(s) for s in SWAG_STARTS),
+        swag=lambda wildcards: " ".join(str(s) for s in SWAG_STARTS) if wildcards.run == "base" else "",
     log:
         "logs/cifar/train/seed{seed}/{run}.log",
     benchmark:
