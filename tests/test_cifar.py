@@ -320,3 +320,60 @@ def test_sweep_table_lists_values_and_selected_per_seed():
     text = T.sweep_markdown(sweep)
     assert "| P&C | block | [3, 0], [3, 1] | 4: [3, 0] |" in text
     assert json.loads(sweep["config"][1]) == {"block": [3, 1], "sigma": 25}
+
+
+# ----------------------------------------------------------------------------- selection
+
+
+def test_coordinate_descent_follows_the_paper_order():
+    from pnc.cifar.posthoc import coordinate_descent
+
+    calls = []
+
+    def score(p):
+        calls.append(dict(p))
+        # block 1 is best; then sigma 50; bf prefers 0.2 only at sigma 50
+        return (
+            {0: 3.0, 1: 1.0, 2: 2.0}[p["block"]]
+            + abs(p["sigma"] - 50) / 100
+            + (-0.5 if (p["sigma"] == 50 and p["bf"] == 0.2) else 0.0)
+        )
+
+    point = coordinate_descent({"block": [0, 1, 2], "sigma": [25, 50, 100], "bf": [0.05, 0.2]}, score)  # fmt: skip
+    assert point == {"block": 1, "sigma": 50, "bf": 0.2}
+    # blocks at the first sigma and bf, then sigmas at block 1, then bfs at (1, 50)
+    assert calls[:3] == [{"block": b, "sigma": 25, "bf": 0.05} for b in (0, 1, 2)]
+    assert calls[3:6] == [{"block": 1, "sigma": s, "bf": 0.05} for s in (25, 50, 100)]
+    assert calls[6:] == [{"block": 1, "sigma": 50, "bf": b} for b in (0.05, 0.2)]
+
+
+def test_selection_fits_a_temperature_per_configuration_and_keeps_the_lowest_nll():
+    from pnc.cifar.posthoc import Context, select_ensemble
+
+    rng = np.random.default_rng(6)
+    y = rng.integers(0, 10, 200)
+    sharp = 8.0 * np.eye(10)[y][None] + rng.normal(size=(3, 200, 10))  # informative members
+    noise = rng.normal(size=(3, 200, 10))  # uninformative ones
+    ctx = Context(TINY_NET, 0, None, None, np.zeros((200, 32, 32, 3), np.uint8), y, None, None, {})  # fmt: skip
+    best, sweep, _, t = select_ensemble([({"k": "noise"}, lambda x: noise), ({"k": "sharp"}, lambda x: sharp)], ctx, "test")  # fmt: skip
+    assert best["config"] == {"k": "sharp"} and [r["selected"] for r in sweep] == [False, True]
+    assert sweep[1]["val_nll"] < sweep[0]["val_nll"] and sweep[1]["val_accuracy"] > 0.9
+    assert t == sweep[1]["temperature"] and sweep[0]["temperature"] > 5  # noise is flattened
+
+
+def test_run_ids_and_the_runs_each_method_reads():
+    from pnc.cifar.jobs import recipe_for
+    from pnc.cifar.posthoc import run_method, runs_of
+
+    assert runs_of("deep_ensemble", {"n_models": 3}) == ["base", "member1", "member2"]
+    assert runs_of("mc_dropout", {"grid": {"rate": [0.1, 0.5]}}) == ["dropout0.1", "dropout0.5"]
+    assert runs_of("pnc", {}) == ["base"]
+    assert recipe_for("dropout0.3", {"epochs": 10}).dropout_rate == 0.3
+    assert recipe_for("base", {"epochs": 10}, [1, 2]).swag_starts == (1, 2)
+    assert recipe_for("member2", {"epochs": 10}, [1, 2]).swag_starts == ()
+    with pytest.raises(ValueError, match="unknown run id 'swag'"):
+        recipe_for("swag", {})
+    with pytest.raises(ValueError, match="unknown method 'odin'"):
+        run_method("odin", {}, None, {})
+    with pytest.raises(ValueError, match="grid.rate"):
+        runs_of("mc_dropout", {})

@@ -108,6 +108,7 @@ def test_slurm_profile_resolves(workdir):
             "methods.swag.grid.start_epoch [1]",
         ),  # fmt: skip
         ({"methods": {"nope": {}}}, "'nope' was unexpected"),
+        ({"train": {"epochs": 2, "warmup_epochs": 3}}, "invalid config: train: warmup_epochs"),
     ],
 )
 def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named):
@@ -176,3 +177,21 @@ def test_tiny_cifar_workflow_end_to_end(tiny_run):
         assert list((workdir / "benchmarks/cifar" / rule).rglob("*.tsv")), rule
     again = _snakemake(workdir, "-n", "--configfile", TINY)
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("stage", "command"),
+    [("cifar_tiny_data", "tiny-data"), ("cifar_data", "prepare"), ("cifar_train", "train"),
+     ("cifar_posthoc", "posthoc"), ("cifar_tables", "tables")],
+)  # fmt: skip
+def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch, stage, command):
+    import importlib
+
+    module = importlib.import_module(f"pnc.workflow.{stage}")
+    calls = []
+    limit = lambda n: calls.append(("limit", n))
+    monkeypatch.setattr(importlib.import_module("pnc.workflow"), "limit_threads", limit)
+    cli = importlib.import_module("pnc.cifar.cli")
+    monkeypatch.setattr(cli, "main", lambda argv: calls.append(("main", argv)) or 3)
+    assert module.main(["--threads", "2", "--seed", "1", "x"]) == 3
+    assert calls == [("limit", 2), ("main", [command, "--seed", "1", "x"])]

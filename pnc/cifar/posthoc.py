@@ -349,15 +349,27 @@ def _pnc(section, ctx, runs, base):
         tried[point] = (rec, logits_of)
         return tried[point]
 
-    point = {"block": blocks[0], "sigma": sigmas[0], "bf": fracs[0]}
-    for name, values in (("block", blocks), ("sigma", sigmas), ("bf", fracs)):
-        scored = [(candidate(**{**point, name: value})[0]["val_nll"], i) for i, value in enumerate(values)]  # fmt: skip
-        point[name] = values[min(scored)[1]]
+    point = coordinate_descent(
+        {"block": blocks, "sigma": sigmas, "bf": fracs},
+        lambda p: candidate(**p)[0]["val_nll"],
+    )
     rec, logits_of = candidate(**point)
     for r in sweep:
         r["selected"] = r is rec
     out = _ensemble_outputs(logits_of, ctx, rec["temperature"])
     return out, _record(config=rec["config"], temperature=rec["temperature"], val_nll=rec["val_nll"], sweep=sweep)  # fmt: skip
+
+
+def coordinate_descent(grids: Mapping[str, list], score: Callable[[dict], float]) -> dict:
+    """The point chosen by one pass of coordinate descent: start at the first value of every
+    grid, then, coordinate by coordinate in the order of ``grids``, take the value with the
+    lowest ``score`` (the first on ties) with the others held. ``score`` may be called again on a
+    point it has seen (the caller caches)."""
+    point = {name: values[0] for name, values in grids.items()}
+    for name, values in grids.items():
+        scores = [score({**point, name: value}) for value in values]
+        point[name] = values[int(np.argmin(scores))]
+    return point
 
 
 # ----------------------------------------------------------------------------- runs per method

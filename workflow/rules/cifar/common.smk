@@ -61,8 +61,14 @@ RES = _cifar_resources()
 def _check_across_keys():
     from pnc.cifar.jobs import resnet_config
 
+    from pnc.cifar.recipe import Recipe
+
     net = resnet_config(MODEL)
     epochs = int(TRAIN.get("epochs", 300))
+    try:
+        Recipe(**TRAIN)
+    except ValueError as err:
+        raise WorkflowError(f"invalid config: train: {err}") from None
     n_train = None
     if DATA.get("tiny"):
         n_train = 5 * int(DATA["tiny"].get("train_per_file", 60)) - int(DATA["val_size"])
