@@ -195,3 +195,14 @@ def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch
     monkeypatch.setattr(cli, "main", lambda argv: calls.append(("main", argv)) or 3)
     assert module.main(["--threads", "2", "--seed", "1", "x"]) == 3
     assert calls == [("limit", 2), ("main", [command, "--seed", "1", "x"])]
+
+
+def test_schema_lists_exactly_the_methods_of_the_library():
+    from pnc.cifar.data import OOD_DATASETS
+    from pnc.cifar.posthoc import METHOD_LABELS
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/cifar.schema.yaml").read_text())
+    assert set(schema["properties"]["methods"]["properties"]) == set(METHOD_LABELS)
+    assert schema["properties"]["data"]["properties"]["ood"]["items"]["enum"] == list(OOD_DATASETS)
+    paper = yaml.safe_load((ROOT / "config/cifar.yaml").read_text())
+    assert set(paper["methods"]) == set(METHOD_LABELS) and paper["seeds"] == [0, 1, 2, 3, 4]
