@@ -92,7 +92,7 @@ def test_image_lists_and_openood_test_transform(tmp_path):
     lst = tmp_path / "list.txt"
     lst.write_text("m/a.png 0\nm/b.png 0\n\n")
     assert D.read_image_list(lst) == ["m/a.png", "m/b.png"]
-    lst.write_text("m/a.png 0\nm/b.png 0 extra\n")
+    lst.write_text("m/a.png 0\n/data/m/b.png 0\n")
     with pytest.raises(D.DataError, match=r"line 2"):
         D.read_image_list(lst)
     with pytest.raises(D.DataError, match=r"missing image .*c\.png"):

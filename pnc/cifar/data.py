@@ -125,7 +125,8 @@ def read_cifar10(root: str | Path) -> dict[str, np.ndarray]:
 
 
 def read_image_list(path: str | Path) -> list[str]:
-    """The relative image paths of an OpenOOD image list (``path label`` per line)."""
+    """The relative image paths of an OpenOOD image list (``path label`` per line; only the first
+    field is read)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"missing OpenOOD image list {path}\n{LAYOUT}")
@@ -134,9 +135,10 @@ def read_image_list(path: str | Path) -> list[str]:
         parts = line.split()
         if not parts:
             continue
-        if len(parts) > 2 or parts[0].startswith("/"):
+        if parts[0].startswith("/") or ".." in Path(parts[0]).parts:
             raise DataError(
-                f"{path}, line {number}: expected 'relative/path label', got {line!r}\n{LAYOUT}"
+                f"{path}, line {number}: expected 'relative/path label' (a path inside"
+                f" {IMAGE_DIR}/), got {line!r}\n{LAYOUT}"
             )
         paths.append(parts[0])
     if not paths:
