@@ -41,7 +41,7 @@ def _layer(module: str) -> str:
         return "core"
     if module == "pnc.study.results":
         return "results"
-    for layer in ("methods", "data", "study", "report", "workflow", "bench"):
+    for layer in ("methods", "data", "study", "report", "workflow", "bench", "cifar"):
         if module == f"pnc.{layer}" or module.startswith(f"pnc.{layer}."):
             return layer
     raise AssertionError(f"module {module} belongs to no layer; add it to the layer map")
@@ -55,8 +55,10 @@ ALLOWED = {
     "data": {"data"},
     "study": {"core", "methods", "data", "study", "results"},
     "report": {"core", "results", "report"},
-    "bench": {"core", "methods", "bench"},
-    "workflow": {"core", "methods", "data", "study", "results", "report", "workflow"},
+    "bench": {"core", "methods", "bench", "cifar"},
+    "workflow": {"core", "methods", "data", "study", "results", "report", "workflow", "cifar"},
+    # the CIFAR-10 study: its data, training, baselines, selection and tables
+    "cifar": {"core", "study", "cifar"},
 }
 
 

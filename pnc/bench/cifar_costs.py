@@ -1,0 +1,186 @@
+"""Throughput of the CIFAR-10 study on this machine and its projected GPU cost:
+``python -m pnc.bench.cifar_costs`` (JSON on stdout).
+
+Measured here, on the full-width PreAct ResNet-18 at 32x32 with random weights and images (only
+sizes matter), wall clock after a compiling call, the fastest of ``REPEATS`` calls:
+
+- ``train``: images per second of :func:`pnc.cifar.recipe.train_epoch` (augmentation on the
+  device, forward, backward, SGD update) over ``--train-steps`` steps of ``--train-batch`` images;
+- ``pnc_predict``: images per second of P&C prediction with the shared prefix
+  (:func:`pnc.conv.predict_logits`) for ``--members`` members at block (3, 0), and extrapolated to
+  50 members as prefix + 50 x (per-member suffix).
+
+FLOPs per image come from XLA's cost analysis of the same compiled functions
+(``compiled.cost_analysis()["flops"]``): a training step, a plain forward pass, and P&C's prefix
+and per-member suffix. The projected wall time of one seed of ``config/cifar.yaml`` on one GPU is
+the FLOP total of its jobs divided by an assumed sustained throughput ``--gpu-tflops`` (default
+20 TFLOP/s: an assumption, not a measurement; a plain float32/TF32 ResNet-18 CIFAR training loop
+running at 5,000-8,000 images/s on an A100 or H100 sustains about 15-23 TFLOP/s at the
+2.9 GFLOP per training image counted here; pass your own). XLA counts the body of a loop once,
+so the training FLOPs per image are those of one compiled step over its batch. The FLOP totals count: 9 training runs (base, 4 further Deep Ensemble
+members, 4 dropout rates) x 300 epochs x 45,000 images; one forward pass over train (45,000), val
+(5,000), test (10,000) and the six OpenOOD v1.5 sets (:data:`OPENOOD_SIZES`) per network the
+post-hoc jobs read; SWAG's 2 starts x 50 samples x (BN refresh on 2,048 + val) and the selected
+start's 50 samples on test + OOD; P&C's coordinate descent (at most 6 + 2 + 2 = 10
+configurations, each 50 members on val) plus the selected one on test + OOD, each member costed
+at a full forward pass (an upper bound: the prefix is shared); and the head-only methods as free.
+Data loading, checkpoint writes and compilation are not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pnc.bench.__main__ import environment
+from pnc.cifar.model import normalize
+from pnc.cifar.recipe import Recipe, init_state, train_epoch
+from pnc.conv import ConvPnCConfig, ResNetConfig, build_members, resnet
+from pnc.conv.inference import _shared
+
+REPEATS = 2
+OPENOOD_SIZES = {
+    "cifar100": 10_000,
+    "tin": 7_793,
+    "mnist": 70_000,
+    "svhn": 26_032,
+    "texture": 5_640,
+    "places365": 35_195,
+}
+"""Images per OpenOOD v1.5 CIFAR-10 OOD test list (its benchmark_imglist/cifar10/test_*.txt)."""
+
+
+def _flops(compiled) -> float:
+    cost = compiled.cost_analysis()
+    if isinstance(cost, list | tuple):
+        cost = cost[0]
+    return float(cost.get("flops", float("nan")))
+
+
+def _best(fn) -> float:
+    jax.block_until_ready(fn())
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def bench_train(config: ResNetConfig, batch: int, steps: int) -> dict:
+    recipe = Recipe(epochs=300, batch_size=batch)
+    state = init_state(config, recipe, steps, jax.random.key(0))
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.integers(0, 256, (batch * steps, 32, 32, 3), dtype=np.uint8))
+    y = jnp.asarray(rng.integers(0, 10, batch * steps).astype(np.int32))
+    kw = dict(config=config, recipe=recipe, steps_per_epoch=steps)
+    compiled = train_epoch.lower(state, x, y, jax.random.key(1), **kw).compile()
+    seconds = _best(lambda: compiled(state, x, y, jax.random.key(1)))
+    return {
+        "batch": batch,
+        "steps": steps,
+        "seconds": seconds,
+        "images_per_s": batch * steps / seconds,
+        # XLA's cost analysis counts the body of the epoch's scan (one step) once
+        "flops_per_image": _flops(compiled) / batch,
+    }
+
+
+def bench_forward(config: ResNetConfig, variables, batch: int) -> float:
+    x = jnp.zeros((batch, 32, 32, 3), jnp.float32)
+    fn = jax.jit(lambda v, xb: resnet.forward(v, xb, config))
+    return _flops(fn.lower(variables, x).compile()) / batch
+
+
+def bench_pnc(config: ResNetConfig, variables, members: int, images: int) -> dict:
+    rng = np.random.default_rng(1)
+    x = normalize(rng.integers(0, 256, (max(images, 64), 32, 32, 3), dtype=np.uint8))
+    pnc = ConvPnCConfig(n_members=members, blocks=((3, 0),), correct=False)
+    ens = build_members(variables, config, x[:64], pnc, key=jax.random.key(2))
+    first = pnc.block_indices(config)[0]
+    xb = x[:images]
+    kw = dict(resnet_config=config, first=first, member_chunk=None)
+    shared = _shared.lower(variables, ens, xb, **kw).compile()
+    prefix_fn = jax.jit(lambda v, b: resnet.blocks(v, resnet.stem(v, b), config, 0, first))
+    prefix = prefix_fn.lower(variables, xb).compile()
+    shared_s = _best(lambda: shared(variables, ens, xb))
+    prefix_s = _best(lambda: prefix(variables, xb))
+    suffix_s = max(shared_s - prefix_s, 0.0) / members
+    prefix_flops = _flops(prefix) / images
+    suffix_flops = (_flops(shared) / images - prefix_flops) / members
+    return {
+        "members": members,
+        "images": images,
+        "images_per_s": images / shared_s,
+        "images_per_s_50_members_extrapolated": images / (prefix_s + 50 * suffix_s),
+        "prefix_flops_per_image": prefix_flops,
+        "suffix_flops_per_member_per_image": suffix_flops,
+    }
+
+
+def projection(train_flops: float, forward_flops: float, gpu_tflops: float) -> dict:
+    """FLOPs and hours of one seed of config/cifar.yaml on one GPU (see the module docstring)."""
+    n_train, n_val, n_test, n_bn = 45_000, 5_000, 10_000, 2_048
+    n_eval = n_test + sum(OPENOOD_SIZES.values())
+    runs, epochs, samples = 9, 300, 50
+    training = runs * epochs * n_train * train_flops
+    # a forward pass of every run over every split (features, logits of base, ensembles)
+    passes = runs * (n_train + n_val + n_eval) * forward_flops
+    swag = (2 * samples * (n_bn + n_val) + samples * n_eval) * forward_flops
+    pnc = (10 * samples * n_val + samples * n_eval) * forward_flops
+    dropout_epinet_llla = 0.0  # head-only members: negligible against the above
+    total = training + passes + swag + pnc + dropout_epinet_llla
+    rate = gpu_tflops * 1e12
+    return {
+        "assumed_gpu_tflops": gpu_tflops,
+        "flops": {
+            "training": training,
+            "forward_passes": passes,
+            "swag": swag,
+            "pnc": pnc,
+            "total": total,
+        },  # fmt: skip
+        "hours": {
+            "training": training / rate / 3600,
+            "training_per_run": training / runs / rate / 3600,
+            "posthoc": (passes + swag + pnc) / rate / 3600,
+            "total_per_seed": total / rate / 3600,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train-batch", type=int, default=32)
+    parser.add_argument("--train-steps", type=int, default=2)
+    parser.add_argument("--members", type=int, default=4)
+    parser.add_argument("--images", type=int, default=16)
+    parser.add_argument("--gpu-tflops", type=float, default=20.0)
+    args = parser.parse_args(argv)
+    config = ResNetConfig()
+    variables = resnet.init_variables(config, jax.random.key(0))
+    train = bench_train(config, args.train_batch, args.train_steps)
+    forward = bench_forward(config, variables, 64)
+    pnc = bench_pnc(config, variables, args.members, args.images)
+    result = {
+        "environment": environment(),
+        "network": "PreAct ResNet-18 (64/128/256/512), 32x32x3",
+        "train": train,
+        "forward_flops_per_image": forward,
+        "pnc_predict": pnc,
+        "projection_one_seed_one_gpu": projection(
+            train["flops_per_image"], forward, args.gpu_tflops
+        ),  # fmt: skip
+    }
+    print(json.dumps(result, indent=2, sort_keys=True))
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,11 @@
+"""The CIFAR-10 OOD study (paper Section 5.4, Table 2; Appendix D), as library modules.
+
+Read in order: :mod:`~pnc.cifar.data` (CIFAR-10 binary files, OpenOOD v1.5 image lists, the tiny
+generated benchmark), :mod:`~pnc.cifar.model` (the classifier and its features),
+:mod:`~pnc.cifar.recipe` (the training recipe with per-epoch checkpoints and SWAG moments),
+:mod:`~pnc.cifar.baselines` (MSP, Energy, Mahalanobis, ReAct, LLLA, MC Dropout, SWAG, Epinet),
+:mod:`~pnc.cifar.posthoc` (construction, temperature and selection per method, P&C's coordinate
+descent), :mod:`~pnc.cifar.ood_metrics` (AUROC, FPR@95%TPR with ID positive),
+:mod:`~pnc.cifar.ood_tables` (Table 2, the sweep table) and :mod:`~pnc.cifar.jobs` (one function
+per workflow job; command line :mod:`~pnc.cifar.cli`).
+"""

@@ -1,0 +1,96 @@
+"""Command line of the CIFAR-10 study: ``python -m pnc.cifar.cli COMMAND ...`` (one job each).
+
+Commands: ``tiny-data ROOT``, ``prepare ROOT --out DIR``, ``train``, ``posthoc``, ``tables``
+(:mod:`pnc.cifar.jobs`). Each prints a JSON summary on stdout. The workflow runs them through
+``python -m pnc.workflow.cifar_<stage> --threads N ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from pnc.cifar import jobs
+
+
+def _json(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {err}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m pnc.cifar.cli", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("tiny-data", help="write the generated tiny benchmark")
+    t.add_argument("root")
+    t.add_argument("--options", type=_json, default={}, help="write_tiny_benchmark keywords")
+
+    d = sub.add_parser("prepare", help="check the data files and write the arrays")
+    d.add_argument("root")
+    d.add_argument("--ood", nargs="+", required=True)
+    d.add_argument("--out", required=True)
+    d.add_argument("--limit", type=int, default=None, help="images per OOD dataset (default all)")
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--seed", type=int, required=True)
+    common.add_argument("--data", required=True, help="the prepare stage's output directory")
+    common.add_argument("--out", required=True)
+    common.add_argument("--model", type=_json, default={})
+    common.add_argument("--val-size", type=int, required=True)
+
+    r = sub.add_parser("train", parents=[common], help="one training run")
+    r.add_argument("--run-id", required=True)
+    r.add_argument("--train", type=_json, default={})
+    r.add_argument("--swag-starts", type=int, nargs="*", default=[])
+
+    h = sub.add_parser("posthoc", parents=[common], help="one method on one seed")
+    h.add_argument("--method", required=True)
+    h.add_argument("--section", type=_json, default={}, help="the method's config section")
+    h.add_argument("--runs", required=True, help="directory of the seed's training runs")
+    h.add_argument("--batch-size", type=int, default=500)
+
+    s = sub.add_parser("tables", help="metrics, Table 2 and the sweep table")
+    s.add_argument("--scores", required=True)
+    s.add_argument("--data", required=True)
+    s.add_argument("--methods", nargs="+", required=True)
+    s.add_argument("--seeds", type=int, nargs="+", required=True)
+    s.add_argument("--out", required=True)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)  # fmt: skip
+    if args.command == "tiny-data":
+        result = jobs.tiny_data(args.root, args.options)
+    elif args.command == "prepare":
+        result = jobs.prepare_data(args.root, args.ood, args.out, args.limit)
+    elif args.command == "train":
+        result = jobs.train_run(
+            seed=args.seed, run_id=args.run_id, data_dir=args.data, out=args.out,
+            model=args.model, train_section=args.train, val_size=args.val_size,
+            swag_starts=args.swag_starts,
+        )  # fmt: skip
+    elif args.command == "posthoc":
+        result = jobs.posthoc(
+            seed=args.seed, method=args.method, section=args.section, data_dir=args.data,
+            runs_dir=args.runs, out=args.out, model=args.model, val_size=args.val_size,
+            batch_size=args.batch_size,
+        )  # fmt: skip
+    else:
+        table = jobs.tables(
+            scores_dir=args.scores, data_dir=args.data, methods=args.methods, seeds=args.seeds,
+            out=args.out,
+        )  # fmt: skip
+        result = {"methods": table["method"].tolist()}
+    print(json.dumps(result, sort_keys=True, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""The jobs of the CIFAR-10 workflow, one function each (the command line is :mod:`pnc.cifar.cli`).
+
+- :func:`tiny_data`: write the generated tiny benchmark (CI scale) in the real file formats.
+- :func:`prepare_data`: check every file, write the arrays (``cifar10.npz``, ``ood.npz``) and
+  ``data.json``.
+- :func:`train_run`: one training run of one seed on its 45k training split (``base``: also
+  collects the SWAG moments; ``member<k>``: a further Deep Ensemble member; ``dropout<rate>``: an
+  MC Dropout run), resuming from its per-epoch checkpoint; writes ``run.msgpack`` + ``run.json``.
+- :func:`posthoc`: one method on one seed: construction, selection on validation, confidences
+  on the test set and every OOD dataset (``scores.npz``) and ``selection.json``.
+- :func:`tables`: ``metrics.csv``, Table 2 and the sweep table from every method's outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import re
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import jax
+import numpy as np
+import pandas as pd
+
+from pnc.cifar import data as D
+from pnc.cifar import ood_tables as T
+from pnc.cifar import posthoc as P
+from pnc.cifar.recipe import Recipe, swag_moments, train, variables_of
+from pnc.conv.resnet import ResNetConfig
+from pnc.io import atomic_path, read_json, save_pytree, write_json
+
+log = logging.getLogger(__name__)
+RUN_ID = re.compile(r"^(base|member[1-9]\d*|dropout(0(\.\d+)?|1))$")
+
+
+def resnet_config(model: Mapping) -> ResNetConfig:
+    return ResNetConfig(
+        num_classes=D.NUM_CLASSES,
+        widths=tuple(model.get("widths", (64, 128, 256, 512))),
+        blocks_per_stage=tuple(model.get("blocks_per_stage", (2, 2, 2, 2))),
+    )
+
+
+def tiny_data(root: str | Path, options: Mapping) -> dict:
+    summary = D.write_tiny_benchmark(root, **options)
+    write_json(Path(root) / "tiny.json", summary)
+    return summary
+
+
+def prepare_data(root: str | Path, ood: Sequence[str], out: str | Path, limit: int | None = None) -> dict:  # fmt: skip
+    summary = D.prepare(root, ood, out, ood_limit=limit)
+    write_json(Path(out) / "data.json", summary)
+    return summary
+
+
+def recipe_for(run_id: str, train_section: Mapping, swag_starts: Sequence[int] = ()) -> Recipe:
+    """The recipe of run ``run_id``: the config's, plus dropout or the SWAG collection."""
+    if not RUN_ID.match(run_id):
+        raise ValueError(f"unknown run id {run_id!r} (base, member<k>, dropout<rate>)")
+    options = dict(train_section)
+    if run_id.startswith("dropout"):
+        options["dropout_rate"] = float(run_id[len("dropout") :])
+    if run_id == "base":
+        options["swag_starts"] = tuple(swag_starts)
+    return Recipe(**options)
+
+
+def train_run(
+    *,
+    seed: int,
+    run_id: str,
+    data_dir: str | Path,
+    out: str | Path,
+    model: Mapping,
+    train_section: Mapping,
+    val_size: int,
+    swag_starts: Sequence[int] = (),
+    stop_after: int | None = None,
+) -> dict:
+    """Train run ``run_id`` of ``seed`` (resuming from ``out/checkpoint.msgpack``)."""
+    config = resnet_config(model)
+    recipe = recipe_for(run_id, train_section, swag_starts)
+    data = D.load_prepared(data_dir)
+    tr, _ = D.train_val_split(data.train_x.shape[0], val_size, seed)
+    out = Path(out)
+    start = time.perf_counter()
+    state, history = train(
+        data.train_x[tr], data.train_y[tr], config, recipe, seed=seed, run_id=run_id,
+        checkpoint=out / "checkpoint.msgpack", stop_after=stop_after,
+    )  # fmt: skip
+    if stop_after is not None and int(state["epoch"]) < recipe.epochs:
+        return {"epochs_done": int(state["epoch"])}
+    with atomic_path(out / "run.msgpack") as tmp:
+        save_pytree(tmp, {"variables": variables_of(state), "swag": swag_moments(state)})
+    summary = {
+        "seed": seed,
+        "run_id": run_id,
+        "recipe": dataclasses.asdict(recipe),
+        "model": dataclasses.asdict(config),
+        "train_images": int(tr.size),
+        "history": history,
+        "seconds": time.perf_counter() - start,
+        "device": str(jax.devices()[0]),
+    }
+    write_json(out / "run.json", summary)
+    return {k: summary[k] for k in ("seed", "run_id", "seconds", "device")}
+
+
+def posthoc(
+    *,
+    seed: int,
+    method: str,
+    section: Mapping,
+    data_dir: str | Path,
+    runs_dir: str | Path,
+    out: str | Path,
+    model: Mapping,
+    val_size: int,
+    batch_size: int = 500,
+) -> dict:
+    """Construct, select and score ``method`` on ``seed``; write ``scores.npz`` + ``selection.json``."""
+    config = resnet_config(model)
+    ctx = P.Context.from_prepared(D.load_prepared(data_dir), config, seed, val_size, batch_size)
+    runs = {r: P.load_run(Path(runs_dir) / r / "run.msgpack") for r in P.runs_of(method, section)}
+    start = time.perf_counter()
+    outputs, record = P.run_method(method, section, ctx, runs)
+    record.update(method=method, seed=seed, seconds=time.perf_counter() - start)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out / "scores.npz") as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, **outputs)
+    write_json(out / "selection.json", _finite_or_none(record))
+    return {
+        "method": method,
+        "seed": seed,
+        "config": record["config"],
+        "seconds": record["seconds"],
+    }
+
+
+def tables(
+    *, scores_dir: str | Path, data_dir: str | Path, methods: Sequence[str], seeds: Sequence[int],
+    out: str | Path,
+) -> pd.DataFrame:  # fmt: skip
+    """Metrics of every (seed, method) and the tables."""
+    summary = read_json(Path(data_dir) / "data.json")
+    ood = list(summary["ood"])
+    with np.load(Path(data_dir) / "cifar10.npz", allow_pickle=False) as f:
+        test_y = f["test_y"]
+    rows, sweep = [], []
+    for seed in seeds:
+        for method in methods:
+            folder = Path(scores_dir) / f"seed{seed}" / method
+            with np.load(folder / "scores.npz", allow_pickle=False) as f:
+                scores = {k: f[k] for k in f.files}
+            for row in T.method_metrics(scores, test_y, ood):
+                rows.append({"seed": seed, "method": method, **row})
+            sweep += T.sweep_rows(method, seed, read_json(folder / "selection.json"))
+    sweep_frame = pd.DataFrame(
+        sweep, columns=["seed", "method", "config", "temperature", "val_nll", "val_accuracy", "selected"]
+    )  # fmt: skip
+    return T.write_tables(pd.DataFrame(rows), sweep_frame, out)
+
+
+def _finite_or_none(obj):
+    """``obj`` with every non-finite float (a diverged configuration's NLL) as ``None`` (JSON null)."""
+    if isinstance(obj, dict):
+        return {k: _finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite_or_none(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj

@@ -1,0 +1,379 @@
+"""The CIFAR-10 study's pieces: data formats and their errors, OOD metrics (ID positive), the
+single-model scores, last-layer Laplace, the BN refresh, the training recipe's resumption, the
+tables."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+
+from pnc.cifar import baselines as B
+from pnc.cifar import data as D
+from pnc.cifar import ood_metrics as M
+from pnc.cifar import ood_tables as T
+from pnc.cifar.model import Classifier, features_and_logits, normalize
+from pnc.cifar.recipe import Recipe, augment, train
+from pnc.conv import resnet
+from pnc.conv.resnet import ResNetConfig
+
+TINY_NET = ResNetConfig(num_classes=10, widths=(4, 8), blocks_per_stage=(1, 1))
+
+# ----------------------------------------------------------------------------- data
+
+
+def test_cifar_binary_round_trip_and_byte_layout(tmp_path):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (7, 32, 32, 3), dtype=np.uint8)
+    labels = rng.integers(0, 10, 7).astype(np.uint8)
+    path = tmp_path / "batch.bin"
+    D.write_cifar_batch(path, images, labels)
+    raw = np.fromfile(path, np.uint8)
+    assert raw.size == 7 * 3073
+    # record 1: its label byte, then the red plane row by row, then green, then blue
+    rec = raw[3073 : 2 * 3073]
+    assert rec[0] == labels[1]
+    assert rec[1 + 33] == images[1, 1, 1, 0]
+    assert rec[1 + 1024 + 32 * 5 + 2] == images[1, 5, 2, 1]
+    assert rec[1 + 2048 + 1023] == images[1, 31, 31, 2]
+    x, y = D.read_cifar_batch(path)
+    np.testing.assert_array_equal(x, images)
+    np.testing.assert_array_equal(y, labels)
+
+
+def test_malformed_cifar_files_are_named(tmp_path):
+    images = np.zeros((2, 32, 32, 3), np.uint8)
+    path = tmp_path / "cut.bin"
+    D.write_cifar_batch(path, images, np.array([1, 2]))
+    path.write_bytes(path.read_bytes()[:-1])
+    with pytest.raises(D.DataError, match=r"cut\.bin.*3073-byte records"):
+        D.read_cifar_batch(path)
+    raw = np.zeros(2 * 3073, np.uint8)
+    raw[3073] = 10
+    raw.tofile(path)
+    with pytest.raises(D.DataError, match=r"record 1 has label 10"):
+        D.read_cifar_batch(path)
+    with pytest.raises(D.DataError, match=r"missing CIFAR-10 file .*nothing\.bin(.|\n)*expected layout"):  # fmt: skip
+        D.read_cifar_batch(tmp_path / "nothing.bin")
+
+
+def test_prepare_names_every_missing_file_and_unknown_datasets(tmp_path):
+    D.write_cifar_batch(tmp_path / D.CIFAR_DIR / "data_batch_1.bin", np.zeros((1, 32, 32, 3), np.uint8), np.array([0]))  # fmt: skip
+    with pytest.raises(D.DataError) as err:
+        D.prepare(tmp_path, ["svhn", "tin"], tmp_path / "out")
+    text, layout = str(err.value).split("expected layout")
+    assert "7 data file(s) missing" in text and "data_batch_1.bin" in layout
+    assert (
+        "data_batch_2.bin" in text and "test_batch.bin" in text and "data_batch_1.bin" not in text
+    )
+    assert "test_svhn.txt" in text and "test_tin.txt" in text and "images_classic" in layout
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(D.DataError, match="unknown OOD dataset.*'cifar1000'"):
+        D.prepare(tmp_path, ["cifar1000"], tmp_path / "out")
+
+
+def test_image_lists_and_openood_test_transform(tmp_path):
+    from PIL import Image
+
+    (tmp_path / "images_classic/m").mkdir(parents=True)
+    Image.fromarray(np.full((28, 28), 77, np.uint8)).save(tmp_path / "images_classic/m/a.png")
+    wide = np.zeros((48, 64, 3), np.uint8)
+    wide[:, 32:] = 200  # right half bright: the centre crop keeps a dark left and bright right part
+    Image.fromarray(wide).save(tmp_path / "images_classic/m/b.png")
+    grey = D.load_image(tmp_path / "images_classic/m/a.png")
+    assert grey.shape == (32, 32, 3) and np.all(grey == 77)
+    crop = D.load_image(tmp_path / "images_classic/m/b.png")
+    assert crop.shape == (32, 32, 3)
+    assert crop[:, :10].max() == 0 and crop[:, -10:].min() == 200
+    lst = tmp_path / "list.txt"
+    lst.write_text("m/a.png 0\nm/b.png 0\n\n")
+    assert D.read_image_list(lst) == ["m/a.png", "m/b.png"]
+    lst.write_text("m/a.png 0\n/data/m/b.png 0\n")
+    with pytest.raises(D.DataError, match=r"line 2"):
+        D.read_image_list(lst)
+    with pytest.raises(D.DataError, match=r"missing image .*c\.png"):
+        D.load_image(tmp_path / "images_classic/m/c.png")
+
+
+def test_tiny_benchmark_is_read_through_the_real_readers(tmp_path):
+    summary = D.write_tiny_benchmark(tmp_path, train_per_file=6, test=8, ood=5, ood_names=["mnist", "cifar100"])  # fmt: skip
+    assert summary == {"train": 30, "test": 8, "ood": {"mnist": 5, "cifar100": 5}}
+    info = D.prepare(tmp_path, ["mnist", "cifar100"], tmp_path / "out")
+    assert info["train"] == 30 and info["ood"] == {"mnist": 5, "cifar100": 5}
+    data = D.load_prepared(tmp_path / "out")
+    assert data.train_x.shape == (30, 32, 32, 3) and data.ood["mnist"].dtype == np.uint8
+    # the generated MNIST stand-in is grey; the ID images are coloured
+    mn = data.ood["mnist"].astype(int)
+    assert np.abs(mn[..., 0] - mn[..., 1]).mean() < 1 < np.abs(np.diff(data.train_x.astype(int), axis=-1)).mean()  # fmt: skip
+    tr, va = D.train_val_split(30, 6, seed=3)
+    assert len(set(tr) | set(va)) == 30 and len(va) == 6
+    assert not np.array_equal(va, D.train_val_split(30, 6, seed=4)[1])
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def test_auroc_and_fpr95_by_hand():
+    assert M.auroc([3, 4, 5], [1, 2, 3.5]) == pytest.approx(8 / 9)
+    assert M.auroc([1, 2], [1, 2]) == pytest.approx(0.5)
+    ids = np.arange(1, 21, dtype=float)  # 19 of 20 ID images have confidence >= 2
+    assert M.fpr_at_tpr(ids, [0, 1.5, 2, 2.5, 30]) == pytest.approx(3 / 5)
+    assert M.fpr_at_tpr(ids, [-1, 0]) == 0.0
+    assert M.fpr_at_tpr([1.0, 1.0], [1.0]) == 1.0  # ties are called ID
+
+
+def test_fpr95_matches_its_definition_on_random_scores():
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        a = np.round(rng.normal(1, 1, rng.integers(5, 60)), 1)
+        b = np.round(rng.normal(0, 1, rng.integers(5, 60)), 1)
+        # the largest threshold that calls >= 95% of the ID images ID
+        t = max(t for t in np.unique(np.r_[a, b]) if np.mean(a >= t) >= 0.95)
+        assert M.fpr_at_tpr(a, b) == pytest.approx(np.mean(b >= t))
+
+
+# ----------------------------------------------------------------------------- scores
+
+
+def test_msp_energy_mahalanobis_react_by_hand():
+    logits = np.array([[0.0, np.log(3.0)]])
+    assert B.msp(logits)[0] == pytest.approx(0.75)
+    assert B.energy(logits)[0] == pytest.approx(np.log(4.0))
+    f = np.array([[1, 0], [-1, 0], [0, 1], [0, -1], [5, 0], [3, 0], [4, 1], [4, -1]], float)
+    maha = B.Mahalanobis.fit(f, np.array([0, 0, 0, 0, 1, 1, 1, 1]), 2)
+    np.testing.assert_allclose(maha.means, [[0, 0], [4, 0]])
+    np.testing.assert_allclose(maha.precision, 2 * np.eye(2), atol=1e-12)
+    np.testing.assert_allclose(maha.confidence(np.array([[2.0, 0], [0, 0], [4, 1]])), [-8, 0, -2])
+    with pytest.raises(ValueError, match=r"class\(es\) \[1, 2\]"):
+        B.Mahalanobis.fit(f, np.zeros(8, int), 3)
+    variables = {"params": {"head": {"kernel": jnp.eye(2), "bias": jnp.zeros(2)}}}
+    assert B.react_threshold(np.arange(101.0)) == pytest.approx(90.0)
+    conf, clipped = B.react_energy(variables, np.array([[5.0, 0.5]]), 1.0)
+    np.testing.assert_allclose(clipped, [[1.0, 0.5]])
+    assert conf[0] == pytest.approx(np.log(np.e + np.exp(0.5)))
+
+
+def test_last_layer_laplace_samples_have_the_kronecker_posterior_covariance():
+    rng = np.random.default_rng(2)
+    feats = rng.normal(size=(40, 2))
+    kernel = rng.normal(size=(2, 3))
+    variables = {"params": {"head": {"kernel": jnp.asarray(kernel), "bias": jnp.zeros(3)}}}
+    laplace = B.LastLayerLaplace.fit(variables, feats)
+    phi = np.c_[feats, np.ones(40)]
+    p = np.asarray(jax.nn.softmax(feats @ kernel))
+    g = sum(np.diag(q) - np.outer(q, q) for q in p) / 40
+    precision = 40 * np.kron(phi.T @ phi / 40, g) + 0.5 * np.eye(9)
+    heads = laplace.sample_heads(0.5, 40_000, jax.random.key(0)).astype(np.float64)
+    assert heads.shape == (40_000, 3, 3)
+    np.testing.assert_allclose(heads.mean(0), laplace.w_map, atol=0.05)
+    cov = np.cov(heads.reshape(40_000, 9), rowvar=False)
+    np.testing.assert_allclose(cov, np.linalg.inv(precision), atol=0.08)
+    tight = laplace.sample_heads(1e8, 10, jax.random.key(1))
+    np.testing.assert_allclose(tight, np.broadcast_to(laplace.w_map, tight.shape), atol=1e-3)
+
+
+def test_classifier_matches_the_functional_forward_that_pnc_uses():
+    model = Classifier(TINY_NET, dropout_rate=0.3)
+    x = np.random.default_rng(3).integers(0, 256, (5, 32, 32, 3), dtype=np.uint8)
+    variables = model.init(jax.random.key(0), normalize(x), train=False)
+    # non-trivial BN statistics
+    variables = {**variables, "batch_stats": jax.tree.map(lambda s: s + 0.3, variables["batch_stats"])}  # fmt: skip
+    module = model.apply(variables, normalize(x), train=False)
+    _, logits = features_and_logits(variables, x, TINY_NET, batch_size=2)
+    np.testing.assert_allclose(logits, module, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(resnet.forward(variables, normalize(x), TINY_NET), module, rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+def test_bn_refresh_recomputes_the_batch_statistics():
+    model = Classifier(TINY_NET)
+    x = np.random.default_rng(4).integers(0, 256, (8, 32, 32, 3), dtype=np.uint8)
+    variables = model.init(jax.random.key(1), normalize(x), train=False)
+    stats = B.refresh_batch_stats(variables["params"], variables["batch_stats"], jnp.asarray(x), config=TINY_NET, batch_size=4)  # fmt: skip
+    stem = resnet.stem(variables, normalize(x))  # the input of block_0's first BN
+    halves = [stem[:4], stem[4:]]
+    mean = np.mean([h.mean(axis=(0, 1, 2)) for h in halves], axis=0)
+    var = np.mean([h.var(axis=(0, 1, 2)) for h in halves], axis=0)
+    np.testing.assert_allclose(stats["block_0"]["bn1"]["mean"], mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(stats["block_0"]["bn1"]["var"], var, rtol=1e-4, atol=1e-5)
+
+
+def test_dropout_and_swag_members_differ_and_swag_needs_two_epochs():
+    f = jnp.ones((4, 3))
+    variables = {"params": {"head": {"kernel": jnp.ones((3, 2)), "bias": jnp.zeros(2)}}}
+    logits = B.dropout_logits(variables, f, 0.5, 16, jax.random.key(0))
+    assert logits.shape == (16, 4, 2)
+    assert set(np.unique(logits)) <= {0.0, 2.0, 4.0, 6.0} and len(np.unique(logits)) > 1
+    params = {"w": jnp.zeros(3)}
+    moments = {"n": 1, "mean": np.zeros(3), "sq_mean": np.zeros(3), "dev": np.zeros((2, 3))}
+    with pytest.raises(ValueError, match=">= 2 collected epochs"):
+        B.swag_sample(moments, params, jax.random.key(0))
+    moments = {"n": 2, "mean": np.ones(3), "sq_mean": np.ones(3) * 5, "dev": np.eye(3)[:2]}
+    draws = np.stack([B.swag_sample(moments, params, jax.random.key(i))["w"] for i in range(2000)])
+    np.testing.assert_allclose(draws.mean(0), 1, atol=0.1)
+    # diag/2 + D^T D / (2 (R - 1)) with var = 5 - 1 = 4
+    np.testing.assert_allclose(draws.var(0), [2.5, 2.5, 2.0], atol=0.25)
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def test_augmentation_cuts_out_one_clipped_square():
+    x = jnp.full((64, 32, 32, 3), 255, jnp.uint8)
+    out = np.asarray(augment(jax.random.key(0), x, padding=0, cutout=8))
+    zeros = (out == 0).all(-1).sum(axis=(1, 2))
+    assert zeros.min() >= 16 and zeros.max() == 64  # a corner clips the square to 4x4 at worst
+    padded = np.asarray(augment(jax.random.key(1), x, padding=4, cutout=0))
+    black = normalize(jnp.zeros((1, 1, 1, 3)))[0, 0, 0]
+    assert np.isclose(padded, black).all(-1).any()  # some crops show the zero padding
+
+
+def test_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, (48, 32, 32, 3), dtype=np.uint8)
+    y = rng.integers(0, 10, 48).astype(np.uint8)
+    recipe = Recipe(epochs=3, batch_size=16, lr=0.05, warmup_epochs=1, swag_starts=(0, 1), swag_rank=2)  # fmt: skip
+    whole, hist = train(x, y, TINY_NET, recipe, seed=0, run_id="base", checkpoint=tmp_path / "a.msgpack")  # fmt: skip
+    part, _ = train(x, y, TINY_NET, recipe, seed=0, run_id="base", checkpoint=tmp_path / "b.msgpack", stop_after=1)  # fmt: skip
+    assert int(part["epoch"]) == 1
+    resumed, hist_b = train(x, y, TINY_NET, recipe, seed=0, run_id="base", checkpoint=tmp_path / "b.msgpack")  # fmt: skip
+    assert hist_b["resumed_from"] == 1 and len(hist_b["loss"]) == 3
+    np.testing.assert_allclose(hist_b["loss"], hist["loss"], rtol=1e-6)
+    for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(resumed), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+    assert int(whole["swag"]["0"]["n"]) == 3 and int(whole["swag"]["1"]["n"]) == 2
+    other = Recipe(epochs=4, batch_size=16, lr=0.05, warmup_epochs=1, swag_starts=(0, 1), swag_rank=2)  # fmt: skip
+    with pytest.raises(ValueError, match="another run or recipe"):
+        train(x, y, TINY_NET, other, seed=0, run_id="base", checkpoint=tmp_path / "b.msgpack")
+    with pytest.raises(ValueError, match="swag_starts"):
+        Recipe(epochs=3, warmup_epochs=0, swag_starts=(3,))
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def test_table2_averages_groups_then_seeds():
+    rows = []
+    for seed, shift in ((0, 0.0), (1, 2.0)):
+        rows += [
+            {
+                "seed": seed,
+                "method": "pnc",
+                "dataset": "cifar10",
+                "group": "id",
+                "metric": "accuracy",
+                "value": 90 + shift,
+            },  # fmt: skip
+            {
+                "seed": seed,
+                "method": "pnc",
+                "dataset": "cifar100",
+                "group": "near",
+                "metric": "auroc",
+                "value": 80 + shift,
+            },  # fmt: skip
+            {
+                "seed": seed,
+                "method": "pnc",
+                "dataset": "tin",
+                "group": "near",
+                "metric": "auroc",
+                "value": 84 + shift,
+            },  # fmt: skip
+            {
+                "seed": seed,
+                "method": "pnc",
+                "dataset": "svhn",
+                "group": "far",
+                "metric": "fpr95",
+                "value": 10 + shift,
+            },  # fmt: skip
+        ]
+    table = T.table2(pd.DataFrame(rows))
+    row = table.iloc[0]
+    assert row["label"] == "P&C" and row["seeds"] == 2
+    assert row["acc_mean"] == pytest.approx(91) and row["acc_std"] == pytest.approx(np.sqrt(2))
+    assert row["near_auroc_mean"] == pytest.approx(83) and row["far_fpr95_mean"] == pytest.approx(
+        11
+    )
+    assert "91.00 ± 1.41" in T.table2_markdown(table)
+    assert r"P\&C" in T.table2_latex(table)
+
+
+def test_sweep_table_lists_values_and_selected_per_seed():
+    record = {
+        "sweep": [
+            {
+                "config": {"block": [3, 0], "sigma": 25},
+                "temperature": 1.0,
+                "val_nll": 0.2,
+                "selected": True,
+            },  # fmt: skip
+            {"config": {"block": [3, 1], "sigma": 25}, "temperature": 1.1, "val_nll": 0.3},
+        ]
+    }
+    sweep = pd.DataFrame(T.sweep_rows("pnc", 4, record))
+    assert sweep["selected"].tolist() == [True, False]
+    text = T.sweep_markdown(sweep)
+    assert "| P&C | block | [3, 0], [3, 1] | 4: [3, 0] |" in text
+    assert json.loads(sweep["config"][1]) == {"block": [3, 1], "sigma": 25}
+
+
+# ----------------------------------------------------------------------------- selection
+
+
+def test_coordinate_descent_follows_the_paper_order():
+    from pnc.cifar.posthoc import coordinate_descent
+
+    calls = []
+
+    def score(p):
+        calls.append(dict(p))
+        # block 1 is best; then sigma 50; bf prefers 0.2 only at sigma 50
+        return (
+            {0: 3.0, 1: 1.0, 2: 2.0}[p["block"]]
+            + abs(p["sigma"] - 50) / 100
+            + (-0.5 if (p["sigma"] == 50 and p["bf"] == 0.2) else 0.0)
+        )
+
+    point = coordinate_descent({"block": [0, 1, 2], "sigma": [25, 50, 100], "bf": [0.05, 0.2]}, score)  # fmt: skip
+    assert point == {"block": 1, "sigma": 50, "bf": 0.2}
+    # blocks at the first sigma and bf, then sigmas at block 1, then bfs at (1, 50)
+    assert calls[:3] == [{"block": b, "sigma": 25, "bf": 0.05} for b in (0, 1, 2)]
+    assert calls[3:6] == [{"block": 1, "sigma": s, "bf": 0.05} for s in (25, 50, 100)]
+    assert calls[6:] == [{"block": 1, "sigma": 50, "bf": b} for b in (0.05, 0.2)]
+
+
+def test_selection_fits_a_temperature_per_configuration_and_keeps_the_lowest_nll():
+    from pnc.cifar.posthoc import Context, select_ensemble
+
+    rng = np.random.default_rng(6)
+    y = rng.integers(0, 10, 200)
+    sharp = 8.0 * np.eye(10)[y][None] + rng.normal(size=(3, 200, 10))  # informative members
+    noise = rng.normal(size=(3, 200, 10))  # uninformative ones
+    ctx = Context(TINY_NET, 0, None, None, np.zeros((200, 32, 32, 3), np.uint8), y, None, None, {})  # fmt: skip
+    best, sweep, _, t = select_ensemble([({"k": "noise"}, lambda x: noise), ({"k": "sharp"}, lambda x: sharp)], ctx, "test")  # fmt: skip
+    assert best["config"] == {"k": "sharp"} and [r["selected"] for r in sweep] == [False, True]
+    assert sweep[1]["val_nll"] < sweep[0]["val_nll"] and sweep[1]["val_accuracy"] > 0.9
+    assert t == sweep[1]["temperature"] and sweep[0]["temperature"] > 5  # noise is flattened
+
+
+def test_run_ids_and_the_runs_each_method_reads():
+    from pnc.cifar.jobs import recipe_for
+    from pnc.cifar.posthoc import run_method, runs_of
+
+    assert runs_of("deep_ensemble", {"n_models": 3}) == ["base", "member1", "member2"]
+    assert runs_of("mc_dropout", {"grid": {"rate": [0.1, 0.5]}}) == ["dropout0.1", "dropout0.5"]
+    assert runs_of("pnc", {}) == ["base"]
+    assert recipe_for("dropout0.3", {"epochs": 10}).dropout_rate == 0.3
+    assert recipe_for("base", {"epochs": 10}, [1, 2]).swag_starts == (1, 2)
+    assert recipe_for("member2", {"epochs": 10}, [1, 2]).swag_starts == ()
+    with pytest.raises(ValueError, match="unknown run id 'swag'"):
+        recipe_for("swag", {})
+    with pytest.raises(ValueError, match="unknown method 'odin'"):
+        run_method("odin", {}, None, {})
+    with pytest.raises(ValueError, match="grid.rate"):
+        runs_of("mc_dropout", {})

@@ -1,0 +1,208 @@
+"""The CIFAR-10 workflow (cifar.smk): its rules follow the stage convention, bad configs and
+missing data fail naming the key or file, and (marked ``slow``) the tiny configuration runs end to
+end on CPU in a temporary copy and produces Table 2's columns for every method."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = sorted((ROOT / "workflow" / "rules" / "cifar").glob("*.smk"))
+TINY = "config/cifar_tiny.yaml"
+
+
+def _copy(dest: Path) -> Path:
+    for name in ("workflow", "config", "envs", "profiles"):
+        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "cifar.smk", dest / "cifar.smk")
+    return dest
+
+
+def _snakemake(cwd: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", "cifar.smk", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={
+            **os.environ,
+            "PYTHONWARNINGS": "ignore",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
+    )
+
+
+def test_every_cifar_rule_runs_a_thread_limited_stage_with_log_and_benchmark():
+    names = []
+    for path in RULES:
+        for block in re.split(r"^(?=rule )", path.read_text(), flags=re.M)[1:]:
+            name = re.match(r"rule (\w+):", block).group(1)
+            names.append(name)
+            for directive in ("log:", "benchmark:", "threads:", "message:", "resources:"):
+                assert f"\n    {directive}" in block, (name, directive)
+            assert re.search(r'"python -m pnc\.workflow\.cifar_\w+ --threads \{threads\} ', block), name  # fmt: skip
+            assert "{log:q}" in block, name
+    assert {"cifar_data", "cifar_train", "cifar_posthoc", "cifar_tables"} <= set(names)
+    train = next(b for p in RULES for b in re.split(r"^(?=rule )", p.read_text(), flags=re.M) if b.startswith("rule cifar_train:"))  # fmt: skip
+    assert 'gpu=RES["train"]["gpu"]' in train
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return _copy(tmp_path_factory.mktemp("cifar"))
+
+
+def test_paper_protocol_dag(workdir):
+    """5 seeds; runs: base, 4 ensemble members, 4 dropout rates; 10 methods per seed."""
+    proc = _snakemake(workdir, "-n", "--configfile", "config/cifar.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = dict(re.findall(r"^(cifar\w*)\s+(\d+)$", proc.stdout, flags=re.M))
+    assert counts == {
+        "cifar_data": "1", "cifar_train": str(5 * 9), "cifar_posthoc": str(5 * 10),
+        "cifar_tables": "1", "cifar": "1",
+    }  # fmt: skip
+    assert "MuJoCo" not in proc.stdout and "minari" not in proc.stdout
+    pnc = re.search(r"--method pnc --section '([^']*)'", proc.stdout)
+    grid = json.loads(pnc.group(1))["grid"]
+    assert len(grid["block"]) == 6 and grid["sigma"] == [25.0, 50.0, 100.0]
+
+
+def test_lint_is_clean(workdir):
+    proc = _snakemake(workdir, "--lint", "--configfile", TINY)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+def test_slurm_profile_resolves(workdir):
+    """The SLURM profile with the paper config (the rules' gpu resource becomes --gpus there)."""
+    proc = _snakemake(workdir, "-n", "--profile", "profiles/slurm", "--configfile", "config/cifar.yaml")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "profiles/slurm" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (
+            {
+                "methods": {
+                    "pnc": {"grid": {"block": [[5, 0]], "sigma": [1.0], "bootstrap_frac": [0.5]}}
+                }
+            },
+            "methods.pnc.grid.block [5, 0]",
+        ),  # fmt: skip
+        ({"data": {"ood": ["svhn", "imagenet"]}}, "data.ood.1"),
+        (
+            {"methods": {"swag": {"grid": {"start_epoch": [1]}}}},
+            "methods.swag.grid.start_epoch [1]",
+        ),  # fmt: skip
+        ({"methods": {"nope": {}}}, "'nope' was unexpected"),
+        ({"train": {"epochs": 2, "warmup_epochs": 3}}, "invalid config: train: warmup_epochs"),
+    ],
+)
+def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named):
+    config = yaml.safe_load((workdir / TINY).read_text())
+    for key, value in change.items():
+        if key == "methods":
+            config["methods"] = {**config["methods"], **value}
+        else:
+            config[key] = {**config[key], **value}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = _snakemake(workdir, "-n", "--configfile", str(path))
+    assert proc.returncode != 0
+    assert named in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+
+
+def test_missing_data_fails_the_data_job_naming_the_files(workdir, tmp_path):
+    config = yaml.safe_load((workdir / TINY).read_text())
+    config["data"] = {**config["data"], "root": str(tmp_path / "nodata"), "tiny": None}
+    path = tmp_path / "real.yaml"
+    path.write_text(yaml.safe_dump(config))
+    # the target before --configfile, which takes several values
+    proc = _snakemake(workdir, "resources/cifar/data/data.json", "--cores", "1", "--configfile", str(path))  # fmt: skip
+    assert proc.returncode != 0
+    log = (workdir / "logs/cifar/data.log").read_text()
+    assert "data_batch_1.bin" in log and "test_places365.txt" in log and "expected layout" in log
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    workdir = _copy(tmp_path_factory.mktemp("cifar_tiny"))
+    proc = _snakemake(workdir, "--cores", "2", "--configfile", TINY, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return workdir
+
+
+@pytest.mark.slow
+def test_tiny_cifar_workflow_end_to_end(tiny_run):
+    workdir = tiny_run
+    config = yaml.safe_load((workdir / TINY).read_text())
+    table = pd.read_csv(workdir / "results/cifar/tables/table2.csv")
+    assert set(table["method"]) == set(config["methods"])
+    columns = ["acc", "near_auroc", "near_fpr95", "far_auroc", "far_fpr95"]
+    for col in columns:
+        assert table[f"{col}_mean"].between(0, 100).all(), col
+    md = (workdir / "results/cifar/tables/table2.md").read_text()
+    for label in ("Mahalanobis", "ReAct+Energy", "LLLA", "Epinet", "SWAG", "P&C", "Deep Ensemble"):
+        assert f"| {label} |" in md
+    metrics = pd.read_csv(workdir / "results/cifar/tables/metrics.csv")
+    per_method = metrics[metrics.metric == "auroc"].groupby("method")["dataset"].nunique()
+    assert (per_method == len(config["data"]["ood"])).all()
+    # the generated Far sets are a genuine shift: the feature-space score separates them
+    maha = table.set_index("method").loc["mahalanobis"]
+    assert maha["far_auroc_mean"] > 70, maha
+    # P&C's coordinate descent: 2 blocks at the first sigma, then the second sigma at the best block
+    sweep = pd.read_csv(workdir / "results/cifar/tables/sweep.csv")
+    pnc = sweep[sweep.method == "pnc"]
+    assert len(pnc) == 3 and pnc["selected"].sum() == 1
+    selection = json.loads((workdir / "results/cifar/scores/seed0/pnc/selection.json").read_text())
+    assert selection["val_nll"] == pytest.approx(pnc["val_nll"].min())
+    assert math.isfinite(selection["temperature"])
+    run = json.loads((workdir / "results/cifar/runs/seed0/base/run.json").read_text())
+    assert len(run["history"]["loss"]) == config["train"]["epochs"]
+    assert (workdir / "results/cifar/runs/seed0/base/checkpoint.msgpack").exists()
+    for rule in ("train", "posthoc"):
+        assert list((workdir / "benchmarks/cifar" / rule).rglob("*.tsv")), rule
+    again = _snakemake(workdir, "-n", "--configfile", TINY)
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("stage", "command"),
+    [("cifar_tiny_data", "tiny-data"), ("cifar_data", "prepare"), ("cifar_train", "train"),
+     ("cifar_posthoc", "posthoc"), ("cifar_tables", "tables")],
+)  # fmt: skip
+def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch, stage, command):
+    import importlib
+
+    module = importlib.import_module(f"pnc.workflow.{stage}")
+    calls = []
+    limit = lambda n: calls.append(("limit", n))
+    monkeypatch.setattr(importlib.import_module("pnc.workflow"), "limit_threads", limit)
+    cli = importlib.import_module("pnc.cifar.cli")
+    monkeypatch.setattr(cli, "main", lambda argv: calls.append(("main", argv)) or 3)
+    assert module.main(["--threads", "2", "--seed", "1", "x"]) == 3
+    assert calls == [("limit", 2), ("main", [command, "--seed", "1", "x"])]
+
+
+def test_schema_lists_exactly_the_methods_of_the_library():
+    from pnc.cifar.data import OOD_DATASETS
+    from pnc.cifar.posthoc import METHOD_LABELS
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/cifar.schema.yaml").read_text())
+    assert set(schema["properties"]["methods"]["properties"]) == set(METHOD_LABELS)
+    assert schema["properties"]["data"]["properties"]["ood"]["items"]["enum"] == list(OOD_DATASETS)
+    paper = yaml.safe_load((ROOT / "config/cifar.yaml").read_text())
+    assert set(paper["methods"]) == set(METHOD_LABELS) and paper["seeds"] == [0, 1, 2, 3, 4]

@@ -1,0 +1,160 @@
+# Config -> targets and parameters of the CIFAR-10 study. The config is checked against
+# workflow/schemas/cifar.schema.yaml (one line per violation: key path and what is wrong), then
+# validated by Snakemake, which fills in the defaults; checks across keys follow (OOD names, P&C
+# blocks against the network, SWAG start epochs against the training epochs, the Deep Ensemble
+# and calibration sizes against the training split). Every error names the key.
+
+import json
+import re
+import os
+
+from snakemake.utils import validate
+
+CIFAR_SCHEMA = os.path.normpath(
+    os.path.join(workflow.current_basedir, "..", "..", "schemas", "cifar.schema.yaml")
+)
+
+
+def _check_cifar_schema(data):
+    import jsonschema
+    import yaml
+
+    with open(CIFAR_SCHEMA) as f:
+        schema = yaml.safe_load(f)
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        lines = []
+        for e in errors:
+            path = ".".join(str(p) for p in e.absolute_path) or "(top level)"
+            lines.append(f"  {path}: {e.message[:200]}")
+        raise WorkflowError(
+            f"invalid config ({len(lines)} problem(s); every key is documented in"
+            f" workflow/schemas/cifar.schema.yaml):\n" + "\n".join(dict.fromkeys(lines))
+        )
+
+
+_check_cifar_schema(config)
+validate(config, CIFAR_SCHEMA)
+
+DATA = config["data"]
+SEEDS = [int(s) for s in config["seeds"]]
+METHODS = list(config["methods"])
+MODEL = config.get("model") or {}
+TRAIN = config.get("train") or {}
+THREADS = {"data": 1, "train": 1, "posthoc": 1, "tables": 1, **(config.get("threads") or {})}
+PREPARED = "resources/cifar/data"
+
+
+def _cifar_resources():
+    import yaml
+
+    with open(CIFAR_SCHEMA) as f:
+        stages = yaml.safe_load(f)["properties"]["resources"]["properties"]
+    given = config.get("resources") or {}
+    return {s: {**spec["default"], **(given.get(s) or {})} for s, spec in stages.items()}
+
+
+RES = _cifar_resources()
+
+
+def _check_across_keys():
+    from pnc.cifar.jobs import resnet_config
+
+    from pnc.cifar.recipe import Recipe
+
+    net = resnet_config(MODEL)
+    epochs = int(TRAIN.get("epochs", 300))
+    try:
+        Recipe(**TRAIN)
+    except ValueError as err:
+        raise WorkflowError(f"invalid config: train: {err}") from None
+    n_train = None
+    if DATA.get("tiny"):
+        n_train = 5 * int(DATA["tiny"].get("train_per_file", 60)) - int(DATA["val_size"])
+    pnc = config["methods"].get("pnc")
+    if pnc is not None:
+        for stage, block in pnc["grid"]["block"]:
+            try:
+                net.block_index(stage, block)
+            except ValueError as err:
+                raise WorkflowError(
+                    f"invalid config: methods.pnc.grid.block [{stage}, {block}]: {err}"
+                    f" (model.blocks_per_stage = {list(net.blocks_per_stage)})"
+                ) from None
+        size = int(pnc.get("calibration_size", 1024))
+        if n_train is not None and size > n_train:
+            raise WorkflowError(
+                f"invalid config: methods.pnc.calibration_size = {size} > the {n_train}"
+                " training images of the tiny dataset"
+            )
+    swag = config["methods"].get("swag")
+    if swag is not None:
+        late = [s for s in swag["grid"]["start_epoch"] if s > epochs - 2]
+        if late:
+            raise WorkflowError(
+                f"invalid config: methods.swag.grid.start_epoch {late}: SWAG needs >= 2 epochs"
+                f" after its start, and train.epochs = {epochs}"
+            )
+    if n_train is not None and n_train < 1:
+        raise WorkflowError(f"invalid config: data.val_size leaves {n_train} training images")
+
+
+_check_across_keys()
+
+SECTIONS = {m: dict(config["methods"][m] or {}) for m in METHODS}
+
+
+def _runs():
+    from pnc.cifar.posthoc import runs_of
+
+    return list(dict.fromkeys(r for m in METHODS for r in runs_of(m, SECTIONS[m])))
+
+
+RUNS = _runs()
+SWAG_STARTS = [int(s) for s in (SECTIONS.get("swag", {}).get("grid", {}).get("start_epoch") or [])]
+
+
+wildcard_constraints:
+    seed="|".join(str(s) for s in SEEDS),
+    run="|".join(re.escape(r) for r in RUNS),
+    method="|".join(METHODS),
+
+
+# ----------------------------------------------------------------------------- paths and targets
+
+
+def tiny_input(wildcards):
+    return [os.path.join(DATA["root"], "tiny.json")] if DATA.get("tiny") else []
+
+
+def runs_for(wildcards):
+    from pnc.cifar.posthoc import runs_of
+
+    return [
+        f"results/cifar/runs/seed{wildcards.seed}/{run}/run.msgpack"
+        for run in runs_of(wildcards.method, SECTIONS[wildcards.method])
+    ]
+
+
+def training_targets():
+    return expand("results/cifar/runs/seed{seed}/{run}/run.json", seed=SEEDS, run=RUNS)
+
+
+def score_targets():
+    return expand("results/cifar/scores/seed{seed}/{method}/scores.npz", seed=SEEDS, method=METHODS)
+
+
+TABLE_FILES = ("table2.csv", "table2.md", "table2.tex", "metrics.csv", "sweep.csv", "sweep.md")
+
+
+def table_targets():
+    return [f"results/cifar/tables/{name}" for name in TABLE_FILES]
+
+
+def section_json(method):
+    return json.dumps(SECTIONS[method], sort_keys=True)
+
+
+def json_text(obj):
+    return json.dumps(obj or {}, sort_keys=True)
