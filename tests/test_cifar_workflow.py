@@ -102,12 +102,12 @@ def test_slurm_profile_resolves(workdir):
             },
             "methods.pnc.grid.block [5, 0]",
         ),  # fmt: skip
-        ({"data": {"ood": ["svhn", "imagenet"]}}, "data.ood.1"),
+        ({"data": {"ood": ["svhn", "imagenet"]}}, "data.ood[1]"),
         (
             {"methods": {"swag": {"grid": {"start_epoch": [1]}}}},
             "methods.swag.grid.start_epoch [1]",
         ),  # fmt: skip
-        ({"methods": {"nope": {}}}, "'nope' was unexpected"),
+        ({"methods": {"nope": {}}}, "unknown key(s) nope"),
         ({"train": {"epochs": 2, "warmup_epochs": 3}}, "invalid config: train: warmup_epochs"),
     ],
 )

@@ -14,6 +14,7 @@ import re
 from snakemake.utils import validate
 
 from pnc.study import grid as pnc_grid
+from pnc.study.config_check import integer_seeds, schema_problems
 
 SCHEMA = "workflow/schemas/config.schema.yaml"
 # the schema next to this file, wherever the including Snakefile lives
@@ -25,48 +26,6 @@ SCHEMA_PATH = os.path.normpath(
 # ----------------------------------------------------------------------------- schema
 
 
-def _key_path(parts):
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "(top level)"
-
-
-def _short(value, limit=80):
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 4] + " ..."
-
-
-_BOUNDS = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
-
-
-def _describe(error):
-    """One line for one schema violation: the key path, the offending value, what is allowed."""
-    path = _key_path(error.absolute_path)
-    kind, bound, value = error.validator, error.validator_value, error.instance
-    if "propertyNames" in error.relative_schema_path and kind == "enum":
-        return f"{path}: unknown key {value!r}; allowed: {', '.join(map(str, bound))}"
-    if kind == "required":
-        missing = [key for key in bound if key not in value]
-        return f"{path}: missing required key(s) {', '.join(missing)}"
-    if kind == "additionalProperties" and bound is False:
-        allowed = list(error.schema.get("properties", {}))
-        unknown = [key for key in value if key not in allowed]
-        unknown, allowed = ", ".join(map(str, unknown)), ", ".join(allowed)
-        return f"{path}: unknown key(s) {unknown}; allowed: {allowed}"
-    if kind == "enum":
-        return f"{path} = {_short(value)}: not one of {', '.join(map(str, bound))}"
-    if kind == "type":
-        return f"{path} = {_short(value)}: must be of type {bound}"
-    if kind in _BOUNDS:
-        return f"{path} = {_short(value)}: must be {_BOUNDS[kind]} {bound}"
-    if kind in ("minItems", "minProperties"):
-        return f"{path} = {_short(value)}: needs at least {bound} entr(y/ies)"
-    if kind == "uniqueItems":
-        return f"{path} = {_short(value)}: entries must be distinct"
-    return f"{path} = {_short(value)}: {_short(error.message, 160)}"
-
-
 def load_schema(schema_path):
     import yaml
 
@@ -76,18 +35,15 @@ def load_schema(schema_path):
 
 def check_schema(data, schema):
     """Raise a WorkflowError listing every violation of ``schema``, one line each."""
-    import jsonschema
-
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
-    if errors:
-        lines = list(dict.fromkeys(_describe(e) for e in errors))
+    lines = schema_problems(data, schema)
+    if lines:
         raise WorkflowError(
             f"invalid config ({len(lines)} problem(s); every key is documented in {SCHEMA}):\n"
             + "\n".join(f"  {line}" for line in lines)
         )
 
 
+integer_seeds(config)  # `--config seeds=[0,1]` passes strings
 check_schema(config, load_schema(SCHEMA_PATH))
 validate(config, SCHEMA_PATH)  # passes now; fills in the defaults
 

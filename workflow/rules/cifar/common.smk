@@ -10,30 +10,27 @@ import os
 
 from snakemake.utils import validate
 
+from pnc.study.config_check import integer_seeds, schema_problems
+
 CIFAR_SCHEMA = os.path.normpath(
     os.path.join(workflow.current_basedir, "..", "..", "schemas", "cifar.schema.yaml")
 )
 
 
 def _check_cifar_schema(data):
-    import jsonschema
     import yaml
 
     with open(CIFAR_SCHEMA) as f:
         schema = yaml.safe_load(f)
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
-    if errors:
-        lines = []
-        for e in errors:
-            path = ".".join(str(p) for p in e.absolute_path) or "(top level)"
-            lines.append(f"  {path}: {e.message[:200]}")
+    lines = schema_problems(data, schema)
+    if lines:
         raise WorkflowError(
             f"invalid config ({len(lines)} problem(s); every key is documented in"
-            f" workflow/schemas/cifar.schema.yaml):\n" + "\n".join(dict.fromkeys(lines))
+            " workflow/schemas/cifar.schema.yaml):\n" + "\n".join(f"  {line}" for line in lines)
         )
 
 
+integer_seeds(config)  # `--config seeds=[0]` passes strings
 _check_cifar_schema(config)
 validate(config, CIFAR_SCHEMA)
 
