@@ -89,3 +89,14 @@ def test_costs_command_prints_and_writes_json(bench, tmp_path, capsys):
     assert printed == json.loads(out.read_text())
     assert printed["projection"]["n_envs"] == 8
     assert main(["costs", str(tmp_path / "nothing")]) == 2
+
+
+def test_only_complete_env_seed_pairs_enter_the_projection(bench):
+    # a study still running: Walker2d has its data and one training run so far
+    _write(bench, "far_data/Walker2d/seed0.tsv", 6, 5)
+    _write(bench, "train/Walker2d/seed0/base.tsv", 12, 10)
+    out = costs.summarize(costs.read_benchmarks(bench), n_envs=1, n_seeds=1)
+    assert "Walker2d/seed0" in out["per_env_seed"]
+    assert "Walker2d/seed0" not in out["complete_env_seed_pairs"]
+    assert len(out["complete_env_seed_pairs"]) == 4
+    assert out["min_cpu_s_per_env_seed"] == 414

@@ -105,7 +105,9 @@ def summarize(
 
     Returns:
         A JSON-ready dict: ``per_env_seed`` (CPU and wall seconds and job count per measured
-        (env, seed), with the stage breakdown), ``per_env`` (data and selection jobs per env),
+        (env, seed), with the stage breakdown), ``complete_env_seed_pairs`` (those that ran as
+        many training and evaluation jobs as the fullest one; only they enter the means and the
+        projection, so a study still running can be summarised), ``per_env`` (data and selection jobs per env),
         ``study_wide_cpu_s``, ``wall_over_cpu`` (summed job wall time over CPU time: about 1.3 on
         an idle machine here, more when jobs share cores), ``mean_cpu_s_per_env_seed`` (with
         ``min``/``max``), the projected
@@ -134,6 +136,7 @@ def summarize(
             "cpu_s_by_stage": {
                 k: float(v) for k, v in jobs.groupby("stage")["cpu_s"].sum().items()
             },
+            "jobs_by_stage": {k: int(v) for k, v in jobs.groupby("stage").size().items()},
         }
     per_env_jobs = df[(df["seed"] < 0) & (df["env"] != "")]
     per_env = {
@@ -141,16 +144,24 @@ def summarize(
         for env, jobs in per_env_jobs.groupby("env")
     }
     study_wide = float(df.loc[(df["seed"] < 0) & (df["env"] == ""), "cpu_s"].sum())
-    pair_cpu = pd.Series([p["cpu_s"] for p in pairs.values()])
+    # a pair is complete when it ran as many training and evaluation jobs as the fullest pair
+    # (every (env, seed) has the same grid); only complete pairs enter the projection
+    core = {
+        k: p["jobs_by_stage"].get("train", 0) + p["jobs_by_stage"].get("evaluate", 0)
+        for k, p in pairs.items()
+    }
+    complete = [k for k, n in core.items() if n == max(core.values())]
+    pair_cpu = pd.Series([pairs[k]["cpu_s"] for k in complete])
     env_cpu = pd.Series([e["cpu_s"] for e in per_env.values()], dtype=float)
     mean_pair = float(pair_cpu.mean())
     mean_env = float(env_cpu.mean()) if len(env_cpu) else 0.0
     total = mean_pair * n_envs * n_seeds + mean_env * n_envs + study_wide
-    critical = max(p["critical_path_cpu_s"] for p in pairs.values()) + (
+    critical = max(pairs[k]["critical_path_cpu_s"] for k in complete) + (
         float(env_cpu.max()) if len(env_cpu) else 0.0
     )
     return {
         "measured_env_seed_pairs": len(pairs),
+        "complete_env_seed_pairs": complete,
         "per_env_seed": pairs,
         "per_env": per_env,
         "study_wide_cpu_s": study_wide,
