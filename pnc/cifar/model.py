@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import functools
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from pnc.conv import resnet
-from pnc.conv.resnet import BN_EPSILON, BN_MOMENTUM, PAD_3X3, PreActBlock, ResNetConfig
+from pnc.conv.resnet import ResNetConfig
 
 Array = jax.Array
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
@@ -30,37 +29,18 @@ def normalize(x_uint8: Array) -> Array:
     return (x - jnp.asarray(CIFAR_MEAN)) / jnp.asarray(CIFAR_STD)
 
 
-class Classifier(nn.Module):
-    """PreAct ResNet on normalised NHWC images; ``dropout_rate > 0`` drops the pooled features."""
-
-    config: ResNetConfig
-    dropout_rate: float = 0.0
-
-    @nn.compact
-    def __call__(self, x: Array, train: bool = False) -> Array:
-        h = nn.Conv(self.config.widths[0], (3, 3), (1, 1), PAD_3X3, use_bias=False, name="stem")(x)
-        for spec in self.config.block_specs():
-            h = PreActBlock(spec, name=spec.name)(h, train)
-        h = nn.BatchNorm(
-            use_running_average=not train, momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name="head_bn"
-        )(h)
-        f = jnp.mean(nn.relu(h), axis=(1, 2))
-        if self.dropout_rate > 0:
-            f = nn.Dropout(self.dropout_rate, deterministic=not train)(f)
-        return nn.Dense(self.config.num_classes, name="head")(f)
+Classifier = resnet.PreActResNet
+"""The CIFAR classifier: ``Classifier(config, dropout_rate)`` (:class:`pnc.conv.PreActResNet`)."""
 
 
 def features(variables, x: Array, config: ResNetConfig) -> Array:
     """Penultimate features ``[N, widths[-1]]`` (pooled ``ReLU(BN(h))``) of normalised images."""
-    p, s = variables["params"], variables["batch_stats"]
     h = resnet.blocks(variables, resnet.stem(variables, x), config, 0, len(config.block_specs()))
-    return jnp.mean(jax.nn.relu(resnet.batch_norm(h, p["head_bn"], s["head_bn"])), axis=(1, 2))
+    return resnet.pooled_features(variables, h)
 
 
-def head(variables, f: Array) -> Array:
-    """Logits of the dense head on features ``f [..., D]``."""
-    p = variables["params"]["head"]
-    return f @ p["kernel"] + p["bias"]
+head = resnet.dense_head
+"""Logits of the dense head on features ``f [..., D]``."""
 
 
 def batched(fn, x: np.ndarray, batch_size: int = 500) -> np.ndarray:

@@ -129,9 +129,14 @@ class PreActBlock(nn.Module):
 
 
 class PreActResNet(nn.Module):
-    """PreAct ResNet on NHWC images ``[N, H, W, C]``; returns logits ``[N, num_classes]``."""
+    """PreAct ResNet on NHWC images ``[N, H, W, C]``; returns logits ``[N, num_classes]``.
+
+    ``dropout_rate > 0`` drops the pooled features (the dense head's input) when ``train`` (an
+    ``"dropout"`` rng is then needed); dropout has no variables, so the variables are the same.
+    """
 
     config: ResNetConfig = ResNetConfig()
+    dropout_rate: float = 0.0
 
     @nn.compact
     def __call__(self, x: Array, train: bool = False) -> Array:
@@ -142,6 +147,8 @@ class PreActResNet(nn.Module):
             use_running_average=not train, momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name="head_bn"
         )(h)
         h = jnp.mean(nn.relu(h), axis=(1, 2))
+        if self.dropout_rate > 0:
+            h = nn.Dropout(self.dropout_rate, deterministic=not train)(h)
         return nn.Dense(self.config.num_classes, name="head")(h)
 
 
@@ -202,11 +209,21 @@ def stem(variables: Variables, x: Array) -> Array:
     return conv(x, variables["params"]["stem"]["kernel"], 1, PAD_3X3)
 
 
+def pooled_features(variables: Variables, h: Array) -> Array:
+    """BN-ReLU and global average pooling of the last block's output: ``[N, widths[-1]]``."""
+    p, s = variables["params"], variables["batch_stats"]
+    return jnp.mean(jax.nn.relu(batch_norm(h, p["head_bn"], s["head_bn"])), axis=(1, 2))
+
+
+def dense_head(variables: Variables, f: Array) -> Array:
+    """The dense classifier on pooled features ``f [..., D]``: logits ``[..., num_classes]``."""
+    p = variables["params"]["head"]
+    return f @ p["kernel"] + p["bias"]
+
+
 def head(variables: Variables, h: Array) -> Array:
     """BN-ReLU, global average pooling and the dense classifier: logits ``[N, num_classes]``."""
-    p, s = variables["params"], variables["batch_stats"]
-    h = jnp.mean(jax.nn.relu(batch_norm(h, p["head_bn"], s["head_bn"])), axis=(1, 2))
-    return h @ p["head"]["kernel"] + p["head"]["bias"]
+    return dense_head(variables, pooled_features(variables, h))
 
 
 def blocks(variables: Variables, h: Array, config: ResNetConfig, start: int, stop: int) -> Array:
