@@ -46,6 +46,29 @@ def base_spec() -> TrainingSpec:
     return TrainingSpec("base", ())
 
 
+class OnBaseRun:
+    """Mixin for methods built post hoc on the shared ``base`` run (SWAG, Laplace, P&C): their
+    :meth:`training_spec` is :func:`base_spec` and :meth:`train` is :func:`train_base`. Put it
+    before :class:`pnc.methods.base.MethodBase` in the bases, which provides ``_check_config``
+    and ``_check_kind``."""
+
+    def training_spec(self, config) -> TrainingSpec:
+        self._check_config(config)
+        return base_spec()
+
+    def train(self, spec, x, y, *, model_config, train_config, key, validation=None) -> TrainingRun:
+        self._check_kind(spec, "base")
+        return train_base(
+            spec,
+            x,
+            y,
+            model_config=model_config,
+            train_config=train_config,
+            key=key,
+            validation=validation,
+        )
+
+
 class SWAGMoments(NamedTuple):
     """Running SWAG statistics of the flattened parameters (``P`` entries).
 

@@ -46,13 +46,12 @@ import jax.numpy as jnp
 from pnc.methods.base import (
     MethodBase,
     TrainingRun,
-    TrainingSpec,
     check_inputs,
     check_max_rows,
     check_positive,
     sample_predictive,
 )
-from pnc.methods.base_run import base_spec, train_base
+from pnc.methods.base_run import OnBaseRun
 from pnc.mlp import MLPConfig, Params, forward, gaussian_nll, split_head
 from pnc.predictive import Predictive
 from pnc.train import TrainedModel
@@ -260,7 +259,7 @@ def _predict_laplace(
     return sample_predictive(one, jax.random.split(key, n_samples), chunk_size)
 
 
-class Laplace(MethodBase):
+class Laplace(OnBaseRun, MethodBase):
     """KFAC Laplace on the shared base run."""
 
     id: ClassVar[str] = "laplace"
@@ -274,22 +273,6 @@ class Laplace(MethodBase):
         "chunk_size",
     )
     id_fields: ClassVar[tuple[str, ...]] = ("prior_precision",)
-
-    def training_spec(self, config: LaplaceConfig) -> TrainingSpec:
-        self._check_config(config)
-        return base_spec()
-
-    def train(self, spec, x, y, *, model_config, train_config, key, validation=None) -> TrainingRun:
-        self._check_kind(spec, "base")
-        return train_base(
-            spec,
-            x,
-            y,
-            model_config=model_config,
-            train_config=train_config,
-            key=key,
-            validation=validation,
-        )
 
     def build(self, run: TrainingRun, config: LaplaceConfig, x, y, *, key) -> LaplacePosterior:
         """Estimate and eigendecompose the factors on (a subset of) standardised ``x [N, in]``.

@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 
 import jax
 
-from pnc.methods.base import MethodBase, TrainingRun, TrainingSpec, check_inputs
-from pnc.methods.base_run import base_spec, train_base
+from pnc.methods.base import MethodBase, TrainingRun, check_inputs
+from pnc.methods.base_run import OnBaseRun
 from pnc.mlp import Params
 from pnc.perturb_correct import (
     PnCConfig,
@@ -53,7 +53,7 @@ class PnCPosterior:
     model: TrainedModel
 
 
-class PerturbAndCorrect(MethodBase):
+class PerturbAndCorrect(OnBaseRun, MethodBase):
     """P&C (Section 3) on the shared base run."""
 
     id: ClassVar[str] = "pnc"
@@ -74,22 +74,6 @@ class PerturbAndCorrect(MethodBase):
     )
     id_fields: ClassVar[tuple[str, ...]] = ("sigma", "bootstrap_frac", "ridge")
     fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType({"correct": True})
-
-    def training_spec(self, config: PnCConfig) -> TrainingSpec:
-        self._check_config(config)
-        return base_spec()
-
-    def train(self, spec, x, y, *, model_config, train_config, key, validation=None) -> TrainingRun:
-        self._check_kind(spec, "base")
-        return train_base(
-            spec,
-            x,
-            y,
-            model_config=model_config,
-            train_config=train_config,
-            key=key,
-            validation=validation,
-        )
 
     def build(self, run: TrainingRun, config: PnCConfig, x, y, *, key) -> PnCPosterior:
         """Build the members with standardised training inputs ``x [N, in]`` as ``D_cal``."""

@@ -33,13 +33,12 @@ from jax.flatten_util import ravel_pytree
 from pnc.methods.base import (
     MethodBase,
     TrainingRun,
-    TrainingSpec,
     check_choice,
     check_inputs,
     check_positive,
     sample_predictive,
 )
-from pnc.methods.base_run import base_spec, swag_statistics, train_base
+from pnc.methods.base_run import OnBaseRun, swag_statistics
 from pnc.mlp import MLPConfig, Params, forward
 from pnc.predictive import Predictive
 from pnc.train import TrainedModel
@@ -147,7 +146,7 @@ def _predict_flat_gaussian(
     return sample_predictive(one, jax.random.split(key, n_samples), chunk_size)
 
 
-class SWAG(MethodBase):
+class SWAG(OnBaseRun, MethodBase):
     """SWAG on the shared base run (Maddox et al., 2019)."""
 
     id: ClassVar[str] = "swag"
@@ -161,22 +160,6 @@ class SWAG(MethodBase):
         "chunk_size",
     )
     id_fields: ClassVar[tuple[str, ...]] = ("scale",)
-
-    def training_spec(self, config: SWAGConfig) -> TrainingSpec:
-        self._check_config(config)
-        return base_spec()
-
-    def train(self, spec, x, y, *, model_config, train_config, key, validation=None) -> TrainingRun:
-        self._check_kind(spec, "base")
-        return train_base(
-            spec,
-            x,
-            y,
-            model_config=model_config,
-            train_config=train_config,
-            key=key,
-            validation=validation,
-        )
 
     def build(self, run: TrainingRun, config: SWAGConfig, x, y, *, key) -> SWAGPosterior:
         """Read the SWAG moments of ``run`` (``x``, ``y`` and ``key`` are not needed).
