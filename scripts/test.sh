@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 source scripts/venv.sh
 setup_venv ".[test]"
 ruff check .
-python -m pytest "$@"
+# Test files run in parallel worker processes, each file whole on one worker (its module-scoped
+# fixtures, such as the tiny workflow runs, are built once); PNC_TEST_WORKERS=0 runs serially.
+python -m pytest -n "${PNC_TEST_WORKERS:-2}" --dist loadfile "$@"

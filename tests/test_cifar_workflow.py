@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from workflow_copy import copy_workflow, run_snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = sorted((ROOT / "workflow" / "rules" / "cifar").glob("*.smk"))
@@ -23,25 +21,11 @@ TINY = "config/cifar_tiny.yaml"
 
 
 def _copy(dest: Path) -> Path:
-    for name in ("workflow", "config", "envs", "profiles"):
-        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(ROOT / "cifar.smk", dest / "cifar.smk")
-    return dest
+    return copy_workflow(dest, ("workflow", "config", "envs", "profiles"), ("cifar.smk",))
 
 
 def _snakemake(cwd: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", "cifar.smk", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={
-            **os.environ,
-            "PYTHONWARNINGS": "ignore",
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        },
-    )
+    return run_snakemake(cwd, "-s", "cifar.smk", *args, timeout=timeout)
 
 
 def test_every_cifar_rule_runs_a_thread_limited_stage_with_log_and_benchmark():

@@ -10,7 +10,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from workflow_copy import copy_workflow, run_snakemake
 
 from pnc.io import atomic_path
 from pnc.study.results import RESULT_COLUMNS
@@ -32,27 +32,12 @@ STAGE = re.compile(r"python -m pnc\.workflow\.(\w+) --threads \{threads\}(?= |$)
 
 def _copy_workflow(dest: Path) -> Path:
     """A copy of what the workflow needs (the package itself is installed)."""
-    for name in ("workflow", "config", ".test", "envs", "profiles"):
-        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
-    shutil.copy(ROOT / "config.yaml", dest / "config.yaml")
-    return dest
+    dirs = ("workflow", "config", ".test", "envs", "profiles")
+    return copy_workflow(dest, dirs, ("Snakefile", "config.yaml"))
 
 
 def _snakemake(cwd: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*SNAKEMAKE, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        # the jobs' `python` must be the interpreter running the tests (with pnc installed)
-        env={
-            **os.environ,
-            "PYTHONWARNINGS": "ignore",
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        },
-    )
+    return run_snakemake(cwd, *args, timeout=timeout)
 
 
 def _job_counts(output: str) -> dict[str, int]:

@@ -1,0 +1,39 @@
+"""Helpers shared by the workflow tests: a copy of a workflow in a temporary directory, and
+Snakemake run on it by the interpreter that runs the tests (whose environment has ``pnc``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def copy_workflow(dest: Path, dirs: tuple[str, ...], files: tuple[str, ...]) -> Path:
+    """Copy the directories ``dirs`` and files ``files`` (paths relative to the repository root)
+    into ``dest``; the package itself is installed, so it is not copied. Returns ``dest``."""
+    for name in dirs:
+        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in files:
+        shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
+def run_snakemake(cwd: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    """``python -m snakemake *args`` in ``cwd``; output captured as text. The jobs' ``python``
+    is the interpreter running the tests (its directory first on ``PATH``)."""
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={
+            **os.environ,
+            "PYTHONWARNINGS": "ignore",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
+    )
