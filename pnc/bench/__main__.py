@@ -13,7 +13,9 @@ compile times are reported separately as ``*_compile_s``):
   4,096 calibration rows drawn from the training inputs, hidden layers 0 and 2 perturbed, 50
   members, ``K = 20``, ``bootstrap_frac = 0.3``, radius-normalised perturbations, ridge towards
   zero), with ``pnc_build_first_call_s`` (compilation included), ``pnc_build_s`` (compiled),
-  ``pnc_build_over_train`` and the ``settings``;
+  ``pnc_build_over_train``, the ``settings`` and ``flops`` (the work of build and training from
+  their matrix products, :mod:`pnc.bench.flops`, with the rates it ran at and the build rate
+  that would meet 5 % of the training time);
 - ``methods``: per method ``train_s``, ``posthoc_s``, ``predict_s`` and ``total_over_base_train``
   (:func:`pnc.bench.method_costs.benchmark_methods`, first calls, compilation included), and
   ``pnc_over_deep_ensemble``: the whole cost of P&C (50 members) over that of the 5-member Deep
@@ -40,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pnc.bench.flops import pnc_build_macs, train_macs
 from pnc.bench.method_costs import benchmark_methods
 from pnc.mlp import MLPConfig
 from pnc.perturb_correct import PnCConfig, build_members, predict_members
@@ -135,7 +138,14 @@ def bench_pnc(
     if not bool(jnp.all(jnp.isfinite(pred.means))):
         raise RuntimeError("non-finite P&C predictions in the benchmark")
     paper = bench_paper_regime(
-        params, model_config, x_cal, train_s, members=members, member_chunk=member_chunk
+        params,
+        model_config,
+        x_cal,
+        train_s,
+        members=members,
+        member_chunk=member_chunk,
+        train_steps=steps,
+        train_batch=train_config.batch_size,
     )
     return {
         "steps": steps,
@@ -166,9 +176,13 @@ def bench_paper_regime(
     *,
     members: int = 50,
     member_chunk: int | None = None,
+    train_steps: int = 5000,
+    train_batch: int = 64,
 ) -> dict:
     """Time the :data:`PAPER_REGIME` build on trained ``params``; ``x_pool`` holds the
-    standardised training inputs the calibration rows are drawn from (``min(4096, N)`` rows)."""
+    standardised training inputs the calibration rows are drawn from (``min(4096, N)`` rows).
+    ``train_s`` is the time of ``train_steps`` steps of ``train_batch`` rows (for the ``flops``
+    section: :mod:`pnc.bench.flops`)."""
     config = dataclasses.replace(
         PAPER_REGIME,
         n_members=members,
@@ -196,6 +210,26 @@ def bench_paper_regime(
         "pnc_build_over_train": build_s / train_s,
         "pnc_build_first_call_over_train": first_s / train_s,
         "targets_met": {"build_le_5pct_of_train": build_s <= 0.05 * train_s},
+        "flops": work_and_rates(
+            pnc_build_macs(model_config, x_pool.shape[1], config, config.calibration_size)["total"],
+            build_s,
+            train_macs(model_config, x_pool.shape[1], train_steps, train_batch),
+            train_s,
+        ),
+    }
+
+
+def work_and_rates(build_macs: int, build_s: float, train_macs: int, train_s: float) -> dict:
+    """GFLOP (``2 * MACs``) and GFLOP/s of the build and of training, their work ratio, and the
+    build rate at which the build would take 5 % of the training time."""
+    build_gflop, train_gflop = 2e-9 * build_macs, 2e-9 * train_macs
+    return {
+        "build_gflop": build_gflop,
+        "train_gflop": train_gflop,
+        "build_over_train_work": build_gflop / train_gflop,
+        "build_gflop_per_s": build_gflop / build_s,
+        "train_gflop_per_s": train_gflop / train_s,
+        "build_gflop_per_s_for_5pct": build_gflop / (0.05 * train_s),
     }
 
 
