@@ -252,6 +252,25 @@ def test_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
         Recipe(epochs=3, warmup_epochs=0, swag_starts=(3,))
 
 
+def test_checkpoints_are_written_every_n_epochs_and_after_the_last(tmp_path, monkeypatch):
+    from pnc.cifar import recipe as R
+
+    rng = np.random.default_rng(6)
+    x = rng.integers(0, 256, (32, 32, 32, 3), dtype=np.uint8)
+    y = rng.integers(0, 10, 32).astype(np.uint8)
+    recipe = Recipe(epochs=5, batch_size=16, lr=0.05, warmup_epochs=1)
+    saved = []
+    real_save = R.save_checkpoint
+    monkeypatch.setattr(R, "save_checkpoint", lambda p, s, m: (saved.append(int(s["epoch"])), real_save(p, s, m)))  # fmt: skip
+    ckpt = tmp_path / "c.msgpack"
+    train(x, y, TINY_NET, recipe, seed=0, run_id="base", checkpoint=ckpt, checkpoint_every=2, stop_after=3)  # fmt: skip
+    assert saved == [2, 3]  # every 2nd epoch, and the last one run
+    train(x, y, TINY_NET, recipe, seed=0, run_id="base", checkpoint=ckpt, checkpoint_every=2)
+    assert saved == [2, 3, 4, 5]
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        train(x, y, TINY_NET, recipe, seed=0, run_id="base", checkpoint=ckpt, checkpoint_every=0)
+
+
 # ----------------------------------------------------------------------------- tables
 
 

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--run-id", required=True)
     r.add_argument("--train", type=_json, default={})
     r.add_argument("--swag-starts", type=int, nargs="*", default=[])
+    r.add_argument(
+        "--checkpoint-every", type=int, default=1, help="epochs between checkpoints (default 1)"
+    )
 
     h = sub.add_parser("posthoc", parents=[common], help="one method on one seed")
     h.add_argument("--method", required=True)
@@ -74,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         result = jobs.train_run(
             seed=args.seed, run_id=args.run_id, data_dir=args.data, out=args.out,
             model=args.model, train_section=args.train, val_size=args.val_size,
-            swag_starts=args.swag_starts,
+            swag_starts=args.swag_starts, checkpoint_every=args.checkpoint_every,
         )  # fmt: skip
     elif args.command == "posthoc":
         result = jobs.posthoc(

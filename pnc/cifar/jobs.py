@@ -79,8 +79,10 @@ def train_run(
     val_size: int,
     swag_starts: Sequence[int] = (),
     stop_after: int | None = None,
+    checkpoint_every: int = 1,
 ) -> dict:
-    """Train run ``run_id`` of ``seed`` (resuming from ``out/checkpoint.msgpack``)."""
+    """Train run ``run_id`` of ``seed`` (resuming from ``out/checkpoint.msgpack``, written after
+    every ``checkpoint_every``-th epoch)."""
     config = resnet_config(model)
     recipe = recipe_for(run_id, train_section, swag_starts)
     data = D.load_prepared(data_dir)
@@ -90,6 +92,7 @@ def train_run(
     state, history = train(
         data.train_x[tr], data.train_y[tr], config, recipe, seed=seed, run_id=run_id,
         checkpoint=out / "checkpoint.msgpack", stop_after=stop_after,
+        checkpoint_every=checkpoint_every,
     )  # fmt: skip
     if stop_after is not None and int(state["epoch"]) < recipe.epochs:
         return {"epochs_done": int(state["epoch"])}

@@ -11,8 +11,8 @@ image is set to 0 after normalisation (DeVries and Taylor, 2017). An epoch is on
 
 Keys: the run key is :func:`pnc.keys.derive_key` of ``("cifar", seed, run_id)``; epoch ``e``
 (0-based) shuffles, augments and draws dropout masks from ``fold_in(run_key, e)``. After every
-epoch the whole state (parameters, BN statistics, optimiser state with its step count, SWAG
-moments, the epoch) is written to ``checkpoint.msgpack`` (flax msgpack) with a JSON sidecar,
+epoch (or every ``checkpoint_every``-th) the whole state (parameters, BN statistics, optimiser
+state with its step count, SWAG moments, the epoch) is written to ``checkpoint.msgpack`` (flax msgpack) with a JSON sidecar,
 atomically; :func:`train` resumes from it, and a resumed run equals an uninterrupted one.
 
 SWAG (Maddox et al., 2019) moments are collected on the same run from the end of epoch
@@ -228,6 +228,7 @@ def train(
     run_id: str,
     checkpoint: str | Path | None = None,
     stop_after: int | None = None,
+    checkpoint_every: int = 1,
 ) -> tuple[dict, dict]:
     """Train from scratch, or resume from ``checkpoint`` if it holds an earlier epoch of this run.
 
@@ -237,10 +238,15 @@ def train(
         seed, run_id: the run's key is ``derive_key("cifar", seed, run_id)``.
         checkpoint: the per-epoch checkpoint file (``None``: no checkpoints).
         stop_after: stop after this many epochs in total (to test resumption).
+        checkpoint_every: write the checkpoint after every ``checkpoint_every``-th epoch and after
+            the last one run (a restart repeats at most ``checkpoint_every - 1`` epochs; the
+            result does not depend on it).
 
     Returns:
         ``(state, history)`` with ``history = {"loss": [...], "seconds": [...], "resumed_from"}``.
     """
+    if int(checkpoint_every) < 1:
+        raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
     images = np.asarray(images)
     if images.dtype != np.uint8 or images.shape[1:] != (32, 32, 3):
         raise ValueError(f"images must be uint8 [N, 32, 32, 3], got {images.dtype} {images.shape}")
@@ -286,7 +292,7 @@ def train(
         log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, recipe.epochs, float(loss), history["seconds"][-1])  # fmt: skip
         if not np.isfinite(float(loss)):
             raise FloatingPointError(f"{run_id}: non-finite training loss at epoch {epoch + 1}")
-        if ckpt is not None:
+        if ckpt is not None and ((epoch + 1) % checkpoint_every == 0 or epoch + 1 == last):
             save_checkpoint(ckpt, state, {"identity": identity, "history": history})
     return state, history
 

@@ -1,6 +1,7 @@
 # Training runs per seed: `base` (also collects the SWAG moments), `member<k>` (further Deep
 # Ensemble members; the base run is member 0), `dropout<rate>` (MC Dropout). A run writes a
-# checkpoint every epoch next to its outputs and resumes from it when restarted.
+# checkpoint next to its outputs (every `checkpoint_every` epochs) and resumes from it when
+# restarted.
 
 
 rule cifar_train:
@@ -19,6 +20,7 @@ rule cifar_train:
         train=json_text(TRAIN),
         val=DATA["val_size"],
         swag=lambda wildcards: " ".join(str(s) for s in SWAG_STARTS) if wildcards.run == "base" else "",
+        every=config["checkpoint_every"],
     log:
         "logs/cifar/train/seed{seed}/{run}.log",
     benchmark:
@@ -34,4 +36,4 @@ rule cifar_train:
         "python -m pnc.workflow.cifar_train --threads {threads} --seed {wildcards.seed}"
         " --run-id {wildcards.run} --data {params.data:q} --out {params.out:q}"
         " --model {params.model:q} --train {params.train:q} --val-size {params.val}"
-        " --swag-starts {params.swag} > {log:q} 2>&1"
+        " --checkpoint-every {params.every} --swag-starts {params.swag} > {log:q} 2>&1"
