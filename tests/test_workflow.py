@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from workflow_copy import copy_workflow, run_snakemake
+from workflow_copy import copy_workflow
+from workflow_copy import run_snakemake as _snakemake
 
 from pnc.io import atomic_path
 from pnc.study.results import RESULT_COLUMNS
@@ -34,10 +35,6 @@ def _copy_workflow(dest: Path) -> Path:
     """A copy of what the workflow needs (the package itself is installed)."""
     dirs = ("workflow", "config", ".test", "envs", "profiles")
     return copy_workflow(dest, dirs, ("Snakefile", "config.yaml"))
-
-
-def _snakemake(cwd: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return run_snakemake(cwd, *args, timeout=timeout)
 
 
 def _job_counts(output: str) -> dict[str, int]:

@@ -12,8 +12,9 @@ image is set to 0 after normalisation (DeVries and Taylor, 2017). An epoch is on
 Keys: the run key is :func:`pnc.keys.derive_key` of ``("cifar", seed, run_id)``; epoch ``e``
 (0-based) shuffles, augments and draws dropout masks from ``fold_in(run_key, e)``. After every
 epoch (or every ``checkpoint_every``-th) the whole state (parameters, BN statistics, optimiser
-state with its step count, SWAG moments, the epoch) is written to ``checkpoint.msgpack`` (flax msgpack) with a JSON sidecar,
-atomically; :func:`train` resumes from it, and a resumed run equals an uninterrupted one.
+state with its step count, SWAG moments, the epoch) is written to ``checkpoint.msgpack`` (flax
+msgpack) with a JSON sidecar, atomically; :func:`train` resumes from it, and a resumed run
+equals an uninterrupted one.
 
 SWAG (Maddox et al., 2019) moments are collected on the same run from the end of epoch
 ``start + 1`` on, once per epoch (``swag_collect_freq = 1``), for every ``start`` in
