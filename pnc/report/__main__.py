@@ -6,13 +6,17 @@
     python -m pnc.report frontier results/all_configs.csv --out figures/frontier/Ant-v5 --env Ant-v5
     python -m pnc.report metrics results/results.csv --out figures/metrics/Ant-v5 --env Ant-v5
     python -m pnc.report costs benchmarks --envs 11 --seeds 10 --cores 2 8 32
+    python -m pnc.report export STUDY_DIR --out docs/results/offline [--force]
+    python -m pnc.report check docs/results/offline
 
 ``tables`` writes ``DIR/{name}.tex|.md|.csv`` for every table of :mod:`pnc.report.tables` and the
 statistics of :func:`pnc.report.stats.compute_statistics` as ``DIR/stats.json``. ``frontier`` and
 ``metrics`` write ``STEM.pdf`` and ``STEM.png`` (:mod:`pnc.report.figures`); ``--env`` may repeat,
 and omitted means every environment (``metrics`` needs exactly one). ``costs`` prints the measured
 CPU time per (env, seed) and the projected cost of an ``--envs x --seeds`` protocol as JSON
-(:mod:`pnc.report.costs`). A malformed or missing input table exits with status 2 and a message
+(:mod:`pnc.report.costs`). ``export`` turns a finished study's directory into a reference folder
+(its data, cost summary, tables and PNG figures) and ``check`` rebuilds such a folder's tables from
+its ``results.csv`` and exits with status 1 when any differs (:mod:`pnc.report.export`). A malformed or missing input table exits with status 2 and a message
 naming the problem.
 """
 
@@ -25,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pnc.io import write_json
-from pnc.report import costs, figures, render, stats, tables
+from pnc.report import costs, export, figures, render, stats, tables
 from pnc.study.results import ResultsError, load
 
 
@@ -78,7 +82,39 @@ def _parser() -> argparse.ArgumentParser:
     co.add_argument("--seeds", type=int, default=10, help="seeds to project (paper: 10)")
     co.add_argument("--cores", type=int, nargs="+", default=[2, 8, 32], help="machine sizes")
     co.add_argument("--out", default=None, help="also write the JSON here")
+    ex = sub.add_parser(
+        "export", help="a finished study's data, costs, tables and figures as a reference folder"
+    )
+    ex.add_argument(
+        "study", help="the directory the study ran in (results/, figures/, benchmarks/)"
+    )
+    ex.add_argument("--out", required=True, help="the reference folder to write")
+    ex.add_argument("--force", action="store_true", help="replace the files of a non-empty folder")
+    ex.add_argument("--envs", type=int, default=11, help="environments to project (paper: 11)")
+    ex.add_argument("--seeds", type=int, default=10, help="seeds to project (paper: 10)")
+    ch = sub.add_parser(
+        "check", help="rebuild a reference folder's tables and compare with the committed ones"
+    )
+    ch.add_argument("folder", help="reference folder (results.csv and tables/)")
     return parser
+
+
+def _export(args: argparse.Namespace) -> int:
+    written = export.export_study(
+        args.study, args.out, n_envs=args.envs, n_seeds=args.seeds, force=args.force
+    )
+    print(f"{len(written)} file(s) written to {args.out}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    problems = export.check_folder(args.folder)
+    for line in problems:
+        print(line, file=sys.stderr)
+    if problems:
+        return 1
+    print(f"{args.folder}: every table equals the one rebuilt from results.csv")
+    return 0
 
 
 def _costs(args: argparse.Namespace) -> int:
@@ -126,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "tables" and not 0.0 < args.alpha < 1.0:
         parser.error(f"--alpha must lie in (0, 1), got {args.alpha}")
-    commands = {"tables": _tables, "costs": _costs}
+    commands = {"tables": _tables, "costs": _costs, "export": _export, "check": _check}
     try:
         return commands.get(args.command, _figure)(args)
     except (
@@ -134,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         figures.FigureError,
         costs.BenchmarkError,
         FileNotFoundError,
+        FileExistsError,
         ValueError,
     ) as err:
         print(f"error: {err}", file=sys.stderr)
