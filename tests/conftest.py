@@ -1,4 +1,9 @@
-"""Suite-wide collection order: files holding the most ``slow`` tests (the end-to-end workflow runs) first.
+"""Suite-wide set-up: a shared compilation cache, and the files holding the most ``slow`` tests first.
+
+The suite's processes (the parallel workers and the Snakemake jobs of the workflow tests) share one
+JAX compilation cache (:mod:`pnc.compile_cache`) in a temporary directory made for the run and
+removed after it, so a function compiled by one test or job is loaded by the others. A
+``PNC_COMPILE_CACHE`` set by the caller is used instead (``off`` turns the cache off) and kept.
 
 ``scripts/test.sh`` runs the suite on parallel workers with whole files per worker
 (``--dist loadfile``), handing out files in collection order. The workflow runs take minutes each;
@@ -7,9 +12,30 @@ started first, they overlap with the many short files instead of running alone a
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections import Counter
 
 import pytest
+
+from pnc import compile_cache
+
+_MADE_CACHE: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # the controller (or a serial run) makes the directory; workers inherit the variable
+    if not hasattr(config, "workerinput") and compile_cache.ENV_VAR not in os.environ:
+        path = tempfile.mkdtemp(prefix="pnc-test-jax-cache-")
+        _MADE_CACHE.append(path)
+        os.environ[compile_cache.ENV_VAR] = path
+    compile_cache.enable_from_env()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for path in _MADE_CACHE:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

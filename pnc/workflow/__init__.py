@@ -24,6 +24,11 @@ The stages that run a library command line take its arguments after ``--threads 
 jobs on one machine claim distinct CPUs through lock files. The BLAS/OpenMP pools of NumPy are sized
 by the ``OMP_NUM_THREADS``-style variables that Snakemake sets to the rule's ``threads`` for every
 shell command, before the stage's interpreter starts.
+
+:func:`limit_threads` also turns on the study's shared JAX compilation cache
+(:func:`pnc.compile_cache.enable_from_env`: the directory in ``PNC_COMPILE_CACHE``, which the
+workflow sets from the config key ``compile_cache``), so a job loads the functions an earlier job
+compiled instead of compiling them again.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pnc import compile_cache
+
 _XLA_THREAD_FLAGS = ("--xla_cpu_multi_thread_eigen", "intra_op_parallelism_threads")
 
 
@@ -46,7 +53,9 @@ def limit_threads(n: int) -> list[int]:
 
     Must run before the first JAX computation (importing JAX is fine; the backend starts lazily).
     Sets ``XLA_FLAGS`` (keeping any unrelated flags the user set) and the usual BLAS/OpenMP
-    variables, and pins every thread of the process to ``n`` CPUs (:func:`claim_cpus`).
+    variables, pins every thread of the process to ``n`` CPUs (:func:`claim_cpus`) and turns on
+    the compilation cache named by ``PNC_COMPILE_CACHE`` (:func:`pnc.compile_cache.enable_from_env`;
+    none when it is unset).
 
     Returns:
         The CPUs the process now runs on.
@@ -69,6 +78,7 @@ def limit_threads(n: int) -> list[int]:
     os.environ["XLA_FLAGS"] = " ".join(kept + flags)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(n)
+    compile_cache.enable_from_env()
     cpus = claim_cpus(n)
     for task in os.listdir("/proc/self/task"):
         os.sched_setaffinity(int(task), cpus)

@@ -209,6 +209,32 @@ THREADS = {"train": 1, "evaluate": 1, "data": 1, **config.get("threads", {})}
 MINARI_ROOT = DATA.get("minari_root", "resources/minari")
 
 
+def _compile_cache():
+    """The jobs' shared JAX compilation cache (pnc.compile_cache): config `compile_cache` (a
+    directory, or false), unless PNC_COMPILE_CACHE is already set; jobs inherit the variable."""
+    from pnc import compile_cache
+
+    setting = config.get("compile_cache", compile_cache.DEFAULT_DIR)
+    if isinstance(setting, str) and setting.strip().lower() in compile_cache.OFF_VALUES:
+        setting = False  # `--config compile_cache=off` passes a string
+    if setting is True or str(setting).strip().lower() == "true":
+        raise WorkflowError(
+            "invalid config: compile_cache = true: give a directory"
+            f" (e.g. {compile_cache.DEFAULT_DIR}) or false"
+        )
+    if compile_cache.ENV_VAR not in os.environ:
+        os.environ[compile_cache.ENV_VAR] = os.path.abspath(setting) if setting else "off"
+    return os.environ[compile_cache.ENV_VAR]
+
+
+COMPILE_CACHE = _compile_cache()
+
+
+# passed on to jobs that run elsewhere (cluster executors), not only inherited by local ones
+envvars:
+    "PNC_COMPILE_CACHE",
+
+
 def _job_resources():
     """Stage -> {mem_mb, runtime}: config `resources`; a key left out keeps the schema's default."""
     stages = load_schema(SCHEMA_PATH)["properties"]["resources"]["properties"]

@@ -1,0 +1,141 @@
+"""JAX's persistent compilation cache, shared by every job of a study.
+
+Every Snakemake job is a new Python process that would otherwise compile each of its jitted
+functions again. With the cache on, the first job to compile a function writes the executable to
+disk and every later job (of any rule, in any process) loads it instead of compiling.
+
+The study's cache lives in ``resources/jax_cache/`` (:data:`DEFAULT_DIR`, relative to the study's
+working directory). The workflow sets :data:`ENV_VAR` from the config key ``compile_cache`` (a
+directory, or ``false`` to turn the cache off) unless it is already set, and every job's start-up
+(:func:`pnc.workflow.limit_threads`) calls :func:`enable_from_env`. ``PNC_COMPILE_CACHE=off``
+turns it off for one run whatever the config says.
+
+Safety:
+
+- **Results.** A cached executable is the one XLA compiled for the same program, JAX/jaxlib
+  version, backend and ``XLA_FLAGS`` (all part of JAX's cache key), so a cache hit computes the same
+  bits as a fresh compilation.
+- **Machines.** JAX's key does not name the host CPU's instruction set, so an executable compiled on
+  one node of a cluster could use instructions another node lacks. Entries therefore go to a
+  sub-directory per CPU (:func:`host_tag`: architecture, model and instruction-set flags), and nodes
+  of different kinds sharing one filesystem never read each other's entries.
+- **Faults.** A foreign, corrupt or truncated entry fails JAX's decompression check; JAX then warns
+  and compiles the function as if there were no cache (``jax_raise_persistent_cache_errors`` is
+  left off). A directory that cannot be created or written is reported with one warning and the job
+  runs without the cache. Concurrent jobs may read an entry another job is still writing: that
+  read fails the same check and the reader compiles; the finished entry serves later jobs.
+- Deleting the directory is always safe (the next jobs compile and fill it again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+__all__ = ["DEFAULT_DIR", "ENV_VAR", "OFF_VALUES", "enable", "enable_from_env", "host_tag"]
+
+DEFAULT_DIR = "resources/jax_cache"
+"""The study's cache directory, relative to its working directory."""
+
+ENV_VAR = "PNC_COMPILE_CACHE"
+"""Environment variable naming the cache directory; one of :data:`OFF_VALUES` turns it off."""
+
+OFF_VALUES = frozenset({"", "0", "off", "false", "no", "none"})
+"""Values of :data:`ENV_VAR` (case-insensitive) that turn the cache off."""
+
+# cache every compiled function: the study's functions take 0.05-2 s each to compile and a job
+# compiles dozens; JAX's default (>= 1 s only) would skip most of them
+_SETTINGS = {
+    "jax_compilation_cache_dir": None,  # the directory, set by enable()
+    "jax_persistent_cache_min_compile_time_secs": 0.0,
+    "jax_persistent_cache_min_entry_size_bytes": -1,
+}
+
+
+def host_tag() -> str:
+    """Name of this host's CPU kind: ``<arch>-<12 hex digits>``.
+
+    The digits hash the CPU model name and its instruction-set flags from ``/proc/cpuinfo`` (the
+    architecture and processor string where that file is missing), so two machines get the same tag
+    only when code compiled on one runs on the other.
+    """
+    lines: list[str] = []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key = line.split(":", 1)[0].strip()
+                if key in ("model name", "flags", "Features", "CPU implementer", "CPU part"):
+                    lines.append(line.strip())
+                if not line.strip() and lines:
+                    break  # the first processor describes them all
+    except OSError:
+        lines = [platform.processor()]
+    digest = hashlib.sha256("\n".join([platform.machine(), *lines]).encode()).hexdigest()
+    return f"{platform.machine() or 'unknown'}-{digest[:12]}"
+
+
+def _writable_dir(path: Path) -> str | None:
+    """Create ``path`` and write a probe file in it; None if that works, else the reason."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def enable(path: str | os.PathLike[str]) -> Path | None:
+    """Turn on JAX's persistent compilation cache in ``path/<host_tag()>``.
+
+    Call it before the first JAX computation of the process (importing JAX first is fine). When JAX
+    has not been imported yet, the settings go into the ``JAX_*`` environment variables that JAX
+    reads when it is imported (so this costs no JAX import); otherwise into ``jax.config``.
+
+    Args:
+        path: the cache directory shared by the study's jobs (created if missing).
+
+    Returns:
+        The directory the entries go to, or None (with a :class:`RuntimeWarning`) when it cannot
+        be created or written; the process then runs without the cache, computing the same results.
+    """
+    directory = Path(path).expanduser().absolute() / host_tag()
+    problem = _writable_dir(directory)
+    if problem is not None:
+        warnings.warn(
+            f"JAX compilation cache off: cannot write to {directory} ({problem}); every function"
+            f" is compiled (set {ENV_VAR}=off or the config key compile_cache: false to silence)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    settings = {**_SETTINGS, "jax_compilation_cache_dir": str(directory)}
+    if "jax" in sys.modules:
+        import jax
+
+        for name, value in settings.items():
+            jax.config.update(name, value)
+    else:
+        for name, value in settings.items():
+            os.environ[name.upper()] = str(value)
+    return directory
+
+
+def enable_from_env(default: str | os.PathLike[str] | None = None) -> Path | None:
+    """:func:`enable` with the directory named by :data:`ENV_VAR`, else ``default``.
+
+    Returns None without enabling anything when the variable is one of :data:`OFF_VALUES`, or is
+    unset and ``default`` is None.
+    """
+    value = os.environ.get(ENV_VAR)
+    if value is None:
+        return None if default is None else enable(default)
+    if value.strip().lower() in OFF_VALUES:
+        return None
+    return enable(value)
