@@ -135,7 +135,8 @@ def read_cifar_batch(path: str | Path, id_name: str = "cifar10") -> tuple[np.nda
     spec = id_dataset(id_name)
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"missing {id_name} file {path}\n{LAYOUT}")
+        label = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}[id_name]
+        raise DataError(f"missing {label} file {path}\n{LAYOUT}")
     raw = np.fromfile(path, dtype=np.uint8)
     size = spec.record_bytes
     if raw.size == 0 or raw.size % size:
