@@ -166,6 +166,13 @@ def test_tiny_cifar_workflow_end_to_end(tiny_run):
     metrics = pd.read_csv(workdir / "results/cifar/tables/metrics.csv")
     per_method = metrics[metrics.metric == "auroc"].groupby("method")["dataset"].nunique()
     assert (per_method == len(config["data"]["ood"])).all()
+    cal = pd.read_csv(workdir / "results/cifar/tables/calibration.csv")
+    assert set(cal["method"]) == set(config["methods"])
+    assert cal["ece_mean"].between(0, 100).all() and cal["brier_mean"].between(0, 2).all()
+    assert (cal["nll_mean"] > 0).all()
+    aupr = pd.read_csv(workdir / "results/cifar/tables/aupr.csv")
+    for col in ("near_aupr_in", "near_aupr_out", "far_aupr_in", "far_aupr_out"):
+        assert aupr[f"{col}_mean"].between(0, 100).all(), col
     # the generated Far sets are a genuine shift: the feature-space score separates them
     maha = table.set_index("method").loc["mahalanobis"]
     assert maha["far_auroc_mean"] > 70, maha
