@@ -101,7 +101,7 @@ def test_image_lists_and_openood_test_transform(tmp_path):
 
 def test_tiny_benchmark_is_read_through_the_real_readers(tmp_path):
     summary = D.write_tiny_benchmark(tmp_path, train_per_file=6, test=8, ood=5, ood_names=["mnist", "cifar100"])  # fmt: skip
-    assert summary == {"train": 30, "test": 8, "ood": {"mnist": 5, "cifar100": 5}}
+    assert summary == {"id": "cifar10", "train": 30, "test": 8, "ood": {"mnist": 5, "cifar100": 5}}
     info = D.prepare(tmp_path, ["mnist", "cifar100"], tmp_path / "out")
     assert info["train"] == 30 and info["ood"] == {"mnist": 5, "cifar100": 5}
     data = D.load_prepared(tmp_path / "out")

@@ -54,7 +54,7 @@ def test_paper_protocol_dag(workdir):
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = dict(re.findall(r"^(cifar\w*)\s+(\d+)$", proc.stdout, flags=re.M))
     assert counts == {
-        "cifar_data": "1", "cifar_train": str(5 * 9), "cifar_posthoc": str(5 * 10),
+        "cifar_fetch": "1", "cifar_data": "1", "cifar_train": str(5 * 9), "cifar_posthoc": str(5 * 10),
         "cifar_tables": "1", "cifar": "1",
     }  # fmt: skip
     assert "MuJoCo" not in proc.stdout and "minari" not in proc.stdout
@@ -87,6 +87,8 @@ def test_slurm_profile_resolves(workdir):
             "methods.pnc.grid.block [5, 0]",
         ),  # fmt: skip
         ({"data": {"ood": ["svhn", "imagenet"]}}, "data.ood[1]"),
+        ({"data": {"ood": ["svhn", "cifar10"]}}, "data.ood ['cifar10']: not an OpenOOD v1.5 OOD set of cifar10"),  # fmt: skip
+        ({"report": {"std": "ddof0"}}, "report.std"),
         (
             {"methods": {"swag": {"grid": {"start_epoch": [1]}}}},
             "methods.swag.grid.start_epoch [1]",
@@ -101,7 +103,7 @@ def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named)
         if key == "methods":
             config["methods"] = {**config["methods"], **value}
         else:
-            config[key] = {**config[key], **value}
+            config[key] = {**config.get(key, {}), **value}
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(config))
     proc = _snakemake(workdir, "-n", "--configfile", str(path))
@@ -111,7 +113,7 @@ def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named)
 
 def test_missing_data_fails_the_data_job_naming_the_files(workdir, tmp_path):
     config = yaml.safe_load((workdir / TINY).read_text())
-    config["data"] = {**config["data"], "root": str(tmp_path / "nodata"), "tiny": None}
+    config["data"] = {**config["data"], "root": str(tmp_path / "nodata"), "tiny": None, "fetch": False}  # fmt: skip
     path = tmp_path / "real.yaml"
     path.write_text(yaml.safe_dump(config))
     # the target before --configfile, which takes several values
@@ -119,6 +121,26 @@ def test_missing_data_fails_the_data_job_naming_the_files(workdir, tmp_path):
     assert proc.returncode != 0
     log = (workdir / "logs/cifar/data.log").read_text()
     assert "data_batch_1.bin" in log and "test_places365.txt" in log and "expected layout" in log
+
+
+def test_offline_fetch_job_names_every_missing_file_and_how_to_place_it(workdir, tmp_path):
+    """The fetch rule with every source unreachable (file:// URLs to nothing; no network)."""
+    from pnc.cifar.fetch import SOURCES
+
+    config = yaml.safe_load((workdir / TINY).read_text())
+    nowhere = {n: {"url": (tmp_path / "none" / n).as_uri()} for n in SOURCES}
+    config["data"] = {
+        **config["data"], "root": str(tmp_path / "nodata"), "tiny": None, "sources": nowhere,
+        "ood": ["cifar100", "svhn"],
+    }  # fmt: skip
+    path = tmp_path / "offline.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = _snakemake(workdir, "resources/cifar/data/data.json", "--cores", "1", "--configfile", str(path))  # fmt: skip
+    assert proc.returncode != 0
+    log = (workdir / "logs/cifar/fetch.log").read_text()
+    for name in ("data_batch_1.bin", "test_batch.bin", "test_cifar100.txt", "test_svhn.txt",
+                 "images_classic/svhn/", "place them by hand", "expected layout"):  # fmt: skip
+        assert name in log, name
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +166,13 @@ def test_tiny_cifar_workflow_end_to_end(tiny_run):
     metrics = pd.read_csv(workdir / "results/cifar/tables/metrics.csv")
     per_method = metrics[metrics.metric == "auroc"].groupby("method")["dataset"].nunique()
     assert (per_method == len(config["data"]["ood"])).all()
+    cal = pd.read_csv(workdir / "results/cifar/tables/calibration.csv")
+    assert set(cal["method"]) == set(config["methods"])
+    assert cal["ece_mean"].between(0, 100).all() and cal["brier_mean"].between(0, 2).all()
+    assert (cal["nll_mean"] > 0).all()
+    aupr = pd.read_csv(workdir / "results/cifar/tables/aupr.csv")
+    for col in ("near_aupr_in", "near_aupr_out", "far_aupr_in", "far_aupr_out"):
+        assert aupr[f"{col}_mean"].between(0, 100).all(), col
     # the generated Far sets are a genuine shift: the feature-space score separates them
     maha = table.set_index("method").loc["mahalanobis"]
     assert maha["far_auroc_mean"] > 70, maha
@@ -165,7 +194,8 @@ def test_tiny_cifar_workflow_end_to_end(tiny_run):
 
 @pytest.mark.parametrize(
     ("stage", "command"),
-    [("cifar_tiny_data", "tiny-data"), ("cifar_data", "prepare"), ("cifar_train", "train"),
+    [("cifar_tiny_data", "tiny-data"), ("cifar_fetch", "fetch"), ("cifar_data", "prepare"),
+     ("cifar_train", "train"),
      ("cifar_posthoc", "posthoc"), ("cifar_tables", "tables")],
 )  # fmt: skip
 def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch, stage, command):
@@ -182,11 +212,35 @@ def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch
 
 
 def test_schema_lists_exactly_the_methods_of_the_library():
-    from pnc.cifar.data import OOD_DATASETS
+    from pnc.cifar.data import ID_DATASETS
     from pnc.cifar.posthoc import METHOD_LABELS
 
     schema = yaml.safe_load((ROOT / "workflow/schemas/cifar.schema.yaml").read_text())
     assert set(schema["properties"]["methods"]["properties"]) == set(METHOD_LABELS)
-    assert schema["properties"]["data"]["properties"]["ood"]["items"]["enum"] == list(OOD_DATASETS)
+    data = schema["properties"]["data"]["properties"]
+    assert data["id"]["enum"] == list(ID_DATASETS)
+    assert data["ood"]["items"]["enum"] == list(dict.fromkeys(n for d in ID_DATASETS.values() for n in d.ood))  # fmt: skip
     paper = yaml.safe_load((ROOT / "config/cifar.yaml").read_text())
     assert set(paper["methods"]) == set(METHOD_LABELS) and paper["seeds"] == [0, 1, 2, 3, 4]
+    assert paper["report"] == {"std": "sample", "fpr95": "own"}
+
+
+def test_cifar100_and_the_authors_reporting_dry_run(workdir):
+    proc = _snakemake(workdir, "-n", "-p", "--configfile", "config/cifar100.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "--id cifar100" in proc.stdout and "--ood cifar10 tin mnist" in proc.stdout
+    assert "resources/cifar/data/cifar100.npz" in proc.stdout
+    proc = _snakemake(workdir, "-n", "-p", "--configfile", "config/cifar.yaml", "config/cifar_authors.yaml")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "--seeds 0 1 2 " in proc.stdout
+    assert """--report '{"fpr95": "authors", "std": "population"}'""" in proc.stdout
+
+
+def test_smoke_config_is_full_width_and_paper_sized_pnc(workdir):
+    smoke = yaml.safe_load((workdir / "config/cifar_smoke.yaml").read_text())
+    paper = yaml.safe_load((workdir / "config/cifar.yaml").read_text())
+    assert smoke["model"] == paper["model"]
+    pnc = smoke["methods"]["pnc"]
+    assert (pnc["n_members"], pnc["rank"]) == (50, 20) and set(smoke["methods"]) == set(paper["methods"])  # fmt: skip
+    proc = _snakemake(workdir, "-n", "--configfile", "config/cifar_smoke.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]

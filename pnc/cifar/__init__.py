@@ -1,11 +1,13 @@
-"""The CIFAR-10 OOD study (paper Section 5.4, Table 2; Appendix D), as library modules.
+"""The CIFAR OOD study (paper Section 5.4, Table 2; Appendix D; CIFAR-100 as ID too), as library
+modules.
 
-Read in order: :mod:`~pnc.cifar.data` (CIFAR-10 binary files, OpenOOD v1.5 image lists, the tiny
-generated benchmark), :mod:`~pnc.cifar.model` (the classifier and its features),
+Read in order: :mod:`~pnc.cifar.data` (CIFAR-10 / CIFAR-100 binary files, OpenOOD v1.5 image
+lists, the tiny generated benchmark), :mod:`~pnc.cifar.fetch` (downloads from the official
+sources, checksums verified), :mod:`~pnc.cifar.model` (the classifier and its features),
 :mod:`~pnc.cifar.recipe` (the training recipe with per-epoch checkpoints and SWAG moments),
 :mod:`~pnc.cifar.baselines` (MSP, Energy, Mahalanobis, ReAct, LLLA, MC Dropout, SWAG, Epinet),
 :mod:`~pnc.cifar.posthoc` (construction, temperature and selection per method, P&C's coordinate
-descent), :mod:`~pnc.cifar.ood_metrics` (AUROC, FPR@95%TPR with ID positive),
-:mod:`~pnc.cifar.ood_tables` (Table 2, the sweep table) and :mod:`~pnc.cifar.jobs` (one function
+descent), :mod:`~pnc.cifar.ood_metrics` (AUROC, FPR@95%TPR, AUPR-In/Out with ID positive; NLL, ECE, Brier),
+:mod:`~pnc.cifar.ood_tables` (Table 2, the calibration and AUPR tables, the sweep table) and :mod:`~pnc.cifar.jobs` (one function
 per workflow job; command line :mod:`~pnc.cifar.cli`).
 """

@@ -1,7 +1,7 @@
 """Command line of the CIFAR-10 study: ``python -m pnc.cifar.cli COMMAND ...`` (one job each).
 
-Commands: ``tiny-data ROOT``, ``prepare ROOT --out DIR``, ``train``, ``posthoc``, ``tables``
-(:mod:`pnc.cifar.jobs`). Each prints a JSON summary on stdout. The workflow runs them through
+Commands: ``tiny-data ROOT``, ``fetch ROOT`` (:mod:`pnc.cifar.fetch`), ``prepare ROOT --out
+DIR``, ``train``, ``posthoc``, ``tables`` (:mod:`pnc.cifar.jobs`). Each prints a JSON summary on stdout. The workflow runs them through
 ``python -m pnc.workflow.cifar_<stage> --threads N ...``.
 """
 
@@ -29,12 +29,21 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tiny-data", help="write the generated tiny benchmark")
     t.add_argument("root")
     t.add_argument("--options", type=_json, default={}, help="write_tiny_benchmark keywords")
+    t.add_argument("--id", default="cifar10", help="ID dataset: cifar10 (default) or cifar100")
+
+    f = sub.add_parser("fetch", help="download the missing data files, checksums verified")
+    f.add_argument("root")
+    f.add_argument("--ood", nargs="+", required=True)
+    f.add_argument("--id", default="cifar10", help="ID dataset: cifar10 (default) or cifar100")
+    f.add_argument("--sources", type=_json, default={}, help="source overrides (name -> url, md5, sha256)")  # fmt: skip
+    f.add_argument("--summary", default=None, help="also write the JSON summary to this file")
 
     d = sub.add_parser("prepare", help="check the data files and write the arrays")
     d.add_argument("root")
     d.add_argument("--ood", nargs="+", required=True)
     d.add_argument("--out", required=True)
     d.add_argument("--limit", type=int, default=None, help="images per OOD dataset (default all)")
+    d.add_argument("--id", default="cifar10", help="ID dataset: cifar10 (default) or cifar100")
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--seed", type=int, required=True)
@@ -63,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--methods", nargs="+", required=True)
     s.add_argument("--seeds", type=int, nargs="+", required=True)
     s.add_argument("--out", required=True)
+    s.add_argument(
+        "--report", type=_json, default={}, help='protocol options, e.g. {"std": "population"}'
+    )
     return p
 
 
@@ -70,9 +82,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)  # fmt: skip
     if args.command == "tiny-data":
-        result = jobs.tiny_data(args.root, args.options)
+        result = jobs.tiny_data(args.root, args.options, args.id)
+    elif args.command == "fetch":
+        from pnc.cifar.fetch import fetch
+
+        result = fetch(args.root, args.id, args.ood, overrides=args.sources)
+        if args.summary:
+            from pnc.io import write_json
+
+            write_json(args.summary, result)
     elif args.command == "prepare":
-        result = jobs.prepare_data(args.root, args.ood, args.out, args.limit)
+        result = jobs.prepare_data(args.root, args.ood, args.out, args.limit, args.id)
     elif args.command == "train":
         result = jobs.train_run(
             seed=args.seed, run_id=args.run_id, data_dir=args.data, out=args.out,
@@ -88,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         table = jobs.tables(
             scores_dir=args.scores, data_dir=args.data, methods=args.methods, seeds=args.seeds,
-            out=args.out,
+            out=args.out, report=args.report,
         )  # fmt: skip
         result = {"methods": table["method"].tolist()}
     print(json.dumps(result, sort_keys=True, default=str))

@@ -36,22 +36,25 @@ log = logging.getLogger(__name__)
 RUN_ID = re.compile(r"^(base|member[1-9]\d*|dropout(0(\.\d+)?|1))$")
 
 
-def resnet_config(model: Mapping) -> ResNetConfig:
+def resnet_config(model: Mapping, num_classes: int = D.NUM_CLASSES) -> ResNetConfig:
     return ResNetConfig(
-        num_classes=D.NUM_CLASSES,
+        num_classes=num_classes,
         widths=tuple(model.get("widths", (64, 128, 256, 512))),
         blocks_per_stage=tuple(model.get("blocks_per_stage", (2, 2, 2, 2))),
     )
 
 
-def tiny_data(root: str | Path, options: Mapping) -> dict:
-    summary = D.write_tiny_benchmark(root, **options)
+def tiny_data(root: str | Path, options: Mapping, id_name: str = "cifar10") -> dict:
+    summary = D.write_tiny_benchmark(root, id_name=id_name, **options)
     write_json(Path(root) / "tiny.json", summary)
     return summary
 
 
-def prepare_data(root: str | Path, ood: Sequence[str], out: str | Path, limit: int | None = None) -> dict:  # fmt: skip
-    summary = D.prepare(root, ood, out, ood_limit=limit)
+def prepare_data(
+    root: str | Path, ood: Sequence[str], out: str | Path, limit: int | None = None,
+    id_name: str = "cifar10",
+) -> dict:  # fmt: skip
+    summary = D.prepare(root, ood, out, ood_limit=limit, id_name=id_name)
     write_json(Path(out) / "data.json", summary)
     return summary
 
@@ -83,9 +86,9 @@ def train_run(
 ) -> dict:
     """Train run ``run_id`` of ``seed`` (resuming from ``out/checkpoint.msgpack``, written after
     every ``checkpoint_every``-th epoch)."""
-    config = resnet_config(model)
     recipe = recipe_for(run_id, train_section, swag_starts)
     data = D.load_prepared(data_dir)
+    config = resnet_config(model, data.num_classes)
     tr, _ = D.train_val_split(data.train_x.shape[0], val_size, seed)
     out = Path(out)
     start = time.perf_counter()
@@ -125,8 +128,9 @@ def posthoc(
     batch_size: int = 500,
 ) -> dict:
     """Construct, select and score ``method`` on ``seed``; write ``scores.npz`` + ``selection.json``."""
-    config = resnet_config(model)
-    ctx = P.Context.from_prepared(D.load_prepared(data_dir), config, seed, val_size, batch_size)
+    data = D.load_prepared(data_dir)
+    config = resnet_config(model, data.num_classes)
+    ctx = P.Context.from_prepared(data, config, seed, val_size, batch_size)
     runs = {r: P.load_run(Path(runs_dir) / r / "run.msgpack") for r in P.runs_of(method, section)}
     start = time.perf_counter()
     outputs, record = P.run_method(method, section, ctx, runs)
@@ -147,12 +151,15 @@ def posthoc(
 
 def tables(
     *, scores_dir: str | Path, data_dir: str | Path, methods: Sequence[str], seeds: Sequence[int],
-    out: str | Path,
+    out: str | Path, report: Mapping | None = None,
 ) -> pd.DataFrame:  # fmt: skip
-    """Metrics of every (seed, method) and the tables."""
+    """Metrics of every (seed, method) and the tables (``report``: :class:`ood_tables.Report`
+    keywords, the protocol options)."""
+    options = T.Report(**(report or {}))
     summary = read_json(Path(data_dir) / "data.json")
-    ood = list(summary["ood"])
-    with np.load(Path(data_dir) / "cifar10.npz", allow_pickle=False) as f:
+    id_name = summary.get("id", "cifar10")
+    groups = summary["ood_groups"]
+    with np.load(Path(data_dir) / f"{id_name}.npz", allow_pickle=False) as f:
         test_y = f["test_y"]
     rows, sweep = [], []
     for seed in seeds:
@@ -160,13 +167,13 @@ def tables(
             folder = Path(scores_dir) / f"seed{seed}" / method
             with np.load(folder / "scores.npz", allow_pickle=False) as f:
                 scores = {k: f[k] for k in f.files}
-            for row in T.method_metrics(scores, test_y, ood):
+            for row in T.method_metrics(scores, test_y, groups, id_name=id_name):
                 rows.append({"seed": seed, "method": method, **row})
             sweep += T.sweep_rows(method, seed, read_json(folder / "selection.json"))
     sweep_frame = pd.DataFrame(
         sweep, columns=["seed", "method", "config", "temperature", "val_nll", "val_accuracy", "selected"]
     )  # fmt: skip
-    return T.write_tables(pd.DataFrame(rows), sweep_frame, out)
+    return T.write_tables(pd.DataFrame(rows), sweep_frame, out, options)
 
 
 def _finite_or_none(obj):

@@ -7,9 +7,13 @@ that temperature; the lowest wins. P&C is selected by coordinate descent in the 
 paper's table: the block (with ``sigma`` and ``bf`` at the first values of their grids), then
 ``sigma`` at the chosen block, then ``bf``. Every tried configuration is kept (the sweep table).
 
-Outputs of a method: for the CIFAR-10 test set and every OOD dataset a confidence per image
-(larger = more ID; an ensemble's is minus the entropy of its temperature-scaled mixture) and, for
-the test set, the predicted class; plus the selection record.
+Outputs of a method (``scores.npz``): for the ID test set and every OOD dataset a confidence per
+image ``<set>_conf`` (larger = more ID; an ensemble's is minus the entropy of its
+temperature-scaled mixture); for the test set the predicted class ``test_pred`` and the
+predictive probabilities ``test_probs`` ``[N, K]`` after the method's temperature (the
+calibration metrics); for the single-model scores also ``<set>_entropy_conf``, minus the entropy
+of the base network's softmax (the authors' FPR95 convention for MSP, Energy and Mahalanobis);
+plus the selection record.
 """
 
 from __future__ import annotations
@@ -97,6 +101,7 @@ def _ensemble_outputs(logits_of: Callable, ctx: Context, temperature: float) -> 
         out[f"{name}_conf"] = -np.asarray(entropy(pbar))
         if name == "test":
             out["test_pred"] = np.asarray(jnp.argmax(pbar, axis=-1))
+            out["test_probs"] = np.asarray(pbar, np.float32)
     return out
 
 
@@ -155,14 +160,18 @@ def _base_features(ctx: Context, variables, names=("train", "val", "eval")) -> d
 
 
 def _single_score(ctx: Context, variables, score: Callable, logits_override=None) -> dict:
+    """Outputs of a single-model score: ``score(features, logits)`` per image; the predictions and
+    probabilities (no temperature: ``T = 1``) are those of the base logits, or of
+    ``logits_override(features)`` (ReAct's clipped features)."""
     feats = _base_features(ctx, variables, ("eval",))
     out = {}
     for name, (f, logits) in feats.items():
         out[f"{name}_conf"] = np.asarray(score(f, logits))
+        out[f"{name}_entropy_conf"] = -np.asarray(entropy(jax.nn.softmax(jnp.asarray(logits), -1)))
         if name == "test":
-            out["test_pred"] = np.argmax(
-                logits if logits_override is None else logits_override(f), -1
-            )
+            used = logits if logits_override is None else logits_override(f)
+            out["test_pred"] = np.argmax(used, -1)
+            out["test_probs"] = np.asarray(jax.nn.softmax(jnp.asarray(used), -1), np.float32)
     return out
 
 

@@ -35,6 +35,7 @@ _check_cifar_schema(config)
 validate(config, CIFAR_SCHEMA)
 
 DATA = config["data"]
+ID = DATA.get("id", "cifar10")
 SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
 MODEL = config.get("model") or {}
@@ -56,10 +57,18 @@ RES = _cifar_resources()
 
 
 def _check_across_keys():
+    from pnc.cifar.data import ID_DATASETS
     from pnc.cifar.jobs import resnet_config
 
     from pnc.cifar.recipe import Recipe
 
+    known = ID_DATASETS[ID].ood
+    unknown = [n for n in DATA["ood"] if n not in known]
+    if unknown:
+        raise WorkflowError(
+            f"invalid config: data.ood {unknown}: not an OpenOOD v1.5 OOD set of {ID}"
+            f" (known: {', '.join(known)})"
+        )
     net = resnet_config(MODEL)
     epochs = int(TRAIN.get("epochs", 300))
     try:
@@ -121,8 +130,11 @@ wildcard_constraints:
 # ----------------------------------------------------------------------------- paths and targets
 
 
-def tiny_input(wildcards):
-    return [os.path.join(DATA["root"], "tiny.json")] if DATA.get("tiny") else []
+def data_input(wildcards):
+    """The generated benchmark's summary, or the fetch job's (data.fetch), or nothing."""
+    if DATA.get("tiny"):
+        return [os.path.join(DATA["root"], "tiny.json")]
+    return ["resources/cifar/fetch.json"] if DATA.get("fetch", True) else []
 
 
 def runs_for(wildcards):
@@ -142,7 +154,10 @@ def score_targets():
     return expand("results/cifar/scores/seed{seed}/{method}/scores.npz", seed=SEEDS, method=METHODS)
 
 
-TABLE_FILES = ("table2.csv", "table2.md", "table2.tex", "metrics.csv", "sweep.csv", "sweep.md")
+TABLE_FILES = (
+    "table2.csv", "table2.md", "table2.tex", "metrics.csv", "calibration.csv", "calibration.md",
+    "aupr.csv", "aupr.md", "sweep.csv", "sweep.md",
+)  # fmt: skip
 
 
 def table_targets():

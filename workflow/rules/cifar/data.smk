@@ -1,15 +1,43 @@
-# Data: the generated tiny benchmark (CI scale only, config data.tiny), then the check of every
-# CIFAR-10 and OpenOOD v1.5 file and their arrays, written once for every later job.
+# Data: the generated benchmark (CI and smoke scale, config data.tiny) or the download of every
+# missing file from its official source (data.fetch, checksums verified; without a network one
+# message names every missing file and how to place it by hand), then the check of every ID and
+# OpenOOD v1.5 file and their arrays, written once for every later job.
+
+
+rule cifar_fetch:
+    message:
+        "CIFAR: fetching the missing data files into {params.root}"
+    output:
+        json="resources/cifar/fetch.json",
+    params:
+        root=DATA["root"],
+        ood=" ".join(DATA["ood"]),
+        id=ID,
+        sources=json_text(DATA.get("sources")),
+    log:
+        "logs/cifar/fetch.log",
+    benchmark:
+        "benchmarks/cifar/fetch.tsv"
+    resources:
+        mem_mb=RES["data"]["mem_mb"],
+        runtime=RES["data"]["runtime"],
+    threads: 1
+    conda:
+        "../../../envs/pnc.yaml"
+    shell:
+        "python -m pnc.workflow.cifar_fetch --threads {threads} {params.root:q} --ood {params.ood}"
+        " --id {params.id} --sources {params.sources:q} --summary {output.json:q} > {log:q} 2>&1"
 
 
 rule cifar_tiny_data:
     message:
-        "CIFAR-10: writing the generated tiny benchmark under {params.root}"
+        "CIFAR: writing the generated tiny benchmark under {params.root}"
     output:
         os.path.join(DATA["root"], "tiny.json"),
     params:
         root=lambda wildcards, output: os.path.dirname(output[0]),
         options=json_text(DATA.get("tiny")),
+        id=ID,
     log:
         "logs/cifar/tiny_data.log",
     benchmark:
@@ -22,16 +50,16 @@ rule cifar_tiny_data:
         "../../../envs/pnc.yaml"
     shell:
         "python -m pnc.workflow.cifar_tiny_data --threads {threads} {params.root:q}"
-        " --options {params.options:q} > {log:q} 2>&1"
+        " --options {params.options:q} --id {params.id} > {log:q} 2>&1"
 
 
 rule cifar_data:
     message:
-        "CIFAR-10: checking the data under {params.root} and writing its arrays"
+        "CIFAR: checking the data under {params.root} and writing its arrays"
     input:
-        tiny_input,
+        data_input,
     output:
-        f"{PREPARED}/cifar10.npz",
+        f"{PREPARED}/{ID}.npz",
         f"{PREPARED}/ood.npz",
         json=f"{PREPARED}/data.json",
     params:
@@ -39,6 +67,7 @@ rule cifar_data:
         ood=" ".join(DATA["ood"]),
         limit=f"--limit {DATA['ood_limit']}" if DATA.get("ood_limit") else "",
         out=lambda wildcards, output: os.path.dirname(output.json),
+        id=ID,
     log:
         "logs/cifar/data.log",
     benchmark:
@@ -51,4 +80,4 @@ rule cifar_data:
         "../../../envs/pnc.yaml"
     shell:
         "python -m pnc.workflow.cifar_data --threads {threads} {params.root:q} --ood {params.ood}"
-        " --out {params.out:q} {params.limit} > {log:q} 2>&1"
+        " --out {params.out:q} {params.limit} --id {params.id} > {log:q} 2>&1"

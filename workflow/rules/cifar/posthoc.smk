@@ -5,9 +5,9 @@
 
 rule cifar_posthoc:
     message:
-        "CIFAR-10: {wildcards.method} on seed {wildcards.seed}"
+        "CIFAR: {wildcards.method} on seed {wildcards.seed}"
     input:
-        npz=f"{PREPARED}/cifar10.npz",
+        npz=f"{PREPARED}/{ID}.npz",
         ood=f"{PREPARED}/ood.npz",
         runs=runs_for,
     output:

@@ -1,10 +1,12 @@
 # Metrics per (seed, method, OOD dataset) with ID as the positive class (OpenOOD v1.5), Table 2
-# (mean +- std over seeds of accuracy and the Near / Far averages) and the sweep table.
+# (mean +- std over seeds of accuracy and the Near / Far averages), the calibration table
+# (accuracy, NLL, ECE, Brier), the AUPR table and the sweep table; `report` picks the standard
+# deviation and the FPR95 convention (docs/protocol.md).
 
 
 rule cifar_tables:
     message:
-        "CIFAR-10: metrics, Table 2 and the sweep table"
+        "CIFAR: metrics, Table 2, the calibration and AUPR tables, the sweep table"
     input:
         scores=score_targets(),
         json=f"{PREPARED}/data.json",
@@ -17,6 +19,10 @@ rule cifar_tables:
         csv="results/cifar/tables/table2.csv",
         tex="results/cifar/tables/table2.tex",
         metrics="results/cifar/tables/metrics.csv",
+        calibration="results/cifar/tables/calibration.csv",
+        calibration_md="results/cifar/tables/calibration.md",
+        aupr="results/cifar/tables/aupr.csv",
+        aupr_md="results/cifar/tables/aupr.md",
         sweep="results/cifar/tables/sweep.csv",
         sweep_md=report(
             "results/cifar/tables/sweep.md",
@@ -29,6 +35,7 @@ rule cifar_tables:
         methods=" ".join(METHODS),
         seeds=" ".join(str(s) for s in SEEDS),
         out=lambda wildcards, output: os.path.dirname(output.csv),
+        report=json_text(config.get("report")),
     log:
         "logs/cifar/tables.log",
     benchmark:
@@ -42,4 +49,4 @@ rule cifar_tables:
     shell:
         "python -m pnc.workflow.cifar_tables --threads {threads} --scores {params.scores:q}"
         " --data {params.data:q} --methods {params.methods} --seeds {params.seeds}"
-        " --out {params.out:q} > {log:q} 2>&1"
+        " --out {params.out:q} --report {params.report:q} > {log:q} 2>&1"

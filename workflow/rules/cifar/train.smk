@@ -6,9 +6,9 @@
 
 rule cifar_train:
     message:
-        "CIFAR-10: training run {wildcards.run}, seed {wildcards.seed}"
+        "CIFAR: training run {wildcards.run}, seed {wildcards.seed}"
     input:
-        npz=f"{PREPARED}/cifar10.npz",
+        npz=f"{PREPARED}/{ID}.npz",
         json=f"{PREPARED}/data.json",
     output:
         msgpack="results/cifar/runs/seed{seed}/{run}/run.msgpack",

@@ -1,0 +1,137 @@
+"""The CIFAR study's calibration and AUPR metrics by hand, and the protocol options of its tables
+(sample / population standard deviation, the authors' FPR95 convention)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pnc.cifar import ood_metrics as M
+from pnc.cifar import ood_tables as T
+
+
+def test_aupr_in_and_out_by_hand():
+    # ranked by confidence: 0.9 ID, 0.6 OOD, 0.4 ID, 0.1 OOD
+    conf_id, conf_ood = [0.9, 0.4], [0.6, 0.1]
+    assert M.aupr_in(conf_id, conf_ood) == pytest.approx(0.5 * 1 + 0.5 * 2 / 3)
+    # OOD positive, ranked by minus the confidence: 0.1 OOD, 0.4 ID, 0.6 OOD, 0.9 ID
+    assert M.aupr_out(conf_id, conf_ood) == pytest.approx(0.5 * 1 + 0.5 * 2 / 3)
+    assert M.aupr_in([3.0, 2.0], [1.0]) == 1.0 and M.aupr_out([3.0, 2.0], [1.0]) == 1.0
+    # perfectly inverted: every OOD image above every ID image
+    assert M.aupr_out([0.0, 0.1], [0.5]) == pytest.approx(1 / 3)
+
+
+def test_aupr_matches_precision_recall_steps_on_random_scores():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1, 1, 40), rng.normal(0, 1, 30)
+    scores = np.concatenate([a, b])
+    positive = np.concatenate([np.ones(40), np.zeros(30)]).astype(bool)
+    order = np.argsort(-scores, kind="stable")
+    tp = np.cumsum(positive[order])
+    precision = tp / np.arange(1, 71)
+    expected = float(np.sum(precision[positive[order]]) / 40)  # no ties: AP = mean precision at hits
+    assert M.aupr_in(a, b) == pytest.approx(expected)
+
+
+def test_nll_brier_ece_by_hand():
+    probs = np.array([[0.95, 0.05], [0.95, 0.05], [0.55, 0.45], [0.45, 0.55]])
+    labels = np.array([0, 1, 0, 1])
+    assert M.nll(probs, labels) == pytest.approx(-np.mean(np.log([0.95, 0.05, 0.55, 0.55])))
+    assert M.brier(probs, labels) == pytest.approx(
+        np.mean([2 * 0.05**2, 2 * 0.95**2, 2 * 0.45**2, 2 * 0.45**2])
+    )
+    # bins of width 1/15: 0.95 -> (14/15, 1], accuracy 1/2; 0.55 -> (8/15, 9/15], accuracy 1
+    assert M.ece(probs, labels) == pytest.approx(0.5 * 0.45 + 0.5 * 0.45)
+    assert M.ece(probs, labels, n_bins=1) == pytest.approx(abs(0.75 - 0.75))
+
+
+def test_ece_bin_edges_belong_to_the_lower_bin():
+    # confidence exactly 2/3 = 10/15 falls in (9/15, 10/15], with the 0.62 sample
+    probs = np.array([[2 / 3, 1 / 3], [0.62, 0.38]])
+    labels = np.array([0, 1])
+    assert M.ece(probs, labels) == pytest.approx(abs(0.5 - (2 / 3 + 0.62) / 2))
+    with pytest.raises(ValueError, match="labels must be in 0..1"):
+        M.ece(probs, np.array([0, 2]))
+    with pytest.raises(ValueError, match=r"probabilities \[N, K\]"):
+        M.nll(probs[0], labels)
+
+
+def _scores(rng, n=50, k=10, ood=("cifar100", "svhn"), entropy=False):
+    probs = rng.dirichlet(np.ones(k), n).astype(np.float32)
+    out = {"test_pred": probs.argmax(1), "test_probs": probs, "test_conf": rng.normal(1, 1, n)}
+    for name in ood:
+        out[f"{name}_conf"] = rng.normal(0, 1, 20)
+    if entropy:
+        out["test_entropy_conf"] = rng.normal(1, 1, n)
+        for name in ood:
+            out[f"{name}_entropy_conf"] = rng.normal(1, 1, 20)
+    return out
+
+
+def test_method_metrics_rows_for_id_and_every_ood_set():
+    rng = np.random.default_rng(1)
+    scores, labels = _scores(rng), rng.integers(0, 10, 50)
+    rows = T.method_metrics(scores, labels, {"cifar100": "near", "svhn": "far"})
+    got = {(r["dataset"], r["metric"]): r["value"] for r in rows}
+    assert set(got) == {("cifar10", m) for m in ("accuracy", "nll", "ece", "brier")} | {
+        (d, m) for d in ("cifar100", "svhn") for m in ("auroc", "fpr95", "aupr_in", "aupr_out")
+    }
+    assert got[("cifar10", "ece")] == pytest.approx(100 * M.ece(scores["test_probs"], labels))
+    assert got[("svhn", "aupr_out")] == pytest.approx(
+        100 * M.aupr_out(scores["test_conf"], scores["svhn_conf"])
+    )
+    with_entropy = T.method_metrics(_scores(rng, entropy=True), labels, {"svhn": "far"})
+    assert "fpr95_entropy" in {r["metric"] for r in with_entropy}
+
+
+def _long(values: dict) -> pd.DataFrame:
+    """Metrics rows from ``{(method, seed): {metric: value}}`` on one far dataset."""
+    rows = []
+    for (method, seed), metrics in values.items():
+        for metric, value in metrics.items():
+            group = "id" if metric in T.ID_METRICS else "far"
+            dataset = "cifar10" if group == "id" else "svhn"
+            rows.append({"seed": seed, "method": method, "dataset": dataset, "group": group, "metric": metric, "value": value})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_population_or_sample_std_and_the_authors_fpr95():
+    values = {
+        (m, s): {"accuracy": 90 + s, "nll": 0.3, "ece": 2.0, "brier": 0.1, "auroc": 80 + s,
+                 "fpr95": 40 + 2 * s, **({"fpr95_entropy": 60 + 2 * s} if m == "msp" else {})}
+        for m in ("msp", "pnc") for s in (0, 1, 2)
+    }  # fmt: skip
+    metrics = _long(values)
+    sample = T.table2(metrics, T.Report(std="sample")).set_index("method")
+    population = T.table2(metrics, T.Report(std="population")).set_index("method")
+    assert sample.loc["pnc", "acc_std"] == pytest.approx(1.0)
+    assert population.loc["pnc", "acc_std"] == pytest.approx(math.sqrt(2 / 3))
+    assert sample.loc["msp", "far_fpr95_mean"] == pytest.approx(42)
+    authors = T.table2(metrics, T.Report(fpr95="authors")).set_index("method")
+    assert authors.loc["msp", "far_fpr95_mean"] == pytest.approx(62)
+    assert authors.loc["pnc", "far_fpr95_mean"] == pytest.approx(42)  # P&C keeps its own
+    cal = T.summary_table(metrics, T.CALIBRATION_COLUMNS).set_index("method")
+    assert cal.loc["pnc", "nll_mean"] == pytest.approx(0.3) and cal.loc["pnc", "seeds"] == 3
+    with pytest.raises(ValueError, match="report.std"):
+        T.Report(std="ddof0")
+    with pytest.raises(ValueError, match="report.fpr95"):
+        T.Report(fpr95="entropy")
+
+
+def test_write_tables_writes_the_calibration_and_aupr_tables(tmp_path):
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, 10, 50)
+    rows = []
+    for seed in (0, 1):
+        for r in T.method_metrics(_scores(rng), labels, {"cifar100": "near", "svhn": "far"}):
+            rows.append({"seed": seed, "method": "pnc", **r})
+    sweep = pd.DataFrame(columns=["seed", "method", "config", "temperature", "val_nll", "val_accuracy", "selected"])  # fmt: skip
+    T.write_tables(pd.DataFrame(rows), sweep, tmp_path)
+    cal = (tmp_path / "calibration.md").read_text()
+    assert "| Method | Acc% | NLL | ECE% | Brier |" in cal and "P&C" in cal
+    aupr = pd.read_csv(tmp_path / "aupr.csv")
+    assert {"near_aupr_in_mean", "far_aupr_out_std"} <= set(aupr.columns)
+    assert np.isfinite(aupr[[c for c in aupr.columns if c.endswith("_mean")]].to_numpy()).all()
