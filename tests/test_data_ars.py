@@ -4,9 +4,11 @@ resuming from a training state, the worker pool, stored copies."""
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from pnc.data import ENVS, CacheConflictError
 from pnc.data.ars import (
@@ -28,6 +30,8 @@ from pnc.data.behaviour import (
     train_behaviour_policies,
 )
 from pnc.data.offline import action_noise_for, rollout_policy
+
+REPO = Path(__file__).resolve().parents[1]
 
 QUICK = ARSConfig(
     iterations=16,
@@ -164,10 +168,26 @@ def test_reselection_reproduces_training_and_follows_the_action_noise(tmp_path):
         reselect_behaviour_policies("InvertedPendulum", tmp_path)
 
 
+def _offline_envs() -> list[str]:
+    """The environments ``config/offline.yaml`` studies: their stored policies must exist."""
+    with open(REPO / "config" / "offline.yaml") as f:
+        return list(yaml.safe_load(f)["envs"])
+
+
+def test_every_environment_of_the_offline_study_has_stored_policies():
+    envs = _offline_envs()
+    assert envs and set(envs) <= set(ENVS)
+    missing = [name for name in envs if not (POLICY_DIR / name / "policies.json").exists()]
+    assert not missing, f"config/offline.yaml lists environments without stored policies: {missing}"
+
+
 @pytest.mark.parametrize("name", ENVS)
 def test_stored_policies_are_ordered_under_the_data_action_noise(name):
     if not (POLICY_DIR / name / "policies.json").exists():
-        pytest.skip(f"no stored policies for {name}")
+        # only environments the offline study leaves out may lack policies; a missing directory
+        # of a listed one fails here (and in the test above)
+        assert name not in _offline_envs(), f"no stored policies for {name}"
+        pytest.skip(f"{name} is not in config/offline.yaml and has no stored policies")
     policies, record = load_policies(name)
     noise = action_noise_for(name)
     assert noise > 0
