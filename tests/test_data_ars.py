@@ -45,6 +45,7 @@ QUICK = ARSConfig(
 )
 
 
+@pytest.mark.slow
 def test_ars_improves_inverted_pendulum_quickly():
     checkpoints, info = train_ars(
         "InvertedPendulum", QUICK, seed=0, action_noise=action_noise_for("InvertedPendulum")
@@ -242,6 +243,7 @@ def _same_checkpoints(a, b):
         np.testing.assert_array_equal(x.policy.obs_std, y.policy.obs_std)
 
 
+@pytest.mark.slow
 def test_resumed_run_equals_the_uninterrupted_run(tmp_path):
     kwargs = {"action_noise": 0.1, "reward_shift": 0.5}
     full, full_info = train_ars("InvertedPendulum", RESUME, 0, **kwargs)
@@ -301,6 +303,7 @@ def test_resume_refuses_other_settings(tmp_path):
         train_ars("InvertedPendulum", short, 0, action_noise=0.1, state_path=tmp_path / "other.npz")
 
 
+@pytest.mark.slow
 def test_worker_pool_gives_the_same_run():
     config = dataclasses.replace(RESUME, iterations=2)
     one, _ = train_ars("InvertedPendulum", config, 0, action_noise=0.1)
