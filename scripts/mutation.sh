@@ -32,7 +32,11 @@ source_paths = ["pnc"]
 only_mutate = ["$module"]
 also_copy = ["tests", "config", "workflow", "Snakefile", "cifar.smk", "profiles"]
 pytest_add_cli_args_test_selection = $(toml_list "${tests[@]}")
-pytest_add_cli_args = $(toml_list -p no:cacheprovider -p no:randomly -x -q "${extra[@]}")
+pytest_add_cli_args = $(toml_list -p no:cacheprovider -x -q "${extra[@]}")
+# every mutant runs in a process forked from a server that has only collected the tests, never
+# run them: a process that ran them holds compiled jit functions of the unmutated code
+process_isolation = "forkserver"
+forkserver_warmup = "collect"
 CFG
 # the mutated copy under mutants/ must win over any installed or exported pnc
 unset PYTHONPATH
