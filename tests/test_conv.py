@@ -130,6 +130,46 @@ def test_primal_and_dual_agree():
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
 
 
+def _ridge_reference_float64(u, targets, w2, ridge):
+    """Eq. conv-correction solved in float64 from patches built by hand (1-pixel zero padding).
+
+    Minimises ``||[1, P] Theta - T||^2 + ridge ||Theta - [0; W_2]||^2`` over ``Theta`` whose
+    rows are the bias then the kernel flattened ``(u, v, c_in)``; returns ``(kernel, bias)``.
+    """
+    u, t, w2 = (np.asarray(a, np.float64) for a in (u, targets, w2))
+    n, h, w, c_in = u.shape
+    k = w2.shape[0]
+    padded = np.pad(u, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    rows = [
+        np.concatenate([[1.0], padded[i, y : y + k, x : x + k, :].ravel()])
+        for i in range(n)
+        for y in range(h)
+        for x in range(w)
+    ]
+    y_bar = np.stack(rows)  # [N H W, 1 + k k C_in], the kernel part ordered (u, v, c_in)
+    theta0 = np.concatenate([np.zeros((1, w2.shape[3])), w2.reshape(-1, w2.shape[3])])
+    lhs = y_bar.T @ y_bar + ridge * np.eye(y_bar.shape[1])
+    rhs = y_bar.T @ t.reshape(n * h * w, -1) + ridge * theta0
+    theta = np.linalg.solve(lhs, rhs)
+    return theta[1:].reshape(w2.shape), theta[0]
+
+
+@pytest.mark.parametrize("system", ["primal", "dual"])
+@pytest.mark.parametrize("ridge", [0.3, 3.0, 30.0])
+def test_finite_ridge_matches_a_float64_reference(system, ridge):
+    """At finite lambda the fit and the pull towards ``W_2`` are both active: the kernel and bias
+    move by an amount that depends on lambda (a mis-scaled ridge moves them by a different one)."""
+    u = jax.nn.relu(jax.random.normal(jax.random.key(3), (5, 4, 4, 2)))
+    targets = jax.random.normal(jax.random.key(4), (5, 4, 4, 3))
+    w2 = jax.random.normal(jax.random.key(5), (3, 3, 2, 3))
+    kernel, bias = C.conv_ridge_correction(u, targets, w2, ridge, chunk_size=2, system=system)
+    kernel_ref, bias_ref = _ridge_reference_float64(u, targets, w2, ridge)
+    # the correction is far from both limits, so the comparison below pins lambda's scale
+    assert np.max(np.abs(kernel_ref - np.asarray(w2, np.float64))) > 0.05
+    np.testing.assert_allclose(kernel, kernel_ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(bias, bias_ref, rtol=1e-4, atol=1e-4)
+
+
 def test_ridge_zero_with_fewer_patch_rows_than_columns_reproduces_the_targets(base):
     """Block 2 of TINY: conv2 has 1 + 9 * 8 = 73 columns; 4 images at 4x4 give 64 patch rows."""
     variables, x = base

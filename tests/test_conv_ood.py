@@ -115,6 +115,7 @@ def _evaluate(variables, members, x_id, y_id, x_ood):
     return acc, auroc(score(logits_id), score(logits_ood))
 
 
+@pytest.mark.slow
 def test_pnc_members_disagree_on_shifted_images_better_than_without_correction(task):
     variables, x_cal, x_id, y_id, x_ood = task
     base_acc, base_auroc = _evaluate(variables, None, x_id, y_id, x_ood)

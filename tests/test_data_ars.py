@@ -4,9 +4,11 @@ resuming from a training state, the worker pool, stored copies."""
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from pnc.data import ENVS, CacheConflictError
 from pnc.data.ars import (
@@ -29,6 +31,8 @@ from pnc.data.behaviour import (
 )
 from pnc.data.offline import action_noise_for, rollout_policy
 
+REPO = Path(__file__).resolve().parents[1]
+
 QUICK = ARSConfig(
     iterations=16,
     n_directions=4,
@@ -41,6 +45,7 @@ QUICK = ARSConfig(
 )
 
 
+@pytest.mark.slow
 def test_ars_improves_inverted_pendulum_quickly():
     checkpoints, info = train_ars(
         "InvertedPendulum", QUICK, seed=0, action_noise=action_noise_for("InvertedPendulum")
@@ -164,10 +169,26 @@ def test_reselection_reproduces_training_and_follows_the_action_noise(tmp_path):
         reselect_behaviour_policies("InvertedPendulum", tmp_path)
 
 
+def _offline_envs() -> list[str]:
+    """The environments ``config/offline.yaml`` studies: their stored policies must exist."""
+    with open(REPO / "config" / "offline.yaml") as f:
+        return list(yaml.safe_load(f)["envs"])
+
+
+def test_every_environment_of_the_offline_study_has_stored_policies():
+    envs = _offline_envs()
+    assert envs and set(envs) <= set(ENVS)
+    missing = [name for name in envs if not (POLICY_DIR / name / "policies.json").exists()]
+    assert not missing, f"config/offline.yaml lists environments without stored policies: {missing}"
+
+
 @pytest.mark.parametrize("name", ENVS)
 def test_stored_policies_are_ordered_under_the_data_action_noise(name):
     if not (POLICY_DIR / name / "policies.json").exists():
-        pytest.skip(f"no stored policies for {name}")
+        # only environments the offline study leaves out may lack policies; a missing directory
+        # of a listed one fails here (and in the test above)
+        assert name not in _offline_envs(), f"no stored policies for {name}"
+        pytest.skip(f"{name} is not in config/offline.yaml and has no stored policies")
     policies, record = load_policies(name)
     noise = action_noise_for(name)
     assert noise > 0
@@ -222,6 +243,7 @@ def _same_checkpoints(a, b):
         np.testing.assert_array_equal(x.policy.obs_std, y.policy.obs_std)
 
 
+@pytest.mark.slow
 def test_resumed_run_equals_the_uninterrupted_run(tmp_path):
     kwargs = {"action_noise": 0.1, "reward_shift": 0.5}
     full, full_info = train_ars("InvertedPendulum", RESUME, 0, **kwargs)
@@ -281,6 +303,7 @@ def test_resume_refuses_other_settings(tmp_path):
         train_ars("InvertedPendulum", short, 0, action_noise=0.1, state_path=tmp_path / "other.npz")
 
 
+@pytest.mark.slow
 def test_worker_pool_gives_the_same_run():
     config = dataclasses.replace(RESUME, iterations=2)
     one, _ = train_ars("InvertedPendulum", config, 0, action_noise=0.1)

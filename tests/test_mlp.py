@@ -100,3 +100,22 @@ def test_mixture_moments():
     mean, var = mixture(Predictive(means, variances))
     assert float(mean[0, 0]) == 1.0
     assert float(var[0, 0]) == pytest.approx(2.0 + 1.0)
+
+
+def test_softplus_variance_head_by_hand():
+    """The authors' variance link: ``var = log(1 + exp(v)) + min_variance`` on the head's second
+    half, computed here in float64 from the head's weights; the module agrees with the function."""
+    cfg = MLPConfig(out_dim=2, hidden=(6,), variance="softplus", min_variance=1e-3)
+    params = init_params(cfg, 3, jax.random.key(4))
+    x = np.random.default_rng(0).normal(size=(5, 3)) * 3.0
+    h = np.maximum(x @ np.asarray(params["hidden_0"]["kernel"], np.float64) + np.asarray(params["hidden_0"]["bias"]), 0.0)  # fmt: skip
+    out = h @ np.asarray(params["head"]["kernel"], np.float64) + np.asarray(params["head"]["bias"])
+    mean, var = forward(params, jnp.asarray(x, jnp.float32), cfg)
+    np.testing.assert_allclose(mean, out[:, :2], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(var, np.log1p(np.exp(out[:, 2:])) + 1e-3, rtol=1e-5, atol=1e-6)
+    module_mean, module_var = GaussianMLP(cfg).apply({"params": params}, jnp.asarray(x, jnp.float32))  # fmt: skip
+    np.testing.assert_allclose(module_var, var, rtol=1e-6)
+    # the floor holds where the softplus underflows, and large raw outputs pass through linearly
+    far = {**params, "head": {"kernel": params["head"]["kernel"], "bias": jnp.asarray([0.0, 0.0, -200.0, 50.0])}}  # fmt: skip
+    _, var_far = forward(far, jnp.zeros((1, 3)), MLPConfig(out_dim=2, hidden=(6,), variance="softplus", min_variance=1e-3))  # fmt: skip
+    np.testing.assert_allclose(var_far[0], [1e-3, 50.0 + 1e-3], rtol=1e-6)

@@ -249,3 +249,24 @@ def test_optional_columns_default_and_val_rows_are_ignored(results):
     df = vocab.validate(pd.concat([bare, val]))
     assert (df["config"] == "default").all() and (df["data_source"] == "unspecified").all()
     assert "val" not in set(df["split"]) and len(df) == len(bare)
+
+
+def test_wilcoxon_normal_approximation_with_ties_by_hand():
+    """More than 13 pairs with tied |differences|: the normal approximation, with the tie
+    correction of the variance and no continuity correction, computed here from the ranks."""
+    d = np.array([1.0, -1.0, 2.0, 2.0, 3.0, -3.0, 4.0, 5.0, 5.0, 5.0, 6.0, 7.0, -8.0, 9.0, 10.0, 0.0])
+    out = st.wilcoxon_test(d)
+    nonzero = d[d != 0]
+    n = nonzero.size
+    assert n == 15 and out["n_nonzero"] == 15
+    assert out["test"] == "normal approximation (tied |differences|)"
+    # midranks of |d|: 1,1 -> 1.5; 2,2 -> 3.5; 3,3 -> 5.5; 4 -> 7; 5,5,5 -> 9; 6 -> 11; 7 -> 12 ...
+    ranks = np.array([1.5, 1.5, 3.5, 3.5, 5.5, 5.5, 7, 9, 9, 9, 11, 12, 13, 14, 15])
+    r_plus = ranks[nonzero > 0].sum()
+    r_minus = ranks[nonzero < 0].sum()
+    assert (out["r_plus"], out["r_minus"]) == (r_plus, r_minus) == (100.0, 20.0)
+    ties = np.array([2, 2, 2, 3])  # group sizes of tied |d|
+    var = n * (n + 1) * (2 * n + 1) / 24 - np.sum(ties**3 - ties) / 48
+    z = (min(r_plus, r_minus) - n * (n + 1) / 4) / np.sqrt(var)
+    assert out["p"] == pytest.approx(2 * sps.norm.cdf(z), rel=1e-9)
+    assert out["favours"] == "pnc"

@@ -40,6 +40,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_repeated_member_builds_complete_on_a_two_thread_pool(tmp_path):
     repeats = 40
     script = tmp_path / "builds.py"

@@ -1,0 +1,80 @@
+"""CPU pinning of the workflow's stages (pnc.workflow.limit_threads, claim_cpus), executed for real
+in fresh interpreters: the affinity of every thread, the XLA and BLAS variables, the lock files that
+keep concurrent jobs on distinct CPUs, and the error once the JAX backend has started."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+PIN = """
+import json, os, sys
+import pnc.workflow as W
+cpus = W.limit_threads(1)
+import jax.numpy as jnp
+float(jnp.ones(3).sum())  # the backend starts under the pinning; its threads inherit it
+threads = {t: sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}
+try:
+    W.limit_threads(1)
+    again = "no error"
+except ValueError as e:
+    again = str(e)
+print(json.dumps({"cpus": cpus, "threads": threads, "again": again,
+                  "xla": os.environ["XLA_FLAGS"], "omp": os.environ["OMP_NUM_THREADS"]}))
+"""
+
+CLAIM = """
+import json, subprocess, sys
+import pnc.workflow as W
+mine = W.claim_cpus(1)
+child = subprocess.run([sys.executable, "-c", "import pnc.workflow as W; print(W.claim_cpus(1)[0])"],
+                       capture_output=True, text=True, check=True)
+print(json.dumps({"parent": mine, "child": [int(child.stdout)]}))
+"""
+
+
+def _run(code: str, tmp_path: Path, **env) -> dict:
+    environ = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(REPO), **env}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_limit_threads_pins_every_thread_and_sets_the_xla_flags(tmp_path):
+    got = _run(PIN, tmp_path, XLA_FLAGS="--xla_dump_to=/nowhere --xla_cpu_multi_thread_eigen=true")
+    allowed = sorted(os.sched_getaffinity(0))
+    assert len(got["cpus"]) == 1 and got["cpus"][0] in allowed
+    assert len(got["threads"]) > 1  # the interpreter's and XLA's threads
+    assert all(c == got["cpus"] for c in got["threads"].values()), got["threads"]
+    # unrelated flags are kept, the old thread flag is replaced (not duplicated)
+    assert got["xla"].split() == [
+        "--xla_dump_to=/nowhere",
+        "--xla_cpu_multi_thread_eigen=false",
+        "intra_op_parallelism_threads=1",
+    ]
+    assert got["omp"] == "1"
+    assert "before the first JAX computation" in got["again"]
+
+
+def test_concurrent_jobs_claim_distinct_cpus(tmp_path):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU allowed: nothing to distribute")
+    got = _run(CLAIM, tmp_path)
+    assert got["parent"] != got["child"]
+    assert list((tmp_path / f"pnc-cpus-{os.getuid()}").glob("cpu*.lock"))
+
+
+def test_limit_threads_rejects_zero_threads():
+    from pnc.workflow import limit_threads
+
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        limit_threads(0)
