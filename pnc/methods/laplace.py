@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from typing import ClassVar
 
 import jax
@@ -263,6 +264,21 @@ class Laplace(OnBaseRun, MethodBase):
     """KFAC Laplace on the shared base run."""
 
     id: ClassVar[str] = "laplace"
+    label: ClassVar[str] = "Laplace"
+    short_label: ClassVar[str] = "Lap."
+    row: ClassVar[int] = 40
+    style: ClassVar[Mapping[str, object]] = {
+        "color": "#CC79A7",
+        "marker": "^",
+        "linestyle": ":",
+        "hatch": "..",
+    }
+    hparam_abbreviations: ClassVar[Mapping[str, str]] = {
+        "prior_precision": "prior",
+        "prior": "prior",
+        "temperature": "T",
+        "n_samples": "S",
+    }
     config_cls: ClassVar[type] = LaplaceConfig
     training_fields: ClassVar[tuple[str, ...]] = ()
     posthoc_fields: ClassVar[tuple[str, ...]] = (

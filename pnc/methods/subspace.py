@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from typing import ClassVar
 
 import jax
@@ -222,6 +223,21 @@ class Subspace(MethodBase):
     """Subspace Inference with elliptical slice sampling on the shared base run."""
 
     id: ClassVar[str] = "subspace"
+    run_kind: ClassVar[str] = "subspace"
+    label: ClassVar[str] = "Subspace"
+    short_label: ClassVar[str] = "Sub."
+    row: ClassVar[int] = 50
+    style: ClassVar[Mapping[str, object]] = {
+        "color": "#56B4E9",
+        "marker": "P",
+        "linestyle": (0, (5, 1)),
+        "hatch": "++",
+    }
+    hparam_abbreviations: ClassVar[Mapping[str, str]] = {
+        "rank": "K",
+        "n_samples": "S",
+        "temperature": "T",
+    }
     config_cls: ClassVar[type] = SubspaceConfig
     training_fields: ClassVar[tuple[str, ...]] = (
         "trajectory_steps",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from typing import ClassVar
 
 import jax
@@ -150,6 +151,20 @@ class SWAG(OnBaseRun, MethodBase):
     """SWAG on the shared base run (Maddox et al., 2019)."""
 
     id: ClassVar[str] = "swag"
+    label: ClassVar[str] = "SWAG"
+    short_label: ClassVar[str] = "SWAG"
+    row: ClassVar[int] = 30
+    style: ClassVar[Mapping[str, object]] = {
+        "color": "#009E73",
+        "marker": "D",
+        "linestyle": "-.",
+        "hatch": "xx",
+    }
+    hparam_abbreviations: ClassVar[Mapping[str, str]] = {
+        "scale": "sws",
+        "rank": "K",
+        "n_samples": "S",
+    }
     config_cls: ClassVar[type] = SWAGConfig
     training_fields: ClassVar[tuple[str, ...]] = ()
     posthoc_fields: ClassVar[tuple[str, ...]] = (
