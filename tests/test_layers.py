@@ -1,4 +1,4 @@
-"""The package's layering: each module imports only from the layers it is allowed to (README)."""
+"""The package's layering: each module imports only from the layers it is allowed to (docs/modules.md)."""
 
 from __future__ import annotations
 

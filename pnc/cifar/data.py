@@ -53,7 +53,7 @@ LAYOUT = f"""expected layout under the data root:
       records of 1 label byte + 3072 pixel bytes)
   {IMGLIST_DIR}/test_<name>.txt  (OpenOOD v1.5 image lists: 'relative/path label' per line)
   {IMAGE_DIR}/<relative/path>  (OpenOOD v1.5 images_classic folder)
-(README: 'The CIFAR-10 OOD study')"""
+(docs/cifar.md)"""
 
 
 class DataError(ValueError):
