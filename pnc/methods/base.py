@@ -520,6 +520,16 @@ class MethodBase:
         """The posteriors of ``configs`` built with one ``key`` (default: one :meth:`build` each)."""
         return [self.build(run, config, x, y, key=key) for config in configs]
 
+    def parameter_samples(self, posterior: Any, key: Array) -> tuple[Any, Any]:
+        """The weight samples :meth:`predict` evaluates (same key use), a parameter pytree with a
+        leading ``[S]`` axis, and the reference network (used by the mechanism stage). Methods
+        whose samples are not weights of the MLP do not override it.
+
+        Raises:
+            ValueError: the method has no parameter samples.
+        """
+        raise ValueError(f"method {self.id!r} has no parameter samples")
+
     def _check_kind(self, spec: TrainingSpec, kind: str) -> None:
         if spec.kind != kind:
             raise ValueError(f"{self.id} trains runs of kind {kind!r}, got {spec.kind!r}")

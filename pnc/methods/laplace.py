@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -317,6 +317,18 @@ class Laplace(OnBaseRun, MethodBase):
             n_samples=config.n_samples,
             chunk_size=config.chunk_size,
         )
+
+    def parameter_samples(self, posterior: LaplacePosterior, key: Array) -> tuple[Any, Any]:
+        """The parameter samples :meth:`predict` evaluates (same key use), ``[S]``-leading, and
+        the reference network (the trained network, its MAP)."""
+        model = posterior.model
+        keys = jax.random.split(key, posterior.n_samples)
+        n_data = jnp.asarray(posterior.n_data, jnp.float32)
+        delta = jnp.asarray(posterior.prior_precision, jnp.float32)
+        samples = jax.vmap(
+            lambda k: sample_params(model.params, posterior.eigen, n_data, delta, k, model.config)
+        )(keys)
+        return samples, model.params
 
     def predict(self, posterior: LaplacePosterior, x: Array, *, key: Array) -> Predictive:
         x = check_inputs(x, posterior.model.in_dim)

@@ -128,6 +128,10 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
                 out[i] = PnCPosterior(jax.tree.map(lambda a, j=j: a[j], path), run.model)
         return out
 
+    def parameter_samples(self, posterior: PnCPosterior, key: Array) -> tuple[Any, Any]:
+        """The members (``[M]``-leading) and the trained network; ``key`` is unused."""
+        return posterior.members, posterior.model.params
+
     def predict(self, posterior: PnCPosterior, x: Array, *, key: Array) -> Predictive:
         """One Gaussian per member, ``[M, N, D]`` (deterministic; ``key`` is unused)."""
         x = check_inputs(x, posterior.model.in_dim)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -332,6 +332,14 @@ class Subspace(MethodBase):
             config.predictive,
             config.chunk_size,
         )
+
+    def parameter_samples(self, posterior: SubspacePosterior, key: Array) -> tuple[Any, Any]:
+        """The parameter samples :meth:`predict` evaluates (same key use), ``[S]``-leading, and
+        the reference network (the SWA mean); the samples are the retained coordinates ``z``
+        mapped to ``theta_SWA + z B``."""
+        unravel = ravel_pytree(posterior.model.params)[1]
+        flat = posterior.mean[None, :] + posterior.z @ posterior.basis
+        return jax.vmap(unravel)(flat), unravel(posterior.mean)
 
     def predict(self, posterior: SubspacePosterior, x: Array, *, key: Array) -> Predictive:
         """Forward passes at the sampled coordinates, ``[S, N, D]``.
