@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc._linalg import cholesky_and_inverse
+from pnc._linalg import spd_solve
 from pnc.mlp import MLPConfig, Params, forward, hidden_activations
 from pnc.predictive import Predictive
 
@@ -295,53 +295,12 @@ def _solve_correction(
         if center == "zero":
             theta = jnp.concatenate([bias[None, :], kernel], axis=0).astype(dtype)
             rhs = rhs - ridge * theta
-        delta = _spd_solve(gram + ridge * jnp.eye(d1, dtype=dtype), rhs)  # [d+1, q]
+        delta = spd_solve(gram + ridge * jnp.eye(d1, dtype=dtype), rhs)  # [d+1, q]
     else:
-        delta = x_v.T @ _spd_solve(gram + ridge * jnp.eye(n_rows, dtype=dtype), rhs)
+        delta = x_v.T @ spd_solve(gram + ridge * jnp.eye(n_rows, dtype=dtype), rhs)
         if center == "zero":  # delta is Theta' itself
             return delta[1:].astype(kernel.dtype), delta[0].astype(bias.dtype)
     return kernel + delta[1:].astype(kernel.dtype), bias + delta[0].astype(bias.dtype)
-
-
-_MAX_JITTER = 1e4  # the largest jitter tried, in units of n * eps
-
-
-@jax.jit  # eager callers then reuse one compiled solve per shape (the loops inside are traced)
-def _spd_solve(gram: Array, rhs: Array) -> Array:
-    """Solve ``gram @ out = rhs`` for symmetric positive definite ``gram [n, n]``, ``rhs [n, q]``.
-
-    Jacobi scaling to unit diagonal, the Cholesky factor and its explicit inverse
-    (:func:`pnc._linalg.cholesky_and_inverse`: matrix products only, no LAPACK call, so the
-    member-vmapped solves never wait on XLA's CPU thread pool), then one step of iterative
-    refinement against the unscaled system. A Gram formed in float32 can come out indefinite at
-    the rounding level; the factorisation is then redone with a jitter on the unit diagonal,
-    ``n * eps`` first and ten times more on each further failure (at most five retries; the
-    refinement step against the unjittered system removes the jitter's first-order effect).
-    """
-    n = gram.shape[0]
-    diag = jnp.diagonal(gram)
-    scale = jnp.where(diag > 0, jax.lax.rsqrt(jnp.where(diag > 0, diag, 1.0)), 1.0)
-    scaled = gram * scale[:, None] * scale[None, :]
-    eye = jnp.eye(n, dtype=gram.dtype)
-    unit = n * jnp.finfo(gram.dtype).eps
-
-    def failed(state):
-        inv, jitter = state
-        return ~jnp.all(jnp.isfinite(inv)) & (jitter <= _MAX_JITTER * unit)
-
-    def attempt(state):  # jitter 0 first, then unit, 10 unit, ...
-        _, jitter = state
-        inv = cholesky_and_inverse(scaled + jitter * eye)[1]
-        return inv, jnp.where(jitter == 0, unit, 10 * jitter).astype(gram.dtype)
-
-    start = (jnp.full_like(gram, jnp.nan), jnp.zeros((), gram.dtype))
-    inv_chol, _ = jax.lax.while_loop(failed, attempt, start)
-
-    def solve(r):
-        return scale[:, None] * (inv_chol.T @ (inv_chol @ (scale[:, None] * r)))
-
-    out = solve(rhs)
-    return out + solve(rhs - gram @ out)
 
 
 # ----------------------------------------------------------------------------- perturbations

@@ -1,4 +1,5 @@
-"""The README's library example runs as shown and does what its comments say."""
+"""The README is the front door: its library example runs as shown and does what its comments say,
+it stays short, and every page it points to (and every link in those pages) exists."""
 
 import re
 import subprocess
@@ -6,7 +7,49 @@ from pathlib import Path
 
 import numpy as np
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _local_links(path: Path) -> list[str]:
+    return [t for t in LINK.findall(path.read_text()) if not t.startswith(("http://", "https://"))]
+
+
+def test_readme_is_a_front_door_with_a_table_of_contents():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 200
+    assert "## Documentation" in text
+    pages = [t for t in _local_links(README) if t.startswith("docs/")]
+    for page in ("docs/modules.md", "docs/extending.md", "docs/performance.md", "docs/cifar.md",
+                 "docs/workflow.md"):  # fmt: skip
+        assert page in pages, f"README does not point to {page}"
+
+
+def test_every_page_the_readme_points_to_exists_and_its_links_resolve():
+    seen, todo, broken = set(), [README], []
+    while todo:
+        page = todo.pop()
+        if page in seen:
+            continue
+        seen.add(page)
+        for target in _local_links(page):
+            path, _, anchor = target.partition("#")
+            resolved = (page.parent / path).resolve() if path else page
+            if not resolved.exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+            elif anchor and resolved.suffix == ".md":
+                slugs = {
+                    re.sub(r"[^\w\- ]", "", h.strip("# ").lower()).replace(" ", "-")
+                    for h in resolved.read_text().splitlines()
+                    if h.startswith("#")
+                }
+                if anchor not in slugs:
+                    broken.append(f"{page.relative_to(ROOT)} -> {target} (no such heading)")
+            elif resolved.suffix == ".md" and ROOT in resolved.parents:
+                todo.append(resolved)
+    assert not broken, f"broken links: {broken}"
+    assert len(seen) > 5
 
 
 def test_readme_library_example_runs_and_members_disagree_off_the_data():

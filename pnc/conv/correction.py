@@ -29,8 +29,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from pnc._linalg import spd_solve
 from pnc.conv.patches import Padding, kernel_from_matrix, kernel_matrix, unfold, with_ones
-from pnc.perturb_correct import _spd_solve
 
 Array = jax.Array
 
@@ -126,7 +126,7 @@ def ridge_solution(
         ``(W_2 + reshape(delta[1:]) [k, k, C_in, C_out], delta[0] [C_out])``.
     """
     eye = jnp.eye(gram.shape[0], dtype=gram.dtype)
-    delta = _spd_solve(gram + jnp.asarray(ridge, gram.dtype) * eye, beta)
+    delta = spd_solve(gram + jnp.asarray(ridge, gram.dtype) * eye, beta)
     return kernel2 + kernel_from_matrix(delta[1:], kernel2.shape), delta[0]
 
 
@@ -149,7 +149,7 @@ def dual_ridge_solution(
     w = row_mask.astype(y.dtype)
     y_bar = with_ones(y) * w[:, None]
     gram = y_bar @ y_bar.T + jnp.diag(1.0 - w + jnp.asarray(ridge, y.dtype))
-    delta = y_bar.T @ _spd_solve(gram, residual * w[:, None])
+    delta = y_bar.T @ spd_solve(gram, residual * w[:, None])
     return kernel2 + kernel_from_matrix(delta[1:], kernel2.shape), delta[0]
 
 

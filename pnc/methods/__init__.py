@@ -81,20 +81,46 @@ def get(method_id: str) -> Method:
         ) from None
 
 
+def register(method: Method) -> Method:
+    """Add ``method`` to the registry under its ``id`` (a new baseline adds one line above
+    instead; this is for code outside the package). Returns ``method``.
+
+    Raises:
+        ValueError: ``method.id`` is already registered.
+    """
+    global METHOD_IDS
+    if method.id in _REGISTRY:
+        raise ValueError(f"method {method.id!r} is already registered")
+    _REGISTRY[method.id] = method
+    METHOD_IDS = tuple(_REGISTRY)
+    return method
+
+
+def unregister(method_id: str) -> None:
+    """Remove the method ``method_id`` added by :func:`register` (unknown ids raise)."""
+    global METHOD_IDS
+    get(method_id)
+    del _REGISTRY[method_id]
+    METHOD_IDS = tuple(_REGISTRY)
+
+
+def registered() -> tuple[Method, ...]:
+    """Every registered method, in registration order (:data:`METHOD_IDS`)."""
+    return tuple(_REGISTRY.values())
+
+
 def train_run(
     spec: TrainingSpec, x, y, *, model_config, train_config, key, validation=None
 ) -> TrainingRun:
-    """Train any run by its spec (``base``, ``deep_ensemble``, ``mc_dropout``, ``subspace``) on raw
-    data; ``validation`` (raw ``(x_val, y_val)``) is needed for early stopping."""
-    trainers = {
-        "base": train_base,
-        "deep_ensemble": get("deep_ensemble").train,
-        "mc_dropout": get("mc_dropout").train,
-        "subspace": get("subspace").train,
-    }
+    """Train any run by its spec on raw data, with the first registered method whose
+    ``run_kind`` is ``spec.kind``; ``validation`` (raw ``(x_val, y_val)``) is needed for early
+    stopping."""
+    trainers: dict[str, Method] = {}
+    for method in _REGISTRY.values():
+        trainers.setdefault(method.run_kind, method)
     if spec.kind not in trainers:
         raise ValueError(f"unknown training kind {spec.kind!r}; valid: {', '.join(trainers)}")
-    return trainers[spec.kind](
+    return trainers[spec.kind].train(
         spec,
         x,
         y,
@@ -128,6 +154,9 @@ __all__ = [
     "config_id",
     "get",
     "make_config",
+    "register",
+    "registered",
     "train_base",
     "train_run",
+    "unregister",
 ]

@@ -397,6 +397,10 @@ def apply_predictive_rule(pred: Predictive, rule: str, key: Array) -> Predictive
     raise ValueError(f"predictive must be one of {', '.join(PREDICTIVE_RULES)}; got {rule!r}")
 
 
+#: The channels of a method's figure style (:attr:`MethodBase.style`).
+STYLE_KEYS = ("color", "marker", "linestyle", "hatch")
+
+
 class MethodBase:
     """Shared behaviour of the registered methods (configs, ids); subclasses set the ClassVars.
 
@@ -411,6 +415,15 @@ class MethodBase:
             values, and every method call checks that a config carries them.
         shares_keys_with: the id of a method whose construction and sampling keys this one uses
             in the study (:attr:`key_id`); ``None``: its own.
+        run_kind: the :attr:`TrainingSpec.kind` its :meth:`train` trains (``"base"`` for the
+            methods built post hoc on the shared run).
+        label: display name (table rows, figure legends).
+        short_label: abbreviation (table column headers, figure axis ticks).
+        ranked: whether the method takes part in ranks and tests (ablations do not).
+        row: position in the tables' row order (ascending; the paper puts P&C last).
+        style: figure style: ``color``, ``marker``, ``linestyle`` and ``hatch``.
+        hparam_abbreviations: abbreviations of its hyperparameter names in the
+            selected-configuration table (paper Table 3).
 
     The declarations are checked when a subclass is defined: ``training_fields`` and
     ``posthoc_fields`` are disjoint fields of ``config_cls``, ``id_fields`` are among them, and
@@ -424,6 +437,13 @@ class MethodBase:
     id_fields: ClassVar[tuple[str, ...]] = ()
     fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType({})
     shares_keys_with: ClassVar[str | None] = None
+    run_kind: ClassVar[str]
+    label: ClassVar[str]
+    short_label: ClassVar[str]
+    ranked: ClassVar[bool] = True
+    row: ClassVar[int]
+    style: ClassVar[Mapping[str, object]]
+    hparam_abbreviations: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -440,6 +460,15 @@ class MethodBase:
             problems.append(
                 f"fixed {sorted(set(cls.fixed))} must name fields that are not accepted"
             )
+        missing = [
+            name
+            for name in ("run_kind", "label", "short_label", "row", "style")
+            if not hasattr(cls, name)
+        ]
+        if missing:
+            problems.append(f"no {', '.join(missing)} declared")
+        elif set(cls.style) != set(STYLE_KEYS):
+            problems.append(f"style must set exactly {', '.join(STYLE_KEYS)}")
         if problems:
             raise TypeError(f"method {cls.__name__}: " + "; ".join(problems))
 
@@ -490,6 +519,16 @@ class MethodBase:
     ) -> list[Any]:
         """The posteriors of ``configs`` built with one ``key`` (default: one :meth:`build` each)."""
         return [self.build(run, config, x, y, key=key) for config in configs]
+
+    def parameter_samples(self, posterior: Any, key: Array) -> tuple[Any, Any]:
+        """The weight samples :meth:`predict` evaluates (same key use), a parameter pytree with a
+        leading ``[S]`` axis, and the reference network (used by the mechanism stage). Methods
+        whose samples are not weights of the MLP do not override it.
+
+        Raises:
+            ValueError: the method has no parameter samples.
+        """
+        raise ValueError(f"method {self.id!r} has no parameter samples")
 
     def _check_kind(self, spec: TrainingSpec, kind: str) -> None:
         if spec.kind != kind:

@@ -13,7 +13,7 @@ function and takes its PCA subspace from the deviations.
 from __future__ import annotations
 
 import time
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +51,8 @@ class OnBaseRun:
     :meth:`training_spec` is :func:`base_spec` and :meth:`train` is :func:`train_base`. Put it
     before :class:`pnc.methods.base.MethodBase` in the bases, which provides ``_check_config``
     and ``_check_kind``."""
+
+    run_kind: ClassVar[str] = "base"
 
     def training_spec(self, config) -> TrainingSpec:
         self._check_config(config)

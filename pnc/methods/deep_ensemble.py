@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections.abc import Mapping
 from typing import ClassVar
 
 import jax
@@ -122,6 +123,21 @@ class DeepEnsemble(MethodBase):
     """Deep Ensemble of ``M`` independently trained Gaussian MLPs."""
 
     id: ClassVar[str] = "deep_ensemble"
+    run_kind: ClassVar[str] = "deep_ensemble"
+    label: ClassVar[str] = "Deep Ensemble"
+    short_label: ClassVar[str] = "DE"
+    row: ClassVar[int] = 10
+    style: ClassVar[Mapping[str, object]] = {
+        "color": "#0072B2",
+        "marker": "s",
+        "linestyle": "-",
+        "hatch": "//",
+    }
+    hparam_abbreviations: ClassVar[Mapping[str, str]] = {
+        "n_members": "n",
+        "members": "n",
+        "ensemble_size": "n",
+    }
     config_cls: ClassVar[type] = DeepEnsembleConfig
     training_fields: ClassVar[tuple[str, ...]] = ("n_members",)
     posthoc_fields: ClassVar[tuple[str, ...]] = ("predictive",)

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -263,6 +264,21 @@ class Laplace(OnBaseRun, MethodBase):
     """KFAC Laplace on the shared base run."""
 
     id: ClassVar[str] = "laplace"
+    label: ClassVar[str] = "Laplace"
+    short_label: ClassVar[str] = "Lap."
+    row: ClassVar[int] = 40
+    style: ClassVar[Mapping[str, object]] = {
+        "color": "#CC79A7",
+        "marker": "^",
+        "linestyle": ":",
+        "hatch": "..",
+    }
+    hparam_abbreviations: ClassVar[Mapping[str, str]] = {
+        "prior_precision": "prior",
+        "prior": "prior",
+        "temperature": "T",
+        "n_samples": "S",
+    }
     config_cls: ClassVar[type] = LaplaceConfig
     training_fields: ClassVar[tuple[str, ...]] = ()
     posthoc_fields: ClassVar[tuple[str, ...]] = (
@@ -301,6 +317,18 @@ class Laplace(OnBaseRun, MethodBase):
             n_samples=config.n_samples,
             chunk_size=config.chunk_size,
         )
+
+    def parameter_samples(self, posterior: LaplacePosterior, key: Array) -> tuple[Any, Any]:
+        """The parameter samples :meth:`predict` evaluates (same key use), ``[S]``-leading, and
+        the reference network (the trained network, its MAP)."""
+        model = posterior.model
+        keys = jax.random.split(key, posterior.n_samples)
+        n_data = jnp.asarray(posterior.n_data, jnp.float32)
+        delta = jnp.asarray(posterior.prior_precision, jnp.float32)
+        samples = jax.vmap(
+            lambda k: sample_params(model.params, posterior.eigen, n_data, delta, k, model.config)
+        )(keys)
+        return samples, model.params
 
     def predict(self, posterior: LaplacePosterior, x: Array, *, key: Array) -> Predictive:
         x = check_inputs(x, posterior.model.in_dim)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections.abc import Mapping
 from typing import ClassVar
 
 import jax
@@ -95,6 +96,22 @@ class MCDropout(MethodBase):
     """MC Dropout with a training-time dropout rate."""
 
     id: ClassVar[str] = "mc_dropout"
+    run_kind: ClassVar[str] = "mc_dropout"
+    label: ClassVar[str] = "MC Dropout"
+    short_label: ClassVar[str] = "MCD"
+    row: ClassVar[int] = 20
+    style: ClassVar[Mapping[str, object]] = {
+        "color": "#E69F00",
+        "marker": "v",
+        "linestyle": "--",
+        "hatch": "\\\\",
+    }
+    hparam_abbreviations: ClassVar[Mapping[str, str]] = {
+        "rate": "dr",
+        "dropout_rate": "dr",
+        "dropout_prob": "dr",
+        "dropout": "dr",
+    }
     config_cls: ClassVar[type] = MCDropoutConfig
     training_fields: ClassVar[tuple[str, ...]] = ("rate",)
     posthoc_fields: ClassVar[tuple[str, ...]] = ("n_samples", "chunk_size")

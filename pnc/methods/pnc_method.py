@@ -57,6 +57,23 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
     """P&C (Section 3) on the shared base run."""
 
     id: ClassVar[str] = "pnc"
+    label: ClassVar[str] = "P&C"
+    short_label: ClassVar[str] = "P&C"
+    row: ClassVar[int] = 60
+    style: ClassVar[Mapping[str, object]] = {
+        "color": "#D55E00",
+        "marker": "o",
+        "linestyle": "-",
+        "hatch": "",
+    }
+    hparam_abbreviations: ClassVar[Mapping[str, str]] = {
+        "n_members": "n",
+        "ridge": "lreg",
+        "bootstrap_frac": "bf",
+        "sigma": "ps",
+        "perturbation_size": "ps",
+        "rank": "K",
+    }
     config_cls: ClassVar[type] = PnCConfig
     training_fields: ClassVar[tuple[str, ...]] = ()
     posthoc_fields: ClassVar[tuple[str, ...]] = (
@@ -111,6 +128,10 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
                 out[i] = PnCPosterior(jax.tree.map(lambda a, j=j: a[j], path), run.model)
         return out
 
+    def parameter_samples(self, posterior: PnCPosterior, key: Array) -> tuple[Any, Any]:
+        """The members (``[M]``-leading) and the trained network; ``key`` is unused."""
+        return posterior.members, posterior.model.params
+
     def predict(self, posterior: PnCPosterior, x: Array, *, key: Array) -> Predictive:
         """One Gaussian per member, ``[M, N, D]`` (deterministic; ``key`` is unused)."""
         x = check_inputs(x, posterior.model.in_dim)
@@ -121,6 +142,16 @@ class PerturbNoCorrection(PerturbAndCorrect):
     """The "P&C without correction" ablation."""
 
     id: ClassVar[str] = "pnc_nocorr"
+    label: ClassVar[str] = "P&C w/o Corr"
+    short_label: ClassVar[str] = "P&C w/o Corr"
+    ranked: ClassVar[bool] = False
+    row: ClassVar[int] = 70
+    style: ClassVar[Mapping[str, object]] = {
+        "color": "#6E6E6E",
+        "marker": "X",
+        "linestyle": (0, (1, 1)),
+        "hatch": "oo",
+    }
     posthoc_fields: ClassVar[tuple[str, ...]] = (
         "n_members",
         "rank",

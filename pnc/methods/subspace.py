@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -222,6 +223,21 @@ class Subspace(MethodBase):
     """Subspace Inference with elliptical slice sampling on the shared base run."""
 
     id: ClassVar[str] = "subspace"
+    run_kind: ClassVar[str] = "subspace"
+    label: ClassVar[str] = "Subspace"
+    short_label: ClassVar[str] = "Sub."
+    row: ClassVar[int] = 50
+    style: ClassVar[Mapping[str, object]] = {
+        "color": "#56B4E9",
+        "marker": "P",
+        "linestyle": (0, (5, 1)),
+        "hatch": "++",
+    }
+    hparam_abbreviations: ClassVar[Mapping[str, str]] = {
+        "rank": "K",
+        "n_samples": "S",
+        "temperature": "T",
+    }
     config_cls: ClassVar[type] = SubspaceConfig
     training_fields: ClassVar[tuple[str, ...]] = (
         "trajectory_steps",
@@ -316,6 +332,14 @@ class Subspace(MethodBase):
             config.predictive,
             config.chunk_size,
         )
+
+    def parameter_samples(self, posterior: SubspacePosterior, key: Array) -> tuple[Any, Any]:
+        """The parameter samples :meth:`predict` evaluates (same key use), ``[S]``-leading, and
+        the reference network (the SWA mean); the samples are the retained coordinates ``z``
+        mapped to ``theta_SWA + z B``."""
+        unravel = ravel_pytree(posterior.model.params)[1]
+        flat = posterior.mean[None, :] + posterior.z @ posterior.basis
+        return jax.vmap(unravel)(flat), unravel(posterior.mean)
 
     def predict(self, posterior: SubspacePosterior, x: Array, *, key: Array) -> Predictive:
         """Forward passes at the sampled coordinates, ``[S, N, D]``.

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -150,6 +151,20 @@ class SWAG(OnBaseRun, MethodBase):
     """SWAG on the shared base run (Maddox et al., 2019)."""
 
     id: ClassVar[str] = "swag"
+    label: ClassVar[str] = "SWAG"
+    short_label: ClassVar[str] = "SWAG"
+    row: ClassVar[int] = 30
+    style: ClassVar[Mapping[str, object]] = {
+        "color": "#009E73",
+        "marker": "D",
+        "linestyle": "-.",
+        "hatch": "xx",
+    }
+    hparam_abbreviations: ClassVar[Mapping[str, str]] = {
+        "scale": "sws",
+        "rank": "K",
+        "n_samples": "S",
+    }
     config_cls: ClassVar[type] = SWAGConfig
     training_fields: ClassVar[tuple[str, ...]] = ()
     posthoc_fields: ClassVar[tuple[str, ...]] = (
@@ -181,6 +196,17 @@ class SWAG(OnBaseRun, MethodBase):
             n_samples=config.n_samples,
             chunk_size=config.chunk_size,
         )
+
+    def parameter_samples(self, posterior: SWAGPosterior, key: Array) -> tuple[Any, Any]:
+        """The parameter samples :meth:`predict` evaluates (same key use), ``[S]``-leading, and
+        the reference network (the SWA mean)."""
+        unravel = ravel_pytree(posterior.model.params)[1]
+        keys = jax.random.split(key, posterior.n_samples)
+        scale = jnp.asarray(posterior.scale, jnp.float32)
+        flat = jax.vmap(
+            lambda k: swag_sample(posterior.mean, posterior.std, posterior.deviations, scale, k)
+        )(keys)
+        return jax.vmap(unravel)(flat), unravel(posterior.mean)
 
     def predict(self, posterior: SWAGPosterior, x: Array, *, key: Array) -> Predictive:
         x = check_inputs(x, posterior.model.in_dim)

@@ -46,15 +46,10 @@ from pnc.study.results import (  # noqa: E402
     select_candidate,
 )
 
-#: Per-method style: colour, marker, line style and hatch (distinct in every channel).
+#: Per-method style: colour, marker, line style and hatch (distinct in every channel), from
+#: :data:`pnc.study.results.METHOD_INFO` (the registry).
 METHOD_STYLE: dict[str, dict[str, object]] = {
-    "deep_ensemble": {"color": "#0072B2", "marker": "s", "linestyle": "-", "hatch": "//"},
-    "mc_dropout": {"color": "#E69F00", "marker": "v", "linestyle": "--", "hatch": "\\\\"},
-    "swag": {"color": "#009E73", "marker": "D", "linestyle": "-.", "hatch": "xx"},
-    "laplace": {"color": "#CC79A7", "marker": "^", "linestyle": ":", "hatch": ".."},
-    "subspace": {"color": "#56B4E9", "marker": "P", "linestyle": (0, (5, 1)), "hatch": "++"},
-    "pnc": {"color": "#D55E00", "marker": "o", "linestyle": "-", "hatch": ""},
-    "pnc_nocorr": {"color": "#6E6E6E", "marker": "X", "linestyle": (0, (1, 1)), "hatch": "oo"},
+    m: dict(info.style) for m, info in METHOD_INFO.items()
 }
 RC_PARAMS = {
     "font.size": 9,

@@ -44,6 +44,7 @@ from pnc.study.results import (
     BOUNDED_METRICS,
     CALIBRATION_INFO,
     HEADLINE,
+    HPARAM_ABBREVIATIONS,
     METHOD_INFO,
     METRIC_INFO,
     RANKED_METHODS,
@@ -52,26 +53,6 @@ from pnc.study.results import (
     SPLIT_LABELS,
 )
 
-#: Abbreviations of hyperparameter names in the selected-configuration table (paper Table 3).
-HPARAM_ABBREVIATIONS = {
-    "n_members": "n",
-    "members": "n",
-    "ensemble_size": "n",
-    "rate": "dr",
-    "dropout_rate": "dr",
-    "dropout_prob": "dr",
-    "dropout": "dr",
-    "scale": "sws",
-    "prior_precision": "prior",
-    "prior": "prior",
-    "temperature": "T",
-    "ridge": "lreg",
-    "bootstrap_frac": "bf",
-    "sigma": "ps",
-    "perturbation_size": "ps",
-    "rank": "K",
-    "n_samples": "S",
-}
 #: Metrics whose definition a caption prints.
 DEFINED_IN_CAPTIONS: tuple[str, ...] = ("rmse", "nll", "auroc", "spearman")
 PER_ENV_COLUMNS: tuple[tuple[str, str], ...] = (("id", "rmse"), ("far", "nll"), ("far", "auroc"))

@@ -37,7 +37,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-from jax.flatten_util import ravel_pytree
 
 from pnc import diagnostics
 from pnc.io import (
@@ -245,8 +244,8 @@ def load_pnc_members(
 def parameter_samples(method_id: str, posterior: Any, key: jax.Array) -> tuple[Params, Params]:
     """The parameter samples a method's ``predict`` evaluates, and its reference network.
 
-    Reproduces each method's sampling with the same key use as its ``predict``: P&C (with or
-    without correction): the members; SWAG: ``swag_sample`` for each of
+    Each method's ``parameter_samples`` reproduces its sampling with the same key use as its
+    ``predict``: P&C (with or without correction): the members; SWAG: ``swag_sample`` for each of
     ``jax.random.split(key, n_samples)``; Laplace: ``sample_params`` likewise; Subspace: the
     retained coordinates ``z`` mapped to ``theta_SWA + z B``. The reference network is the
     trained network for P&C and Laplace (its MAP), the SWA mean for SWAG and Subspace.
@@ -254,33 +253,13 @@ def parameter_samples(method_id: str, posterior: Any, key: jax.Array) -> tuple[P
     Returns:
         ``(samples, reference)``: a parameter pytree with a leading ``[S]`` axis, and one without.
     """
-    model = posterior.model
-    if method_id in ("pnc", "pnc_nocorr"):
-        return posterior.members, model.params
-    unravel = ravel_pytree(model.params)[1]
-    if method_id == "swag":
-        from pnc.methods.swag import swag_sample
+    from pnc import methods as registry
 
-        keys = jax.random.split(key, posterior.n_samples)
-        scale = jnp.asarray(posterior.scale, jnp.float32)
-        flat = jax.vmap(
-            lambda k: swag_sample(posterior.mean, posterior.std, posterior.deviations, scale, k)
-        )(keys)
-        return jax.vmap(unravel)(flat), unravel(posterior.mean)
-    if method_id == "laplace":
-        from pnc.methods.laplace import sample_params
-
-        keys = jax.random.split(key, posterior.n_samples)
-        n_data = jnp.asarray(posterior.n_data, jnp.float32)
-        delta = jnp.asarray(posterior.prior_precision, jnp.float32)
-        samples = jax.vmap(
-            lambda k: sample_params(model.params, posterior.eigen, n_data, delta, k, model.config)
-        )(keys)
-        return samples, model.params
-    if method_id == "subspace":
-        flat = posterior.mean[None, :] + posterior.z @ posterior.basis
-        return jax.vmap(unravel)(flat), unravel(posterior.mean)
-    raise ValueError(f"no parameter samples for method {method_id!r}; known: {MECHANISM_METHODS}")
+    if method_id not in MECHANISM_METHODS:
+        raise ValueError(
+            f"no parameter samples for method {method_id!r}; known: {MECHANISM_METHODS}"
+        )
+    return registry.get(method_id).parameter_samples(posterior, key)
 
 
 def perturbation_norms(samples: Params, reference: Params, x: jax.Array, mlp_config) -> tuple:

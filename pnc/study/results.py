@@ -8,7 +8,8 @@ Every table the study writes or reads (per-job metric tables, ``results/all_conf
   :data:`SELECTED_COLUMN`, :data:`MEASUREMENT_KEY`, :data:`DATA_SOURCES`;
 - post-hoc calibration variants: :data:`CALIBRATION_INFO` (label, description),
   :data:`CALIBRATIONS` (candidate order), :data:`RAW`, :data:`VCAL`;
-- methods: :data:`METHOD_INFO` (label, short label, whether ranked), :data:`METHODS`,
+- methods: :data:`METHOD_INFO` (label, short label, whether ranked, style; read from the method
+  registry), :data:`HPARAM_ABBREVIATIONS`, :data:`METHODS`,
   :data:`RANKED_METHODS` (paper row order), :data:`ABLATION_METHODS`, :data:`REFERENCE`;
 - splits: :data:`EVAL_SPLITS`, :data:`SHIFTED_SPLITS`, :data:`REPORTED_SPLITS`,
   :data:`SPLIT_LABELS`, and the selection criterion :data:`SELECTION_SPLIT`/:data:`SELECTION_METRIC`;
@@ -121,34 +122,51 @@ CALIBRATIONS: tuple[str, ...] = tuple(CALIBRATION_INFO)
 
 @dataclasses.dataclass(frozen=True)
 class MethodInfo:
-    """How a method appears in the results.
+    """How a method appears in the results, read from its registered class
+    (:class:`pnc.methods.base.MethodBase`).
 
     Attributes:
         id: the method id (``pnc.methods.METHOD_IDS``).
         label: display name (table rows, figure legends).
         short: abbreviation (table column headers, figure axis ticks).
         ranked: whether the method takes part in ranks and Wilcoxon-Holm tests (ablations do not).
+        style: figure style (``color``, ``marker``, ``linestyle``, ``hatch``).
     """
 
     id: str
     label: str
     short: str
     ranked: bool
+    style: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
 
-#: Every method in the paper's row order: the six ranked methods (P&C last), then the ablation.
-METHOD_INFO: dict[str, MethodInfo] = {
-    m.id: m
-    for m in (
-        MethodInfo("deep_ensemble", "Deep Ensemble", "DE", ranked=True),
-        MethodInfo("mc_dropout", "MC Dropout", "MCD", ranked=True),
-        MethodInfo("swag", "SWAG", "SWAG", ranked=True),
-        MethodInfo("laplace", "Laplace", "Lap.", ranked=True),
-        MethodInfo("subspace", "Subspace", "Sub.", ranked=True),
-        MethodInfo("pnc", "P&C", "P&C", ranked=True),
-        MethodInfo("pnc_nocorr", "P&C w/o Corr", "P&C w/o Corr", ranked=False),
-    )
-}
+def _method_info() -> dict[str, MethodInfo]:
+    from pnc.methods import registered
+
+    return {
+        m.id: MethodInfo(m.id, m.label, m.short_label, m.ranked, dict(m.style))
+        for m in sorted(registered(), key=lambda m: m.row)
+    }
+
+
+def _hparam_abbreviations() -> dict[str, str]:
+    from pnc.methods import registered
+
+    found: dict[str, str] = {}
+    for method in registered():
+        for name, short in method.hparam_abbreviations.items():
+            if found.setdefault(name, short) != short:
+                raise ValueError(f"hyperparameter {name!r} is abbreviated two ways: "
+                                 f"{found[name]!r} and {short!r} ({method.id})")  # fmt: skip
+    return found
+
+
+#: Every registered method in the tables' row order (each method's ``row``; the paper's: the six
+#: ranked methods, P&C last, then the ablation).
+METHOD_INFO: dict[str, MethodInfo] = _method_info()
+#: Abbreviations of hyperparameter names in the selected-configuration table (paper Table 3),
+#: merged from the registered methods' ``hparam_abbreviations``.
+HPARAM_ABBREVIATIONS: dict[str, str] = _hparam_abbreviations()
 METHODS: tuple[str, ...] = tuple(METHOD_INFO)
 #: The methods of the ranking, in the paper's row order (P&C last).
 RANKED_METHODS: tuple[str, ...] = tuple(m for m in METHODS if METHOD_INFO[m].ranked)

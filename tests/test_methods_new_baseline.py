@@ -1,0 +1,140 @@
+"""What a new baseline needs: one method class, one registry line, config entries. A toy method
+registered here reaches training, construction, prediction, the results vocabulary (labels, row
+order, figure style, hyperparameter abbreviations) and the config schema's method names."""
+
+import dataclasses
+from pathlib import Path
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import yaml
+
+import pnc.methods as methods
+from pnc import MLPConfig, TrainConfig
+from pnc.methods.base import MethodBase
+from pnc.methods.base_run import OnBaseRun
+from pnc.predictive import Predictive
+from pnc.study import results
+
+SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+@dataclasses.dataclass(frozen=True)
+class JitterConfig:
+    noise: float = 0.1
+    n_samples: int = 4
+
+
+class Jitter(OnBaseRun, MethodBase):
+    """Toy baseline: the base network's prediction plus Gaussian noise on the mean."""
+
+    id: ClassVar[str] = "jitter"
+    config_cls: ClassVar[type] = JitterConfig
+    posthoc_fields: ClassVar[tuple[str, ...]] = ("noise", "n_samples")
+    id_fields: ClassVar[tuple[str, ...]] = ("noise",)
+    label: ClassVar[str] = "Jitter"
+    short_label: ClassVar[str] = "Jit."
+    row: ClassVar[int] = 55
+    style: ClassVar[dict[str, object]] = {
+        "color": "#000000",
+        "marker": "*",
+        "linestyle": "-",
+        "hatch": "--",
+    }
+    hparam_abbreviations: ClassVar[dict[str, str]] = {"noise": "jn"}
+
+    def build(self, run, config, x, y, *, key):
+        self._check_config(config)
+        return {"eps": jax.random.normal(key, (config.n_samples,))}
+
+    def predict(self, posterior, x, *, key):
+        mean = x[:, :1] * 0.0 + 1.0
+        means = mean[None] + posterior["eps"][:, None, None]
+        return Predictive(means, jnp.ones_like(means))
+
+
+@pytest.fixture
+def jitter():
+    method = methods.register(Jitter())
+    yield method
+    methods.unregister("jitter")
+    assert "jitter" not in methods.METHOD_IDS
+
+
+def test_registered_method_is_found_trained_and_sampled(jitter):
+    assert methods.get("jitter") is jitter and "jitter" in methods.METHOD_IDS
+    config = jitter.make_config({"noise": 0.5})
+    assert jitter.config_id(config) == "noise=0.5"
+    with pytest.raises(ValueError, match="unknown"):
+        jitter.make_config({"nois": 0.5})
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 2)).astype(np.float32)
+    y = x[:, :1] ** 2
+    run = methods.train_run(
+        jitter.training_spec(config),
+        x,
+        y,
+        model_config=MLPConfig(out_dim=1, hidden=(8,)),
+        train_config=TrainConfig(steps=20, batch_size=16),
+        key=jax.random.key(0),
+    )
+    assert run.spec.kind == "base"
+    posterior = jitter.build(run, config, x, y, key=jax.random.key(1))
+    pred = jitter.predict(posterior, jnp.asarray(x[:5]), key=jax.random.key(2))
+    assert pred.means.shape == (4, 5, 1)
+
+
+def test_registered_method_reaches_the_results_vocabulary(jitter):
+    info = results._method_info()
+    assert list(info)[-3:] == ["jitter", "pnc", "pnc_nocorr"]  # row 55: before P&C
+    assert info["jitter"].label == "Jitter" and info["jitter"].short == "Jit."
+    assert info["jitter"].ranked and info["jitter"].style["marker"] == "*"
+    assert results._hparam_abbreviations()["noise"] == "jn"
+
+
+def test_conflicting_abbreviations_and_duplicate_ids_raise(jitter):
+    with pytest.raises(ValueError, match="already registered"):
+        methods.register(Jitter())
+
+    class Clash(Jitter):
+        id: ClassVar[str] = "clash"
+        hparam_abbreviations: ClassVar[dict[str, str]] = {"rank": "r"}
+
+    methods.register(Clash())
+    try:
+        with pytest.raises(ValueError, match="abbreviated two ways"):
+            results._hparam_abbreviations()
+    finally:
+        methods.unregister("clash")
+
+
+def test_method_declarations_are_checked():
+    with pytest.raises(TypeError, match="no label"):
+
+        class NoLabel(OnBaseRun, MethodBase):
+            id: ClassVar[str] = "nolabel"
+            config_cls: ClassVar[type] = JitterConfig
+            posthoc_fields: ClassVar[tuple[str, ...]] = ("noise",)
+            short_label: ClassVar[str] = "N"
+            row: ClassVar[int] = 1
+            style: ClassVar[dict[str, object]] = dict(Jitter.style)
+
+    with pytest.raises(TypeError, match="style must set"):
+
+        class BadStyle(Jitter):
+            style: ClassVar[dict[str, object]] = {"color": "#000000"}
+
+
+def test_registry_is_the_one_list_of_methods():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    assert schema["properties"]["methods"]["propertyNames"]["enum"] == list(methods.METHOD_IDS)
+    assert list(results.METHOD_INFO) == [
+        m.id for m in sorted(methods.registered(), key=lambda m: m.row)
+    ]
+    for method in methods.registered():
+        assert results.METHOD_INFO[method.id].label == method.label
+        for name, short in method.hparam_abbreviations.items():
+            assert results.HPARAM_ABBREVIATIONS[name] == short
