@@ -136,11 +136,24 @@ DEFAULT_CONFIGS: dict[str, ARSConfig] = {
         noise=0.025,
         eval_every=10,
     ),
+    # Humanoid / HumanoidStandup: small ARS runs that fit a few CPU hours of one niced worker
+    # (pnc.data.long_runs, which also keeps the alive bonus in their training reward).
     "Humanoid": ARSConfig(
-        iterations=300, n_directions=230, top_directions=230, step_size=0.02, noise=0.0075
+        iterations=3000,
+        n_directions=16,
+        top_directions=8,
+        step_size=0.02,
+        noise=0.0075,
+        eval_every=10,
     ),
     "HumanoidStandup": ARSConfig(
-        iterations=200, n_directions=60, top_directions=20, step_size=0.02, noise=0.0075
+        iterations=3000,
+        n_directions=8,
+        top_directions=4,
+        step_size=0.02,
+        noise=0.025,
+        eval_every=10,
+        eval_episodes=5,
     ),
     "Reacher": ARSConfig(
         iterations=100, n_directions=16, top_directions=8, step_size=0.02, noise=0.03

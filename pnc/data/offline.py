@@ -134,13 +134,14 @@ def make_offline_datasets(
     import mujoco
 
     # pnc.data.behaviour imports this module's action noise, hence the import here
-    from pnc.data.behaviour import POLICY_DIR, load_policies
+    from pnc.data.behaviour import POLICY_DIR
+    from pnc.data.policy_checks import load_checked_policies
 
     spec = env_spec(name)
     if action_noise is None:
         action_noise = action_noise_for(spec.name)
     policy_dir = Path(policies) if policies is not None else POLICY_DIR
-    loaded, record = load_policies(spec.name, policy_dir)
+    loaded, record = load_checked_policies(spec.name, policy_dir)
     selected_noise = record["request"].get("action_noise")
     if log is not None and selected_noise != action_noise:
         log(

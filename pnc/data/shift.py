@@ -60,12 +60,12 @@ def behaviour_shift(
         "seconds"}}}`` with regimes ``id_heldout``, ``near``, ``mid`` (where the environment has
         a ``simple`` level) and ``far``.
     """
-    from pnc.data.behaviour import load_policies
     from pnc.data.far import collect_random_episodes
     from pnc.data.offline import action_noise_for, rollout_policy
+    from pnc.data.policy_checks import load_checked_policies
 
     spec = env_spec(name)
-    loaded, _ = load_policies(spec.name, policies)
+    loaded, _ = load_checked_policies(spec.name, policies)
     noise = action_noise_for(spec.name) if action_noise is None else float(action_noise)
 
     def states(episodes) -> np.ndarray:

@@ -1,0 +1,147 @@
+"""Humanoid runs: level-order refusal, policy-file checks before any rollout, resumable pieces."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from pnc.data import long_runs, offline, shift
+from pnc.data.ars import Checkpoint, LinearPolicy, TrainingState, save_training_state
+from pnc.data.behaviour import DEFAULT_CONFIGS, load_policies
+from pnc.data.minari_io import file_sha256
+from pnc.data.policy_checks import PolicyMismatchError, check_policy_dims, load_checked_policies
+
+
+def _policy(obs: int, act: int, value: float = 0.0) -> LinearPolicy:
+    return LinearPolicy(np.full((act, obs), value), np.zeros(obs), np.ones(obs))
+
+
+def _store(root, env: str, policy: LinearPolicy, levels=("expert", "medium", "simple")):
+    directory = root / env
+    directory.mkdir(parents=True)
+    record = {"request": {"action_noise": 0.1}, "levels": {}}
+    for level in levels:
+        policy.save(directory / f"{level}.npz")
+        record["levels"][level] = {
+            "file": f"{level}.npz",
+            "sha256": file_sha256(directory / f"{level}.npz"),
+        }
+    (directory / "policies.json").write_text(json.dumps(record))
+    return directory
+
+
+def test_level_order_accepts_ordered_and_names_the_unordered_level():
+    long_runs.check_level_order({"expert": 300.0, "medium": 200.0, "simple": 100.0})
+    long_runs.check_level_order({"expert": 300.0, "medium": 200.0})
+    with pytest.raises(long_runs.LevelOrderError, match="medium level's return is not below"):
+        long_runs.check_level_order({"expert": 300.0, "medium": 300.0, "simple": 100.0})
+    with pytest.raises(long_runs.LevelOrderError, match="simple level"):
+        long_runs.check_level_order({"expert": 300.0, "medium": 200.0, "simple": 250.0})
+    with pytest.raises(ValueError, match="expected expert"):
+        long_runs.check_level_order({"medium": 1.0, "simple": 0.0})
+
+
+def test_policy_of_another_observation_size_is_refused_naming_the_file(tmp_path):
+    check_policy_dims("Humanoid", _policy(348, 17), tmp_path / "ok.npz")
+    with pytest.raises(PolicyMismatchError, match="ant.npz.*observations of size 348"):
+        check_policy_dims("Humanoid", _policy(105, 8), tmp_path / "ant.npz")
+    # right matrix, wrong normaliser
+    bad = LinearPolicy(np.zeros((17, 348)), np.zeros(105), np.ones(105))
+    with pytest.raises(PolicyMismatchError, match="obs_mean"):
+        check_policy_dims("HumanoidStandup", bad, tmp_path / "x.npz")
+
+
+def test_stored_files_are_checked_before_any_rollout(tmp_path, monkeypatch):
+    def no_rollout(*args, **kwargs):
+        raise AssertionError("rolled out before the policy files were checked")
+
+    monkeypatch.setattr(offline, "rollout_policy", no_rollout)
+    # an Ant policy stored, with a matching hash, as Humanoid's
+    wrong_size = tmp_path / "size"
+    _store(wrong_size, "Humanoid", _policy(105, 8))
+    with pytest.raises(PolicyMismatchError, match=r"Humanoid/expert\.npz"):
+        load_checked_policies("Humanoid", wrong_size)
+    with pytest.raises(PolicyMismatchError, match=r"Humanoid/expert\.npz"):
+        shift.behaviour_shift("Humanoid", policies=wrong_size)
+    with pytest.raises(PolicyMismatchError, match=r"Humanoid/expert\.npz"):
+        offline.make_offline_datasets(
+            "Humanoid", seed=0, root=tmp_path / "minari", policies=wrong_size
+        )
+    # right sizes, but a file changed after its hash was recorded
+    tampered = tmp_path / "hash"
+    directory = _store(tampered, "HumanoidStandup", _policy(348, 17))
+    _policy(348, 17, 0.5).save(directory / "medium.npz")
+    with pytest.raises(ValueError, match=r"HumanoidStandup/medium\.npz does not match the SHA-256"):
+        load_checked_policies("HumanoidStandup", tampered)
+    with pytest.raises(ValueError, match=r"medium\.npz does not match the SHA-256"):
+        shift.behaviour_shift("HumanoidStandup", policies=tampered)
+    # a correct store loads
+    good = tmp_path / "good"
+    _store(good, "Humanoid", _policy(348, 17))
+    loaded, _ = load_checked_policies("Humanoid", good)
+    assert set(loaded) == set(load_policies("Humanoid", good)[0]) == {"expert", "medium", "simple"}
+
+
+def _fake_state(path, returns, value=0.0):
+    config = DEFAULT_CONFIGS["Humanoid"]
+    cks = [
+        Checkpoint(10 * i, 1000 * i, float(r), _policy(348, 17, value), 1.0)
+        for i, r in enumerate(returns)
+    ]
+    save_training_state(
+        path,
+        TrainingState(
+            settings={
+                "env": "Humanoid",
+                "seed": 0,
+                "ars": dataclasses.asdict(config),
+                "action_noise": 0.1,
+                "reward_shift": 0.0,
+            },
+            iteration=cks[-1].iteration,
+            timesteps=cks[-1].timesteps,
+            matrix=cks[-1].policy.matrix,
+            stats_count=0,
+            stats_sum=np.zeros(348),
+            stats_sum_sq=np.zeros(348),
+            rng_states={},
+            checkpoints=cks,
+        ),
+    )
+
+
+def test_store_refuses_unordered_levels_and_writes_nothing(tmp_path):
+    state = tmp_path / "run" / "state.npz"
+    # the training evaluations look ordered, but every checkpoint is the same policy: the fresh
+    # returns on the same episodes are equal, so the levels are refused
+    _fake_state(state, [100.0, 120.0, 150.0, 200.0, 300.0])
+    out = tmp_path / "policies"
+    with pytest.raises(long_runs.LevelOrderError, match="not below"):
+        long_runs.store_long_run("Humanoid", out, state_path=state, final_eval_episodes=2)
+    assert not out.exists()
+    assert long_runs.main(["store", "Humanoid", "--out", str(out), "--state", str(state)]) == 2
+    assert not out.exists()
+
+
+def test_only_the_humanoid_environments_have_long_runs():
+    with pytest.raises(ValueError, match="Hopper has no long run"):
+        long_runs.run_dir("Hopper")
+
+
+@pytest.mark.slow
+def test_training_resumes_in_pieces_with_cpu_time_and_curve(tmp_path):
+    state = tmp_path / "state.npz"
+    first = long_runs.train_long_run("Humanoid", iterations=1, state_path=state)
+    assert first["iterations"] == 1 and not first["resumed"]
+    second = long_runs.train_long_run("Humanoid", iterations=2, state_path=state)
+    assert second["resumed"] and second["iterations"] == 2
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    assert [p["from_iteration"] for p in progress["pieces"]] == [0, 1]
+    assert progress["cpu_seconds_total"] > 0
+    with (tmp_path / "learning_curve.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["iteration"]) for r in rows] == [0, 1, 2]  # the last of every piece
