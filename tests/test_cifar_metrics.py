@@ -32,7 +32,9 @@ def test_aupr_matches_precision_recall_steps_on_random_scores():
     order = np.argsort(-scores, kind="stable")
     tp = np.cumsum(positive[order])
     precision = tp / np.arange(1, 71)
-    expected = float(np.sum(precision[positive[order]]) / 40)  # no ties: AP = mean precision at hits
+    expected = float(
+        np.sum(precision[positive[order]]) / 40
+    )  # no ties: AP = mean precision at hits
     assert M.aupr_in(a, b) == pytest.approx(expected)
 
 

@@ -87,7 +87,10 @@ def test_slurm_profile_resolves(workdir):
             "methods.pnc.grid.block [5, 0]",
         ),  # fmt: skip
         ({"data": {"ood": ["svhn", "imagenet"]}}, "data.ood[1]"),
-        ({"data": {"ood": ["svhn", "cifar10"]}}, "data.ood ['cifar10']: not an OpenOOD v1.5 OOD set of cifar10"),  # fmt: skip
+        (
+            {"data": {"ood": ["svhn", "cifar10"]}},
+            "data.ood ['cifar10']: not an OpenOOD v1.5 OOD set of cifar10",
+        ),  # fmt: skip
         ({"report": {"std": "ddof0"}}, "report.std"),
         (
             {"methods": {"swag": {"grid": {"start_epoch": [1]}}}},

@@ -254,7 +254,9 @@ def test_optional_columns_default_and_val_rows_are_ignored(results):
 def test_wilcoxon_normal_approximation_with_ties_by_hand():
     """More than 13 pairs with tied |differences|: the normal approximation, with the tie
     correction of the variance and no continuity correction, computed here from the ranks."""
-    d = np.array([1.0, -1.0, 2.0, 2.0, 3.0, -3.0, 4.0, 5.0, 5.0, 5.0, 6.0, 7.0, -8.0, 9.0, 10.0, 0.0])
+    d = np.array(
+        [1.0, -1.0, 2.0, 2.0, 3.0, -3.0, 4.0, 5.0, 5.0, 5.0, 6.0, 7.0, -8.0, 9.0, 10.0, 0.0]
+    )
     out = st.wilcoxon_test(d)
     nonzero = d[d != 0]
     n = nonzero.size

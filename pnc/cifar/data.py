@@ -81,12 +81,28 @@ class IdDataset:
 #: The ID datasets: ``cifar10`` (paper Table 2) and ``cifar100``.
 ID_DATASETS: dict[str, IdDataset] = {
     "cifar10": IdDataset(
-        "cifar10", CIFAR_DIR, TRAIN_FILES, TEST_FILE, 1, 0, 10, OOD_DATASETS,
+        "cifar10",
+        CIFAR_DIR,
+        TRAIN_FILES,
+        TEST_FILE,
+        1,
+        0,
+        10,
+        OOD_DATASETS,
     ),  # fmt: skip
     "cifar100": IdDataset(
-        "cifar100", "cifar-100-binary", ("train.bin",), "test.bin", 2, 1, 100,
-        {"cifar10": ("near", "test_cifar10.txt"), "tin": ("near", "test_tin.txt"),
-         **{k: v for k, v in OOD_DATASETS.items() if v[0] == "far"}},
+        "cifar100",
+        "cifar-100-binary",
+        ("train.bin",),
+        "test.bin",
+        2,
+        1,
+        100,
+        {
+            "cifar10": ("near", "test_cifar10.txt"),
+            "tin": ("near", "test_tin.txt"),
+            **{k: v for k, v in OOD_DATASETS.items() if v[0] == "far"},
+        },
     ),  # fmt: skip
 }
 
@@ -96,6 +112,7 @@ def id_dataset(name: str) -> IdDataset:
     if name not in ID_DATASETS:
         raise DataError(f"unknown ID dataset {name!r}; known: {', '.join(ID_DATASETS)}")
     return ID_DATASETS[name]
+
 
 LAYOUT = f"""expected layout under the data root:
   {CIFAR_DIR}/{{{",".join(TRAIN_FILES)},{TEST_FILE}}}  (CIFAR-10 binary version,

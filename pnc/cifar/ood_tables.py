@@ -150,7 +150,10 @@ def table2(metrics: pd.DataFrame, report: Report | None = None) -> pd.DataFrame:
 
 def _cells(table: pd.DataFrame, columns=TABLE2_COLUMNS, digits: int = 2) -> list[list[str]]:
     return [
-        [row["label"], *(f"{row[f'{c}_mean']:.{digits}f} ± {row[f'{c}_std']:.{digits}f}" for c in columns)]  # fmt: skip
+        [
+            row["label"],
+            *(f"{row[f'{c}_mean']:.{digits}f} ± {row[f'{c}_std']:.{digits}f}" for c in columns),
+        ]  # fmt: skip
         for _, row in table.iterrows()
     ]
 
