@@ -103,6 +103,10 @@ def test_check_sbatch_matches_each_line_to_its_job():
     assert slurm_conf.check_sbatch([LINE], [gpu]) == [
         "rule_train_wildcards_InvertedPendulum_0_base: gpus=None, the rule declares 1"
     ]
-    other = BLOCK.replace("run=base", "run=other")
-    assert "no Snakemake job" in slurm_conf.check_sbatch([LINE], [other])[0]
+    other = BLOCK.replace("run=base", "run=other")  # no block: the options must be present
+    assert slurm_conf.check_sbatch([LINE], [other]) == []
+    bare = LINE.replace(" --mem 8000", "").replace(" -t 60", "")
+    assert slurm_conf.check_sbatch([bare], [other]) == [
+        f"rule_train_wildcards_InvertedPendulum_0_base: no mem, time in {bare}"
+    ]
     assert slurm_conf.check_sbatch([], [BLOCK]) != []
