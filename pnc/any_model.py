@@ -166,7 +166,9 @@ class _Adapter:
             return self is other
         return type(self) is type(other) and self._key == other._key
 
-    def apply(self, tree, x, record: frozenset) -> tuple[Any, dict]:
+    def apply(self, tree, x, record: frozenset, offsets=None) -> tuple[Any, dict]:
+        """Run the model; ``offsets[path]`` is added to that layer's output (a bias given to a
+        corrected layer that has none)."""
         raise NotImplementedError
 
     def layer_info(self, path: str) -> LayerInfo:
@@ -190,8 +192,9 @@ class _LinenAdapter(_Adapter):
         except TypeError:
             self._key = None
 
-    def _run(self, tree, x, record, on_call=None):
+    def _run(self, tree, x, record, on_call=None, offsets=None):
         captured: dict[str, Array] = {}
+        offsets = offsets or {}
 
         def interceptor(next_fun, args, kwargs, context):
             if context.method_name == "__call__":
@@ -200,14 +203,16 @@ class _LinenAdapter(_Adapter):
                     on_call(path, context.module, args)
                 if path in record:
                     captured[path] = args[0]
+                if path in offsets:
+                    return next_fun(*args, **kwargs) + offsets[path]
             return next_fun(*args, **kwargs)
 
         with nn.intercept_methods(interceptor):
             out = self.model.apply(tree, x)
         return out, captured
 
-    def apply(self, tree, x, record):
-        return self._run(tree, x, record)
+    def apply(self, tree, x, record, offsets=None):
+        return self._run(tree, x, record, offsets=offsets)
 
     def scan(self, x):
         """Record every called submodule (path -> module) and its number of calls."""
@@ -262,12 +267,13 @@ class _NNXAdapter(_Adapter):
         module.eval()  # inference mode: Dropout off, BatchNorm on its running statistics
         return module
 
-    def _run(self, tree, x, record, on_call=None):
+    def _run(self, tree, x, record, on_call=None, offsets=None):
         module = self._merged(tree)
+        offsets = offsets or {}
         targets = {}
         for path, sub in nnx.iter_modules(module):
             name = "/".join(str(k) for k in path)
-            if name in record or on_call is not None and name in on_call[0]:
+            if name in record or name in offsets or on_call is not None and name in on_call[0]:
                 targets[id(sub)] = (name, sub)
         captured: dict[str, Array] = {}
         patched = []
@@ -282,6 +288,8 @@ class _NNXAdapter(_Adapter):
                         captured[hit[0]] = args[0]
                     if on_call is not None:
                         on_call[1](hit[0])
+                    if hit[0] in offsets:
+                        return _original(self, *args, **kwargs) + offsets[hit[0]]
                 return _original(self, *args, **kwargs)
 
             cls.__call__ = wrapped
@@ -296,8 +304,8 @@ class _NNXAdapter(_Adapter):
                     del cls.__call__
         return out, captured
 
-    def apply(self, tree, x, record):
-        return self._run(tree, x, record)
+    def apply(self, tree, x, record, offsets=None):
+        return self._run(tree, x, record, offsets=offsets)
 
     def calls(self, x, paths):
         counts = {p: 0 for p in paths}
@@ -331,18 +339,31 @@ class _NNXAdapter(_Adapter):
 # ----------------------------------------------------------------------------- the ensemble
 
 
-def _layer(tree, info: LayerInfo) -> dict:
+def _layer(tree, info: LayerInfo, offsets: dict | None = None) -> dict:
+    """A layer's ``{"kernel", "bias"}``; a bias-free layer has ``{"kernel"}`` only, or, when
+    ``offsets`` is given (the layer is corrected), its output offset as ``"bias"`` (zero before
+    the correction)."""
     layer = _get(tree, info.keys)
-    out = {"kernel": layer["kernel"]}
     if info.has_bias:
-        out["bias"] = layer["bias"]
-    return out
+        return {"kernel": layer["kernel"], "bias": layer["bias"]}
+    if offsets is None:
+        return {"kernel": layer["kernel"]}
+    bias = offsets.get(info.path)
+    if bias is None:
+        bias = jnp.zeros(info.kernel_shape[-1], layer["kernel"].dtype)
+    return {"kernel": layer["kernel"], "bias": bias}
 
 
 def _substitute(tree, infos: Sequence[LayerInfo], layers: dict):
+    """``(tree, offsets)``: the layers put into ``tree``; the biases of bias-free layers are
+    returned as output offsets."""
+    offsets = {}
     for info in infos:
-        tree = _set(tree, info.keys, dict(_get(tree, info.keys), **layers[info.path]))
-    return tree
+        layer = dict(layers[info.path])
+        if not info.has_bias and "bias" in layer:
+            offsets[info.path] = layer.pop("bias")
+        tree = _set(tree, info.keys, dict(_get(tree, info.keys), **layer))
+    return tree, offsets
 
 
 def _rows(info: LayerInfo, inputs: Array) -> Array:
@@ -421,10 +442,11 @@ class Ensemble:
         return None if self._plan.correct is None else tuple(i.path for i in self._plan.correct)
 
     def member_variables(self, m: int):
-        """The base variable tree with member ``m``'s layers substituted."""
+        """The base variable tree with member ``m``'s layers substituted (a corrected layer
+        without a bias keeps its kernel here; its new bias is in ``members[path]["bias"]``)."""
         return _substitute(
             self.base, self._plan.infos, jax.tree.map(lambda a: a[m], self.members)
-        )
+        )[0]
 
     def __call__(self, x) -> Any:
         """Member outputs for a batch ``x``: the model's output pytree with a leading ``[M]``.
@@ -444,7 +466,8 @@ class Ensemble:
 @functools.partial(jax.jit, static_argnames=("plan",))
 def _predict(members, base, x, *, plan: _Plan):
     def one(layers):
-        return plan.adapter.apply(_substitute(base, plan.infos, layers), x, frozenset())[0]
+        tree, offsets = _substitute(base, plan.infos, layers)
+        return plan.adapter.apply(tree, x, frozenset(), offsets)[0]
 
     m = jax.tree.leaves(members)[0].shape[0]
     chunk = plan.member_chunk
@@ -461,8 +484,8 @@ def _predict(members, base, x, *, plan: _Plan):
 def _predict_full(members, base, x, *, plan: _Plan):
     m = jax.tree.leaves(members)[0].shape[0]
     trees = jax.tree.map(lambda a: jnp.broadcast_to(a, (m,) + a.shape), base)
-    trees = _substitute(trees, plan.infos, members)
-    return jax.vmap(lambda t: plan.adapter.apply(t, x, frozenset())[0])(trees)
+    trees, offsets = _substitute(trees, plan.infos, members)
+    return jax.vmap(lambda t, o: plan.adapter.apply(t, x, frozenset(), o)[0])(trees, offsets)
 
 
 def _depends(fn: Callable, arg) -> bool:
@@ -579,11 +602,6 @@ def ensemble(
             )
     if c_infos is not None:
         for p_info, c_info in zip(p_infos, c_infos, strict=True):
-            if not c_info.has_bias:
-                raise ValueError(
-                    f"correct layer {c_info.path!r} has no bias; the correction refits a kernel "
-                    "and a bias (expected use_bias=True)"
-                )
             if c_info.path == p_info.path:
                 raise ValueError(f"layer {c_info.path!r} cannot correct itself")
 
@@ -639,10 +657,18 @@ def _build(tree, bases, x_cal, member_keys, ridge, *, plan: _Plan, config, strea
         k = jax.random.fold_in(k_sub, s) if per_layer else k_sub
         return x_cal[jax.random.randint(k, (n_sub,), 0, n_cal)]
 
+    corrected = frozenset(c.path for c in plan.correct or ())
+
+    def layers_of(current, offsets):
+        return {
+            info.path: _layer(current, info, offsets if info.path in corrected else None)
+            for info in infos
+        }
+
     def member(mkey):
         k_sub, k_z = jax.random.split(mkey)
         if config.sigma == 0.0:
-            return {info.path: _layer(tree, info) for info in infos}
+            return layers_of(tree, {})
         current = tree
         dws = [
             _perturbation(k_z, s, bases[i], config, plan.perturb[i].kernel_shape)
@@ -652,8 +678,9 @@ def _build(tree, bases, x_cal, member_keys, ridge, *, plan: _Plan, config, strea
             for i, info in enumerate(plan.perturb):
                 keys = info.keys + ("kernel",)
                 current = _set(current, keys, _get(current, keys) + dws[i])
-            return {info.path: _layer(current, info) for info in infos}
+            return layers_of(current, {})
         targets = frozenset(c.path for c in plan.correct)
+        offsets = {}
         xs = {}
         base_inputs = {}
         for i, s in enumerate(stream_ids):
@@ -664,13 +691,16 @@ def _build(tree, bases, x_cal, member_keys, ridge, *, plan: _Plan, config, strea
         for i, (p_info, c_info) in enumerate(zip(plan.perturb, plan.correct, strict=True)):
             keys = p_info.keys + ("kernel",)
             current = _set(current, keys, _get(current, keys) + dws[i])
-            pert_in = adapter.apply(current, xs[i], frozenset([c_info.path]))[1][c_info.path]
+            record = frozenset([c_info.path])
+            pert_in = adapter.apply(current, xs[i], record, offsets)[1][c_info.path]
             refit = _refit(
-                c_info, _layer(current, c_info), base_inputs[i], pert_in, ridge,
+                c_info, _layer(current, c_info, offsets), base_inputs[i], pert_in, ridge,
                 config.ridge_center,
             )  # fmt: skip
+            if not c_info.has_bias:
+                offsets[c_info.path] = refit.pop("bias")
             current = _set(current, c_info.keys, dict(_get(current, c_info.keys), **refit))
-        return {info.path: _layer(current, info) for info in infos}
+        return layers_of(current, offsets)
 
     chunk = plan.member_chunk
     if chunk is None or chunk >= member_keys.shape[0]:

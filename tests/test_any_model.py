@@ -278,3 +278,31 @@ def test_bad_calibration_inputs(linen_mlp):
     params = pnc.init_params(mlp_cfg, 3, jax.random.key(0))
     with pytest.raises(ValueError, match="non-finite"):
         pnc.build_members(params, mlp_cfg, x, CFG, key=jax.random.key(0))
+
+
+def test_preact_resnet_block_matches_conv_build():
+    """The PreAct ResNet path's members from the same key: perturb a block's conv1, correct its
+    bias-free conv2 (the new bias is an output offset, as the conv build's added bias)."""
+    from pnc import conv as C
+
+    rcfg = C.ResNetConfig(num_classes=3, widths=(4, 8), blocks_per_stage=(2, 1))
+    variables = C.init_variables(rcfg, jax.random.key(0), image_shape=(8, 8, 3))
+    x_cal = _x((12, 8, 8, 3))
+    ccfg = C.ConvPnCConfig(n_members=3, rank=4, sigma=1.0, bootstrap_frac=0.5, ridge=1e-3,
+                           blocks=((0, 1),))  # fmt: skip
+    index = rcfg.block_index(0, 1)
+    ref = C.build_members(variables, rcfg, x_cal, ccfg, key=jax.random.key(4))
+    cfg = pnc.PnCConfig(n_members=3, rank=4, sigma=1.0, bootstrap_frac=0.5, ridge=1e-3,
+                        perturbation_norm="radius", subset_per_layer=True)  # fmt: skip
+    name = rcfg.block_specs()[index].name
+    ens = pnc.ensemble(C.PreActResNet(rcfg), x_cal, variables=variables,
+                       perturb=[f"{name}/conv1"], correct=[f"{name}/conv2"], config=cfg,
+                       key=jax.random.key(4), stream_ids=[index])  # fmt: skip
+    np.testing.assert_allclose(ens.members[f"{name}/conv1"]["kernel"],
+                               ref[name]["conv1"]["kernel"], rtol=1e-6, atol=1e-7)  # fmt: skip
+    for leaf in ("kernel", "bias"):
+        np.testing.assert_allclose(ens.members[f"{name}/conv2"][leaf], ref[name]["conv2"][leaf],
+                                   rtol=1e-3, atol=1e-4)  # fmt: skip
+    x = _x((5, 8, 8, 3), 2)
+    expected = C.predict_logits(variables, ref, x, rcfg)
+    np.testing.assert_allclose(ens(x), expected, rtol=1e-3, atol=1e-4)
