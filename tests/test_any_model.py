@@ -67,6 +67,7 @@ def linen_mlp():
     return model, model.init(jax.random.key(1), jnp.ones((1, 3)))
 
 
+@pytest.mark.slow
 def test_linen_chain_matches_mlp_build():
     """The MLP path's members from the same key: a chain over every hidden layer and one pair."""
     mlp_cfg = pnc.MLPConfig(hidden=(16, 16, 16), out_dim=1)
@@ -111,6 +112,7 @@ def test_correction_reproduces_base_at_zero_ridge(linen_mlp):
                                   ens.members["Dense_2"]["kernel"])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_ablation_same_perturbations_config_flag(linen_mlp):
     model, variables = linen_mlp
     x_cal = _x((30, 3))
@@ -126,6 +128,7 @@ def test_ablation_same_perturbations_config_flag(linen_mlp):
     assert b.correct is None and c.correct == ("Dense_1", "Dense_3")
 
 
+@pytest.mark.slow
 def test_nnx_dense_deterministic_jit_and_chunks():
     model = NNXMLP(nnx.Rngs(0))
     x_cal = _x((50, 3))
@@ -166,6 +169,7 @@ def test_prefix_runs_once():
     assert "f32[5,16] = dot_general" not in full and "f32[6,5,16] = dot_general" in full
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("center", ["original", "zero"])
 def test_linen_conv_with_batchnorm(center):
     model = LinenCNN()
@@ -187,6 +191,7 @@ def test_linen_conv_with_batchnorm(center):
     assert err(ens) < 0.5 * err(abl)
 
 
+@pytest.mark.slow
 def test_nnx_conv_interpolates_at_zero_ridge():
     """Patchwise correction: few enough patch rows, ridge 0 -> conv2's base output reproduced."""
     model = NNXCNN(nnx.Rngs(0))
@@ -280,6 +285,7 @@ def test_bad_calibration_inputs(linen_mlp):
         pnc.build_members(params, mlp_cfg, x, CFG, key=jax.random.key(0))
 
 
+@pytest.mark.slow
 def test_preact_resnet_block_matches_conv_build():
     """The PreAct ResNet path's members from the same key: perturb a block's conv1, correct its
     bias-free conv2 (the new bias is an output offset, as the conv build's added bias)."""
