@@ -1,5 +1,6 @@
 """Perturb-and-Correct (P&C): post-hoc epistemic ensembles from one trained network."""
 
+from pnc.any_model import Ensemble, ensemble
 from pnc.mlp import GaussianMLP, MLPConfig, forward, gaussian_nll, hidden_activations, init_params
 from pnc.perturb_correct import (
     PnCConfig,
@@ -27,6 +28,7 @@ from pnc.train import (
 
 __all__ = [
     "Collection",
+    "Ensemble",
     "FitResult",
     "GaussianMLP",
     "Observer",
@@ -40,6 +42,7 @@ __all__ = [
     "build_members",
     "build_members_ridge_path",
     "calibration_indices",
+    "ensemble",
     "epistemic_variance",
     "fit",
     "fit_params",

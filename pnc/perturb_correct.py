@@ -490,6 +490,8 @@ def _build_from(params, mlp_config, x_cal, config, ridges, key, member_chunk) ->
     x_cal = jnp.asarray(x_cal, jnp.float32)
     if x_cal.ndim != 2 or x_cal.shape[0] < 1:
         raise ValueError(f"x_cal must be [N, in_dim] with N >= 1, got shape {x_cal.shape}")
+    if not bool(jnp.all(jnp.isfinite(x_cal))):
+        raise ValueError("x_cal holds non-finite values (NaN or inf); members would be non-finite")
     in_dim = params["hidden_0"]["kernel"].shape[0]
     if x_cal.shape[1] != in_dim:
         raise ValueError(f"x_cal has {x_cal.shape[1]} columns, the network expects {in_dim}")

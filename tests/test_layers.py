@@ -14,6 +14,7 @@ CORE = {
     "pnc.mlp",
     "pnc.train",
     "pnc.perturb_correct",
+    "pnc.any_model",
     "pnc._linalg",
     "pnc.diagnostics",
     "pnc.predictive",

@@ -1,0 +1,68 @@
+"""Costs of P&C on any Flax model: ``python -m pnc.bench.any_model_costs [--members M] [--out FILE]``.
+
+Runs the three examples of ``docs/any_model.md`` (``examples/nnx_regression.py``,
+``examples/linen_cnn.py``, ``examples/transformer.py``) with ``M`` members (default 50) and
+prints, per example, wall-clock seconds measured after a compiling call (best of five):
+
+- ``forward_s``: one forward pass of the trained network on the evaluation batch;
+- ``predict_shared_s``: the ensemble's prediction (:class:`pnc.Ensemble`, the layers before the
+  first perturbed one evaluated once), ``predict_full_s``: ``M`` full forward passes with the
+  members' variables (:meth:`pnc.Ensemble.full_passes`), and their ratios to ``forward_s``;
+- ``shared_over_full``: ``predict_shared_s / predict_full_s``;
+- ``build_s`` (compiled) and ``build_first_call_s`` (compilation included), ``epoch_s`` (the
+  median training epoch) and ``build_over_epoch``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import sys
+from pathlib import Path
+
+import jax
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+NAMES = ("nnx_regression", "linen_cnn", "transformer")
+
+
+def run_example(name: str, *, n_members: int, quick: bool = False) -> dict:
+    """``main`` of ``examples/<name>.py`` with ``n_members`` members."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    if spec is None or not (EXAMPLES / f"{name}.py").is_file():
+        raise FileNotFoundError(f"example {name!r} not found under {EXAMPLES}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclass fields (linen modules) resolve their module
+    spec.loader.exec_module(module)
+    result = module.main(quick=quick, n_members=n_members)
+    result["shared_over_full"] = result["predict_shared_s"] / result["predict_full_s"]
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, default=50)
+    parser.add_argument("--quick", action="store_true", help="the examples' small settings")
+    parser.add_argument("--only", choices=NAMES, action="append", default=None)
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    report = {
+        "platform": platform.platform(),
+        "jax": jax.__version__,
+        "devices": [str(d) for d in jax.devices()],
+        "examples": {
+            name: run_example(name, n_members=args.members, quick=args.quick)
+            for name in (args.only or NAMES)
+        },
+    }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+    return report
+
+
+if __name__ == "__main__":
+    main()
