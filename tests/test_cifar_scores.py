@@ -38,7 +38,8 @@ def test_ensemble_confidence_is_minus_the_entropy_of_the_tempered_mixture():
     )
     ood = {"svhn": test[:, ::-1] * 0.5}
     out = P._ensemble_outputs(lambda x: x, _context(test, ood), temperature=2.0)
-    assert set(out) == {"test_conf", "test_pred", "svhn_conf"}
+    assert set(out) == {"test_conf", "test_pred", "test_probs", "svhn_conf"}
+    np.testing.assert_allclose(out["test_probs"], _softmax(test / 2.0).mean(axis=0), rtol=1e-5)
     for name, logits in (("test", test), ("svhn", ood["svhn"])):
         pbar = _softmax(logits / 2.0).mean(axis=0)
         np.testing.assert_allclose(out[f"{name}_conf"], np.sum(pbar * np.log(pbar), axis=-1), rtol=1e-5)  # fmt: skip
@@ -48,26 +49,35 @@ def test_ensemble_confidence_is_minus_the_entropy_of_the_tempered_mixture():
 
 
 def test_method_metrics_put_in_distribution_confidence_on_the_positive_side():
+    probs = np.array([[0.5, 0.25, 0.25], [0.2, 0.6, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
+    labels = np.array([0, 1, 2, 2])
     scores = {
         "test_pred": np.array([0, 1, 1, 2]),
+        "test_probs": probs,
         "test_conf": np.array([-0.1, -0.2, -0.3, -0.4]),
         "svhn_conf": np.array([-1.0, -2.0, -0.25]),  # one OOD image above two ID ones
         "cifar100_conf": np.array([-0.05, -0.15]),  # above all four and three of four ID images
     }
-    rows = method_metrics(scores, np.array([0, 1, 2, 2]), ["svhn", "cifar100"])
+    rows = method_metrics(scores, labels, {"svhn": "far", "cifar100": "near"})
     got = {(r["dataset"], r["group"], r["metric"]): r["value"] for r in rows}
-    # AUROC = P(c_id > c_ood): svhn 4 + 4 + 2 = 10 of 12 pairs, cifar100 0 + 1 of 8 pairs
-    # FPR@95: the TPR reaches 1 (>= 0.95) only at the lowest ID confidence -0.4: svhn 1 of 3 OOD
-    # images lie at or above it, cifar100 both
-    assert got == pytest.approx(
-        {
-            ("cifar10", "id", "accuracy"): 75.0,
-            ("svhn", "far", "auroc"): 100 * 10 / 12,
-            ("svhn", "far", "fpr95"): 100 / 3,
-            ("cifar100", "near", "auroc"): 100 / 8,
-            ("cifar100", "near", "fpr95"): 100.0,
-        }
-    )
+    onehot = np.eye(3)[labels]
+    expected = {
+        ("cifar10", "id", "accuracy"): 75.0,
+        ("cifar10", "id", "nll"): -np.mean(np.log(probs[np.arange(4), labels])),
+        ("cifar10", "id", "brier"): np.mean(np.sum((probs - onehot) ** 2, axis=1)),
+        # AUROC = P(c_id > c_ood): svhn 4 + 4 + 2 = 10 of 12 pairs, cifar100 0 + 1 of 8 pairs
+        ("svhn", "far", "auroc"): 100 * 10 / 12,
+        ("cifar100", "near", "auroc"): 100 / 8,
+        # FPR@95: the TPR reaches 1 (>= 0.95) only at the lowest ID confidence -0.4: svhn 1 of 3
+        # OOD images lie at or above it, cifar100 both
+        ("svhn", "far", "fpr95"): 100 / 3,
+        ("cifar100", "near", "fpr95"): 100.0,
+        # AUPR-In (ID positive, ranked by confidence): svhn P P N P P N N -> (1 + 1 + 3/4 + 4/5) / 4
+        ("svhn", "far", "aupr_in"): 100 * (1 + 1 + 0.75 + 0.8) / 4,
+        # AUPR-Out (OOD positive, ranked by -confidence): svhn P P N N P N N -> (1 + 1 + 3/5) / 3
+        ("svhn", "far", "aupr_out"): 100 * (1 + 1 + 0.6) / 3,
+    }
+    assert {k: got[k] for k in expected} == pytest.approx(expected)
 
 
 def test_epinet_logits_are_base_plus_learnt_plus_scaled_prior():

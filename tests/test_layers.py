@@ -20,6 +20,7 @@ CORE = {
     "pnc.predictive",
     "pnc.keys",
     "pnc.io",
+    "pnc.compile_cache",
 }
 
 
