@@ -308,6 +308,25 @@ def _request(spec, seed: int, config: ARSConfig, final_eval_episodes: int, noise
     }
 
 
+def level_evaluation(
+    env: str, ck: Checkpoint, *, seed: int, episodes: int, action_noise: float, horizon: int
+) -> dict:
+    """The record of one selected level: its training checkpoint and its final evaluation, the
+    returns of ``episodes`` episodes under ``action_noise`` and without noise (same seeds)."""
+    kwargs = dict(seed=seed, purpose="final-eval", episodes=episodes, horizon=horizon)
+    rets = evaluate_noisy(env, ck.policy, action_noise=action_noise, **kwargs)
+    det = evaluate_noisy(env, ck.policy, action_noise=0.0, **kwargs)
+    return {
+        "iteration": ck.iteration,
+        "timesteps": ck.timesteps,
+        "train_eval_return": ck.eval_return,
+        "train_eval_std": ck.eval_std,
+        "return_mean": float(np.mean(rets)),
+        "return_std": float(np.std(rets)),
+        "deterministic_return_mean": float(np.mean(det)),
+    }
+
+
 def _write_levels(
     spec, directory: Path, checkpoints: list[Checkpoint], request: dict, config: ARSConfig, extra
 ) -> dict:
@@ -326,34 +345,17 @@ def _write_levels(
     for level, ck in chosen.items():
         path = directory / f"{level}.npz"
         ck.policy.save(path)
-        rets = evaluate_noisy(
-            spec.name,
-            ck.policy,
-            seed=request["seed"],
-            purpose="final-eval",
-            episodes=request["final_eval_episodes"],
-            action_noise=noise,
-            horizon=config.horizon,
-        )
-        det = evaluate_noisy(
-            spec.name,
-            ck.policy,
-            seed=request["seed"],
-            purpose="final-eval",
-            episodes=request["final_eval_episodes"],
-            action_noise=0.0,
-            horizon=config.horizon,
-        )
         levels[level] = {
             "file": path.name,
             "sha256": file_sha256(path),
-            "iteration": ck.iteration,
-            "timesteps": ck.timesteps,
-            "train_eval_return": ck.eval_return,
-            "train_eval_std": ck.eval_std,
-            "return_mean": float(np.mean(rets)),
-            "return_std": float(np.std(rets)),
-            "deterministic_return_mean": float(np.mean(det)),
+            **level_evaluation(
+                spec.name,
+                ck,
+                seed=request["seed"],
+                episodes=request["final_eval_episodes"],
+                action_noise=noise,
+                horizon=config.horizon,
+            ),
         }
     order = [lvl for lvl in ("simple", "medium", "expert") if lvl in levels]
     means = [levels[lvl]["return_mean"] for lvl in order]

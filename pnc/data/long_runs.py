@@ -40,8 +40,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from pnc.data.ars import train_ars
 from pnc.data.envs import env_spec
 
@@ -230,8 +228,8 @@ def store_long_run(
     import gymnasium
     import mujoco
 
-    from pnc.data.ars import evaluate_noisy, load_training_state, save_checkpoints
-    from pnc.data.behaviour import DEFAULT_CONFIGS, POLICY_DIR, select_levels
+    from pnc.data.ars import load_training_state, save_checkpoints
+    from pnc.data.behaviour import DEFAULT_CONFIGS, POLICY_DIR, level_evaluation, select_levels
     from pnc.data.errors import CacheConflictError
     from pnc.data.minari_io import file_sha256
     from pnc.data.offline import action_noise_for
@@ -258,18 +256,16 @@ def store_long_run(
     chosen = select_levels(checkpoints, spec.levels, config)
     levels = {}
     for level, ck in chosen.items():
-        kwargs = dict(seed=seed, purpose="final-eval", episodes=final_eval_episodes)
-        rets = evaluate_noisy(name, ck.policy, action_noise=noise, horizon=config.horizon, **kwargs)
-        det = evaluate_noisy(name, ck.policy, action_noise=0.0, horizon=config.horizon, **kwargs)
         levels[level] = {
             "file": f"{level}.npz",
-            "iteration": ck.iteration,
-            "timesteps": ck.timesteps,
-            "train_eval_return": ck.eval_return,
-            "train_eval_std": ck.eval_std,
-            "return_mean": float(np.mean(rets)),
-            "return_std": float(np.std(rets)),
-            "deterministic_return_mean": float(np.mean(det)),
+            **level_evaluation(
+                name,
+                ck,
+                seed=seed,
+                episodes=final_eval_episodes,
+                action_noise=noise,
+                horizon=config.horizon,
+            ),
         }
         if log is not None:
             log(f"{level}: iteration {ck.iteration}, return {levels[level]['return_mean']:.2f}")
