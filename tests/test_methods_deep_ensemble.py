@@ -69,3 +69,36 @@ def test_predictive_option_is_post_hoc_and_checked():
     assert method.training_spec(sample) == method.training_spec(method.make_config())
     with pytest.raises(ValueError, match="predictive must be one of mixture, sample"):
         method.make_config({"predictive": "mean"})
+
+
+def test_mixture_reading_shares_the_run_and_pins_the_mixture():
+    """``deep_ensemble_mixture``: the same run and keys as the Deep Ensemble, its members' Gaussians
+    as the predictive whatever the predict key, and only ``n_members`` accepted."""
+    variant, de = methods.get("deep_ensemble_mixture"), methods.get("deep_ensemble")
+    config = variant.make_config({"n_members": 5})
+    assert config.predictive == "mixture" and variant.config_keys == ("n_members",)
+    assert variant.training_spec(config) == de.training_spec(de.make_config({"n_members": 5}))
+    assert variant.key_id == "deep_ensemble" and variant.run_kind == de.run_kind
+    assert not variant.ranked and de.ranked
+    with pytest.raises(ValueError, match="unknown"):
+        variant.make_config({"n_members": 5, "predictive": "sample"})
+    with pytest.raises(ValueError, match="fixes predictive='mixture'"):
+        variant.build(None, de.make_config({"predictive": "sample"}), None, None, key=None)
+    _, posterior = _posterior("mixture")
+    mixed = variant.build(
+        methods.TrainingRun(
+            methods.TrainingSpec("deep_ensemble", (("n_members", 5),)),
+            posterior.model,
+            {"members": posterior.members},
+        ),
+        config,
+        None,
+        None,
+        key=jax.random.key(0),
+    )
+    x = jax.random.normal(jax.random.key(1), (6, 3))
+    a = variant.predict(mixed, x, key=jax.random.key(2))
+    b = de.predict(posterior, x, key=jax.random.key(9))
+    np.testing.assert_array_equal(np.asarray(a.means), np.asarray(b.means))
+    np.testing.assert_array_equal(np.asarray(a.variances), np.asarray(b.variances))
+    assert float(np.min(np.asarray(a.variances))) > 0.0

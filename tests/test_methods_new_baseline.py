@@ -89,7 +89,7 @@ def test_registered_method_is_found_trained_and_sampled(jitter):
 
 def test_registered_method_reaches_the_results_vocabulary(jitter):
     info = results._method_info()
-    assert list(info)[-3:] == ["jitter", "pnc", "pnc_nocorr"]  # row 55: before P&C
+    assert list(info)[-4:] == ["jitter", "pnc", "pnc_nocorr", "deep_ensemble_mixture"]  # row 55
     assert info["jitter"].label == "Jitter" and info["jitter"].short == "Jit."
     assert info["jitter"].ranked and info["jitter"].style["marker"] == "*"
     assert results._hparam_abbreviations()["noise"] == "jn"

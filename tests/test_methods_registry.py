@@ -18,6 +18,7 @@ def test_registry_holds_every_method_and_lists_ids_on_error():
         "swag",
         "laplace",
         "subspace",
+        "deep_ensemble_mixture",
     )
     for method_id in methods.METHOD_IDS:
         method = methods.get(method_id)
@@ -28,7 +29,7 @@ def test_registry_holds_every_method_and_lists_ids_on_error():
         assert not set(method.training_fields) & set(method.posthoc_fields)
         assert set(method.id_fields) <= keys
         assert not set(method.fixed) & keys and set(method.fixed) <= set(names)
-        if method_id not in ("pnc", "pnc_nocorr"):
+        if method_id not in ("pnc", "pnc_nocorr", "deep_ensemble_mixture"):
             assert set(method.config_keys) == set(names) and not method.fixed
     for exc in (KeyError, ValueError):
         with pytest.raises(exc) as info:
@@ -179,8 +180,9 @@ def test_wrong_config_type_and_training_kind():
 def test_key_ids_pair_pnc_with_its_ablation():
     """The study derives keys from ``key_id``: the ablation shares P&C's, the others their own."""
     assert methods.get("pnc_nocorr").key_id == "pnc"
+    assert methods.get("deep_ensemble_mixture").key_id == "deep_ensemble"
     for method_id in methods.METHOD_IDS:
         key_id = methods.get(method_id).key_id
         assert key_id in methods.METHOD_IDS
-        if method_id != "pnc_nocorr":
+        if method_id not in ("pnc_nocorr", "deep_ensemble_mixture"):
             assert key_id == method_id

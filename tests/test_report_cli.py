@@ -100,3 +100,45 @@ def test_selected_calibration_reaches_tables_and_frontier(tmp_path, capsys, tabl
     raw[raw.split != "val"].to_csv(cfg, index=False)
     assert main(["frontier", str(cfg), "--out", str(tmp_path / "f")]) == 2
     assert "val rows" in capsys.readouterr().err
+
+
+def test_substitute_ranks_the_mixture_reading_in_place_of_the_draws(tmp_path, capsys):
+    """``--substitute deep_ensemble=deep_ensemble_mixture``: the tables rank the mixture reading's
+    values under the Deep Ensemble, say so in the caption, and bad pairs exit with status 2."""
+    results, _ = make_results(envs=("A", "B", "C"), no_mid=("C",), seeds=(0, 1))
+    path = tmp_path / "results.csv"
+    results.to_csv(path, index=False)
+    assert main(["tables", str(path), "--out", str(tmp_path / "draws")]) == 0
+    assert (
+        main(
+            ["tables", str(path), "--out", str(tmp_path / "mix")]
+            + ["--substitute", "deep_ensemble=deep_ensemble_mixture"]
+        )
+        == 0
+    )
+    draws = json.loads((tmp_path / "draws" / "stats.json").read_text())
+    mix = json.loads((tmp_path / "mix" / "stats.json").read_text())
+    assert mix["substitutions"] == {"deep_ensemble": "deep_ensemble_mixture"}
+    assert "substitutions" not in draws
+    assert "deep_ensemble_mixture" not in mix["methods"]
+
+    def means(stats, method):
+        return {
+            (r["env"], r["split"], r["metric"]): r["mean"]
+            for r in stats["summary"]
+            if r["method"] == method
+        }
+
+    assert means(mix, "deep_ensemble") == means(draws, "deep_ensemble_mixture")
+    assert means(mix, "deep_ensemble") != means(draws, "deep_ensemble")
+    assert means(mix, "pnc") == means(draws, "pnc")
+    caption = (tmp_path / "mix" / "cross_env.md").read_text().split("\n", 1)[0]
+    assert "Deep Ensemble: the values of Deep Ensemble (mixture)." in caption
+    assert "Not ranked: P&C w/o Corr." in caption
+    assert "Not ranked: P&C w/o Corr, Deep Ensemble (mixture)." in (
+        (tmp_path / "draws" / "cross_env.md").read_text()
+    )
+    capsys.readouterr()
+    for bad in ("deep_ensemble", "deep_ensemble=nope", "pnc=pnc", "a=b=c"):
+        assert main(["tables", str(path), "--out", str(tmp_path / "x"), "--substitute", bad]) == 2
+        assert "error:" in capsys.readouterr().err

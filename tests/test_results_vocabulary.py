@@ -34,7 +34,7 @@ def test_every_registered_method_has_an_entry_and_vice_versa():
         "subspace",
         "pnc",
     )
-    assert vocab.ABLATION_METHODS == ("pnc_nocorr",)
+    assert vocab.ABLATION_METHODS == ("pnc_nocorr", "deep_ensemble_mixture")
     assert vocab.REFERENCE in vocab.RANKED_METHODS
 
 

@@ -165,19 +165,20 @@ def test_lint_is_clean(workdir):
 
 
 def test_paper_protocol_dag(workdir):
-    """config.yaml: 11 envs x 10 seeds; 8 training runs and 11 (method, run) jobs per (env, seed)."""
+    """config.yaml: 11 envs x 10 seeds; 8 training runs and 12 (method, run) jobs per (env, seed)."""
     proc = _snakemake(workdir, "-n", "--configfile", "config.yaml")
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = _job_counts(proc.stdout)
     n_env, n_seed = 11, 10
     # runs: base, deep_ensemble-n_members5, mc_dropout x 5 rates, subspace's own run
-    # evaluation jobs: pnc, pnc_nocorr, swag, laplace (base), subspace, deep_ensemble, 5 x mc_dropout
+    # evaluation jobs: pnc, pnc_nocorr, swag, laplace (base), subspace, deep_ensemble and its
+    # mixture reading (one shared run), 5 x mc_dropout
     expected = {
         "minari_data": n_env,
         "far_data": n_env * n_seed,  # Far data are collected fresh per seed
         "splits": n_env * n_seed,
         "train": n_env * n_seed * 8,
-        "evaluate": n_env * n_seed * 11,
+        "evaluate": n_env * n_seed * 12,
         "select": n_env,
         "aggregate": 1,
         "report_tables": 1,
@@ -203,7 +204,7 @@ def test_one_environment_target(workdir):
     proc = _snakemake(workdir, "-n", target, "--configfile", "config.yaml")
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = _job_counts(proc.stdout)
-    assert counts["train"] == 10 * 8 and counts["evaluate"] == 10 * 11 and counts["select"] == 1
+    assert counts["train"] == 10 * 8 and counts["evaluate"] == 10 * 12 and counts["select"] == 1
     assert "aggregate" not in counts and "Ant" not in proc.stdout
 
 

@@ -13,6 +13,8 @@ mc_dropout     MC Dropout                              one per rate     100
 swag           SWAG                                    ``base``         100
 laplace        KFAC Laplace                            ``base``         100
 subspace       Subspace Inference (ESS)                ``subspace``     100
+deep_ensemble_ Deep Ensemble, mixture of the members   ``deep_ensemble`` ``M = 5``
+mixture        (not ranked; ``deep_ensemble`` draws)
 ============== ======================================= ================ ==================
 
 Usage::
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 from pnc.methods.base import Method, TrainingRun, TrainingSpec, config_id, make_config
 from pnc.methods.base_run import base_spec, train_base
-from pnc.methods.deep_ensemble import DeepEnsemble, DeepEnsembleConfig
+from pnc.methods.deep_ensemble import DeepEnsemble, DeepEnsembleConfig, DeepEnsembleMixture
 from pnc.methods.laplace import Laplace, LaplaceConfig
 from pnc.methods.mc_dropout import MCDropout, MCDropoutConfig
 from pnc.methods.pnc_method import PerturbAndCorrect, PerturbNoCorrection
@@ -53,6 +55,7 @@ _REGISTRY: dict[str, Method] = {
         SWAG(),
         Laplace(),
         Subspace(),
+        DeepEnsembleMixture(),
     )
 }
 
@@ -136,6 +139,7 @@ __all__ = [
     "SWAG",
     "DeepEnsemble",
     "DeepEnsembleConfig",
+    "DeepEnsembleMixture",
     "Laplace",
     "LaplaceConfig",
     "MCDropout",

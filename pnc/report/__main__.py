@@ -3,6 +3,7 @@
 ::
 
     python -m pnc.report tables results/results.csv --out results/tables
+    python -m pnc.report tables results/results.csv --out DIR --substitute deep_ensemble=deep_ensemble_mixture
     python -m pnc.report frontier results/all_configs.csv --out figures/frontier/Ant-v5 --env Ant-v5
     python -m pnc.report metrics results/results.csv --out figures/metrics/Ant-v5 --env Ant-v5
     python -m pnc.report costs benchmarks --envs 11 --seeds 10 --cores 2 8 32
@@ -34,11 +35,24 @@ from pnc.study.results import ResultsError, load
 
 
 def write_tables_and_stats(
-    results_csv: str | Path, out_dir: str | Path, *, alpha: float = stats.ALPHA
+    results_csv: str | Path,
+    out_dir: str | Path,
+    *,
+    alpha: float = stats.ALPHA,
+    substitutions: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Load ``results_csv``, compute the statistics and write the tables and ``stats.json``."""
+    """Load ``results_csv``, compute the statistics and write the tables and ``stats.json``.
+
+    ``substitutions`` (``{target: source}``) shows ``source``'s rows under ``target``
+    (:func:`pnc.report.stats.substitute_methods`); they are recorded in ``stats.json`` and named
+    in the captions.
+    """
     df = load(results_csv)
+    if substitutions:
+        df = stats.substitute_methods(df, substitutions)
     result = stats.compute_statistics(df, alpha=alpha)
+    if substitutions:
+        result["substitutions"] = dict(substitutions)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     render.write_tables(tables.build_tables(df, result), out_dir)
@@ -63,6 +77,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     tb.add_argument("--out", required=True, help="directory for the tables and stats.json")
     tb.add_argument("--alpha", type=float, default=stats.ALPHA, help="Holm family-wise level")
+    tb.add_argument(
+        "--substitute",
+        action="append",
+        default=[],
+        metavar="TARGET=SOURCE",
+        help="show SOURCE's rows as TARGET (repeatable), e.g. "
+        "deep_ensemble=deep_ensemble_mixture ranks the Deep Ensemble's mixture reading",
+    )
     fr = sub.add_parser("frontier", help="ID/OOD frontier from all_configs.csv")
     fr.add_argument(
         "table",
@@ -130,8 +152,22 @@ def _costs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _substitutions(pairs: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        target, sep, source = pair.partition("=")
+        if not sep or not target or not source:
+            raise ValueError(f"--substitute takes TARGET=SOURCE, got {pair!r}")
+        if target in out:
+            raise ValueError(f"--substitute names {target!r} twice")
+        out[target] = source
+    return out
+
+
 def _tables(args: argparse.Namespace) -> int:
-    result = write_tables_and_stats(args.results, args.out, alpha=args.alpha)
+    result = write_tables_and_stats(
+        args.results, args.out, alpha=args.alpha, substitutions=_substitutions(args.substitute)
+    )
     print(
         f"{len(result['envs'])} env(s), methods {result['methods']}: tables and stats.json "
         f"written to {args.out}"

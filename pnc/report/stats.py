@@ -25,7 +25,7 @@ and ``DIR/stats.json``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -337,6 +337,33 @@ def _clean(obj: Any) -> Any:
     if isinstance(obj, np.bool_):
         return bool(obj)
     return obj
+
+
+def substitute_methods(df: pd.DataFrame, substitutions: Mapping[str, str]) -> pd.DataFrame:
+    """A results table in which each ``target`` method of ``substitutions`` (``{target: source}``)
+    has the rows of ``source`` instead of its own: how the tables show a second reading of a method
+    (``{"deep_ensemble": "deep_ensemble_mixture"}`` ranks the Deep Ensemble's mixture reading in
+    place of its draws). The source rows are renamed, the target's own rows dropped.
+
+    Raises:
+        ValueError: a target or source is missing from ``df``, a method is both, or a source
+            serves two targets.
+    """
+    present = set(df["method"])
+    problems = []
+    for target, source in substitutions.items():
+        for name, role in ((target, "target"), (source, "source")):
+            if name not in present:
+                problems.append(f"{role} method {name!r} has no rows")
+    if set(substitutions) & set(substitutions.values()):
+        problems.append("a method is both a target and a source")
+    if len(set(substitutions.values())) != len(substitutions):
+        problems.append("a source method serves two targets")
+    if problems:
+        raise ValueError("cannot substitute methods: " + "; ".join(problems))
+    out = df[~df["method"].isin(list(substitutions))].copy()
+    out["method"] = out["method"].replace({s: t for t, s in substitutions.items()})
+    return out.reset_index(drop=True)
 
 
 def compute_statistics(df: pd.DataFrame, *, alpha: float = ALPHA) -> dict[str, Any]:

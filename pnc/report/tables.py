@@ -128,6 +128,23 @@ def _significance_notes(stats: dict[str, Any], pairs: Sequence[tuple[str, str]])
     return notes
 
 
+def _unranked_note(df: pd.DataFrame) -> str:
+    """Names the unranked methods present (the ablation, the Deep Ensemble's second reading)."""
+    unranked = st.methods_present(df, ABLATION_METHODS)
+    if not unranked:
+        return ""
+    return f"Not ranked: {', '.join(METHOD_INFO[m].label for m in unranked)}. "
+
+
+def _substitution_note(stats: dict[str, Any]) -> str:
+    """Names the methods whose rows show another method's values (``--substitute``)."""
+    subs = stats.get("substitutions") or {}
+    return "".join(
+        f"{METHOD_INFO[target].label}: the values of {METHOD_INFO[source].label}. "
+        for target, source in subs.items()
+    )
+
+
 def cross_env_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
     """Paper Table 1: mean rank +- std and wins of the six methods per headline metric."""
     pairs = [(s, m) for s, m in HEADLINE if st.key(s, m) in stats["ranks"]]
@@ -142,7 +159,8 @@ def cross_env_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
         f"against P&C, Holm-corrected across the baselines at alpha = {stats['alpha']:g}: ↑ means "
         "P&C is significantly better than the baseline, ↓ the reverse (p-values in the Wilcoxon "
         "table). "
-        + "".join(f"The ablation {METHOD_INFO[m].label} is not ranked. " for m in ABLATION_METHODS)
+        + _unranked_note(df)
+        + _substitution_note(stats)
         + metric_definitions([m for _, m in pairs])
     )
     notes = _significance_notes(stats, pairs)
