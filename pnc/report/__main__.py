@@ -9,6 +9,9 @@
     python -m pnc.report costs benchmarks --envs 11 --seeds 10 --cores 2 8 32
     python -m pnc.report export STUDY_DIR --out docs/results/offline [--force]
     python -m pnc.report check docs/results/offline
+    python -m pnc.report piece ENV SEED FILE... --out results/pieces/ENV/seedS.json
+    python -m pnc.report store-piece results/pieces/ENV/seedS.json --store docs/results/offline/pieces
+    python -m pnc.report restore-pieces docs/results/offline/pieces --study STUDY_DIR
 
 ``tables`` writes ``DIR/{name}.tex|.md|.csv`` for every table of :mod:`pnc.report.tables` and the
 statistics of :func:`pnc.report.stats.compute_statistics` as ``DIR/stats.json``. ``frontier`` and
@@ -17,7 +20,9 @@ and omitted means every environment (``metrics`` needs exactly one). ``costs`` p
 CPU time per (env, seed) and the projected cost of an ``--envs x --seeds`` protocol as JSON
 (:mod:`pnc.report.costs`). ``export`` turns a finished study's directory into a reference folder
 (its data, cost summary, tables and PNG figures) and ``check`` rebuilds such a folder's tables from
-its ``results.csv`` and exits with status 1 when any differs (:mod:`pnc.report.export`). A malformed or missing input table exits with status 2 and a message
+its ``results.csv`` and exits with status 1 when any differs (:mod:`pnc.report.export`).
+``piece``, ``store-piece`` and ``restore-pieces`` list, store and restore one (env, seed)'s small
+outputs of a long study (:mod:`pnc.report.pieces`). A malformed or missing input table exits with status 2 and a message
 naming the problem.
 """
 
@@ -30,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pnc.io import write_json
-from pnc.report import costs, export, figures, render, stats, tables
+from pnc.report import costs, export, figures, pieces, render, stats, tables
 from pnc.study.results import ResultsError, load
 
 
@@ -118,6 +123,19 @@ def _parser() -> argparse.ArgumentParser:
         "check", help="rebuild a reference folder's tables and compare with the committed ones"
     )
     ch.add_argument("folder", help="reference folder (results.csv and tables/)")
+    pc = sub.add_parser("piece", help="list one (env, seed)'s output files with their hashes")
+    pc.add_argument("env")
+    pc.add_argument("seed", type=int)
+    pc.add_argument("files", nargs="+", help="the (env, seed)'s output files")
+    pc.add_argument("--out", required=True, help="the manifest JSON to write")
+    pc.add_argument("--study", default=".", help="the study directory (paths are relative to it)")
+    sp = sub.add_parser("store-piece", help="copy one (env, seed)'s listed outputs into a store")
+    sp.add_argument("manifest", help="results/pieces/{env}/seed{S}.json")
+    sp.add_argument("--study", default=".", help="the study directory")
+    sp.add_argument("--store", required=True, help="e.g. docs/results/offline/pieces")
+    rp = sub.add_parser("restore-pieces", help="copy a store's pieces back into a study directory")
+    rp.add_argument("store")
+    rp.add_argument("--study", required=True, help="the study directory to fill")
     return parser
 
 
@@ -136,6 +154,21 @@ def _check(args: argparse.Namespace) -> int:
     if problems:
         return 1
     print(f"{args.folder}: every table equals the one rebuilt from results.csv")
+    return 0
+
+
+def _pieces(args: argparse.Namespace) -> int:
+    if args.command == "piece":
+        manifest = pieces.write_manifest(
+            args.env, args.seed, args.files, args.out, study_dir=args.study
+        )
+        print(f"{args.out}: {len(manifest['files'])} file(s) of ({args.env}, seed {args.seed})")
+    elif args.command == "store-piece":
+        written = pieces.store_piece(args.manifest, args.study, args.store)
+        print(f"{len(written)} file(s) stored in {args.store}")
+    else:
+        written = pieces.restore_pieces(args.store, args.study)
+        print(f"{len(written)} file(s) restored into {args.study}")
     return 0
 
 
@@ -198,13 +231,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "tables" and not 0.0 < args.alpha < 1.0:
         parser.error(f"--alpha must lie in (0, 1), got {args.alpha}")
-    commands = {"tables": _tables, "costs": _costs, "export": _export, "check": _check}
+    commands = {
+        "tables": _tables,
+        "costs": _costs,
+        "export": _export,
+        "check": _check,
+        "piece": _pieces,
+        "store-piece": _pieces,
+        "restore-pieces": _pieces,
+    }
     try:
         return commands.get(args.command, _figure)(args)
     except (
         ResultsError,
         figures.FigureError,
         costs.BenchmarkError,
+        pieces.PieceError,
         FileNotFoundError,
         FileExistsError,
         ValueError,

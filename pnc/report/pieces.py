@@ -1,0 +1,205 @@
+"""The pieces of a long study: each (env, seed)'s small outputs, stored as soon as they exist.
+
+A study of 11 environments x 10 seeds takes days of CPU time, often over several machines and
+checkouts. Its final tables need only small files per (env, seed): the long-format metric table
+of every (method, run) (``results/metrics/{env}/seed{S}/...csv``), the mechanism table of the seeds
+the mechanism stage runs on (``results/mechanism/{env}/seed{S}.parquet``) and the Snakemake
+benchmark files of its jobs (for the cost summary). A *piece* is those files of one (env, seed):
+
+- the workflow's ``piece`` rule lists them, with their SHA-256 and sizes, in
+  ``results/pieces/{env}/seed{S}.json`` (:func:`write_manifest`) once every one of them exists;
+- :func:`store_piece` copies them, the benchmark files of the (env, seed)'s jobs and the manifest
+  into a store (``docs/results/offline/pieces/``), keeping their paths relative to the study, after
+  checking every hash, and refuses to overwrite a stored file with different content;
+- :func:`restore_pieces` copies a store's files back into a study directory, hash-checked, so that
+  the selection and tables can be rebuilt on a machine where the runs never ran.
+
+Command line::
+
+    python -m pnc.report piece ENV SEED FILE... --out results/pieces/ENV/seedS.json
+    python -m pnc.report store-piece results/pieces/ENV/seedS.json --study . --store DIR
+    python -m pnc.report restore-pieces DIR --study STUDY_DIR
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pnc.io import write_json
+
+#: Sub-directory of a store holding the manifests (``manifests/{env}/seed{S}.json``).
+MANIFESTS = "manifests"
+
+
+class PieceError(ValueError):
+    """A piece whose files are missing, changed, or would overwrite different stored files."""
+
+
+def sha256(path: str | Path) -> str:
+    """SHA-256 hex digest of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        raise PieceError(f"{path} is not inside the study directory {root}") from None
+
+
+def write_manifest(
+    env: str,
+    seed: int,
+    files: Sequence[str | Path],
+    out: str | Path,
+    *,
+    study_dir: str | Path = ".",
+) -> dict[str, Any]:
+    """Write the manifest of the (env, seed) piece made of ``files``.
+
+    Args:
+        env: environment name.
+        seed: seed index.
+        files: the piece's output files (paths inside ``study_dir``).
+        out: the manifest JSON to write.
+        study_dir: the study directory the paths are relative to.
+
+    Returns:
+        The manifest: ``env``, ``seed`` and ``files`` (``{relative path: {"sha256", "bytes"}}``).
+
+    Raises:
+        PieceError: no files, a missing file, or a file outside ``study_dir``.
+    """
+    root = Path(study_dir)
+    if not files:
+        raise PieceError(f"piece ({env}, seed {seed}) has no files")
+    entries: dict[str, dict[str, Any]] = {}
+    for name in files:
+        path = Path(name)
+        if not path.is_file():
+            raise PieceError(f"piece ({env}, seed {seed}): {path} does not exist")
+        entries[_relative(path, root)] = {"sha256": sha256(path), "bytes": path.stat().st_size}
+    manifest = {"env": env, "seed": int(seed), "files": dict(sorted(entries.items()))}
+    write_json(Path(out), manifest)
+    return manifest
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """A manifest written by :func:`write_manifest`.
+
+    Raises:
+        PieceError: the file is not such a manifest.
+    """
+    try:
+        manifest = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise PieceError(f"cannot read manifest {path}: {err}") from None
+    if not isinstance(manifest, dict) or not {"env", "seed", "files"} <= set(manifest):
+        raise PieceError(f"{path} is not a piece manifest (needs env, seed, files)")
+    return manifest
+
+
+def benchmark_files(study_dir: str | Path, env: str, seed: int) -> list[Path]:
+    """The Snakemake benchmark files of the (env, seed)'s jobs: ``benchmarks/{stage}/{env}/
+    seed{S}[/...].tsv`` (training, evaluation, Far data, splits, mechanism)."""
+    root = Path(study_dir) / "benchmarks"
+    found = []
+    for stage_dir in sorted(p for p in root.glob("*") if p.is_dir()):
+        base = stage_dir / env
+        found += sorted(base.glob(f"seed{seed}.tsv"))
+        found += sorted((base / f"seed{seed}").rglob("*.tsv"))
+    return found
+
+
+def _copy_checked(src: Path, dst: Path, digest: str | None) -> bool:
+    """Copy ``src`` to ``dst``; ``False`` when ``dst`` already holds the same bytes."""
+    if digest is not None and sha256(src) != digest:
+        raise PieceError(f"{src} changed since its manifest was written")
+    if dst.exists():
+        if sha256(dst) == sha256(src):
+            return False
+        raise PieceError(f"{dst} exists with different content; refusing to overwrite it")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".tmp")
+    shutil.copyfile(src, tmp)
+    tmp.replace(dst)
+    return True
+
+
+def store_piece(manifest_path: str | Path, study_dir: str | Path, store: str | Path) -> list[Path]:
+    """Copy a piece (its manifest's files, its benchmark files, the manifest) into ``store``.
+
+    Returns:
+        The files written (already identical files are skipped).
+
+    Raises:
+        PieceError: a listed file is missing or changed, or a stored file differs.
+    """
+    study, store = Path(study_dir), Path(store)
+    manifest = read_manifest(manifest_path)
+    env, seed = str(manifest["env"]), int(manifest["seed"])
+    written = []
+    for rel, info in manifest["files"].items():
+        src = study / rel
+        if not src.is_file():
+            raise PieceError(f"piece ({env}, seed {seed}): {src} is missing")
+        if _copy_checked(src, store / rel, info["sha256"]):
+            written.append(store / rel)
+    for src in benchmark_files(study, env, seed):
+        rel = src.relative_to(study)
+        if _copy_checked(src, store / rel, None):
+            written.append(store / rel)
+    target = store / MANIFESTS / env / f"seed{seed}.json"
+    if _copy_checked(Path(manifest_path), target, None):
+        written.append(target)
+    return written
+
+
+def stored_pieces(store: str | Path) -> list[tuple[str, int]]:
+    """The (env, seed) pieces held by ``store``, sorted."""
+    root = Path(store) / MANIFESTS
+    pieces = []
+    for path in sorted(root.glob("*/seed*.json")):
+        manifest = read_manifest(path)
+        pieces.append((str(manifest["env"]), int(manifest["seed"])))
+    return sorted(pieces)
+
+
+def restore_pieces(store: str | Path, study_dir: str | Path) -> list[Path]:
+    """Copy every stored piece's files back into ``study_dir``, checking each hash.
+
+    Returns:
+        The files written (already identical files are skipped).
+
+    Raises:
+        PieceError: a stored file is missing or does not match its manifest, or a file of the
+            study differs from the stored one.
+    """
+    store, study = Path(store), Path(study_dir)
+    written = []
+    manifests = sorted((store / MANIFESTS).glob("*/seed*.json"))
+    if not manifests:
+        raise PieceError(f"{store} holds no pieces ({MANIFESTS}/*/seed*.json)")
+    for path in manifests:
+        manifest = read_manifest(path)
+        for rel, info in manifest["files"].items():
+            src = store / rel
+            if not src.is_file():
+                raise PieceError(f"{path}: stored file {src} is missing")
+            if _copy_checked(src, study / rel, info["sha256"]):
+                written.append(study / rel)
+    bench = store / "benchmarks"
+    for src in sorted(bench.rglob("*.tsv")) if bench.is_dir() else []:
+        rel = src.relative_to(store)
+        if _copy_checked(src, study / rel, None):
+            written.append(study / rel)
+    return written

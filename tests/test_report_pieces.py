@@ -1,0 +1,117 @@
+"""Pieces of a long study: one (env, seed)'s small outputs listed, stored and restored, hash-checked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pnc.report import pieces
+from pnc.report.__main__ import main
+
+FILES = (
+    "results/metrics/Hopper/seed3/pnc/base.csv",
+    "results/metrics/Hopper/seed3/deep_ensemble/deep_ensemble-n_members5.csv",
+    "results/mechanism/Hopper/seed3.parquet",
+)
+BENCHMARKS = (
+    "benchmarks/train/Hopper/seed3/base.tsv",
+    "benchmarks/evaluate/Hopper/seed3/pnc/base.tsv",
+    "benchmarks/far_data/Hopper/seed3.tsv",
+)
+OTHER = (  # files of other pieces, never taken
+    "results/metrics/Hopper/seed4/pnc/base.csv",
+    "benchmarks/train/Hopper/seed4/base.tsv",
+    "benchmarks/train/Ant/seed3/base.tsv",
+    "benchmarks/evaluate/Hopper/seed30/pnc/base.tsv",
+)
+
+
+def _study(root: Path) -> Path:
+    for i, rel in enumerate(FILES + BENCHMARKS + OTHER):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"content {i} of {rel}\n")
+    return root
+
+
+def test_piece_round_trip(tmp_path, monkeypatch):
+    study = _study(tmp_path / "study")
+    monkeypatch.chdir(study)
+    manifest = pieces.write_manifest("Hopper", 3, list(FILES), "results/pieces/Hopper/seed3.json")
+    assert manifest["env"] == "Hopper" and manifest["seed"] == 3
+    assert sorted(manifest["files"]) == sorted(FILES)
+    first = manifest["files"][FILES[0]]
+    assert first["sha256"] == pieces.sha256(FILES[0]) and first["bytes"] > 0
+
+    store = tmp_path / "store"
+    written = pieces.store_piece("results/pieces/Hopper/seed3.json", study, store)
+    rel = sorted(p.relative_to(store).as_posix() for p in written)
+    assert rel == sorted([*FILES, *BENCHMARKS, "manifests/Hopper/seed3.json"])
+    assert pieces.stored_pieces(store) == [("Hopper", 3)]
+    # storing again writes nothing; the store is unchanged
+    assert pieces.store_piece("results/pieces/Hopper/seed3.json", study, store) == []
+
+    fresh = tmp_path / "fresh"
+    restored = pieces.restore_pieces(store, fresh)
+    assert sorted(p.relative_to(fresh).as_posix() for p in restored) == sorted(FILES + BENCHMARKS)
+    for name in FILES + BENCHMARKS:
+        assert (fresh / name).read_bytes() == (study / name).read_bytes()
+    assert not (fresh / OTHER[0]).exists()
+    assert pieces.restore_pieces(store, fresh) == []
+
+
+def test_piece_refuses_missing_changed_and_conflicting_files(tmp_path, monkeypatch):
+    study = _study(tmp_path / "study")
+    monkeypatch.chdir(study)
+    with pytest.raises(pieces.PieceError, match="no files"):
+        pieces.write_manifest("Hopper", 3, [], "m.json")
+    with pytest.raises(pieces.PieceError, match="seed9.parquet does not exist"):
+        pieces.write_manifest("Hopper", 3, ["results/mechanism/Hopper/seed9.parquet"], "m.json")
+    outside = tmp_path / "outside.csv"
+    outside.write_text("x")
+    with pytest.raises(pieces.PieceError, match="not inside the study"):
+        pieces.write_manifest("Hopper", 3, [str(outside)], "m.json")
+
+    pieces.write_manifest("Hopper", 3, list(FILES), "m.json")
+    store = tmp_path / "store"
+    (study / FILES[0]).write_text("changed after the manifest\n")
+    with pytest.raises(pieces.PieceError, match="changed since its manifest"):
+        pieces.store_piece("m.json", study, store)
+    pieces.write_manifest("Hopper", 3, list(FILES), "m.json")
+    pieces.store_piece("m.json", study, store)
+    # a re-run that produced different bytes never overwrites the stored piece
+    (study / FILES[0]).write_text("a second, different result\n")
+    pieces.write_manifest("Hopper", 3, list(FILES), "m.json")
+    with pytest.raises(pieces.PieceError, match="different content; refusing"):
+        pieces.store_piece("m.json", study, store)
+    assert (store / FILES[0]).read_text() == "changed after the manifest\n"
+
+    # a stored file edited by hand fails the restore, naming its manifest
+    (store / FILES[1]).write_text("edited\n")
+    with pytest.raises(pieces.PieceError, match="changed since its manifest"):
+        pieces.restore_pieces(store, tmp_path / "fresh")
+    (store / FILES[1]).unlink()
+    with pytest.raises(pieces.PieceError, match="is missing"):
+        pieces.restore_pieces(store, tmp_path / "fresh2")
+    with pytest.raises(pieces.PieceError, match="holds no pieces"):
+        pieces.restore_pieces(tmp_path / "empty", tmp_path / "fresh3")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"env": "Hopper"}))
+    with pytest.raises(pieces.PieceError, match="not a piece manifest"):
+        pieces.read_manifest(bad)
+
+
+def test_piece_command_line(tmp_path, monkeypatch, capsys):
+    study = _study(tmp_path / "study")
+    monkeypatch.chdir(study)
+    out = "results/pieces/Hopper/seed3.json"
+    assert main(["piece", "Hopper", "3", *FILES, "--out", out]) == 0
+    store = tmp_path / "store"
+    assert main(["store-piece", out, "--store", str(store)]) == 0
+    assert "7 file(s) stored" in capsys.readouterr().out
+    assert main(["restore-pieces", str(store), "--study", str(tmp_path / "fresh")]) == 0
+    assert "6 file(s) restored" in capsys.readouterr().out
+    assert main(["piece", "Hopper", "3", "results/nope.csv", "--out", out]) == 2
+    assert "results/nope.csv does not exist" in capsys.readouterr().err
