@@ -27,6 +27,7 @@ CONFIGS = {
     "pnc": {"n_members": 20, "sigma": 1.0, "bootstrap_frac": 0.3},
     "pnc_nocorr": {"n_members": 20, "sigma": 0.3},
     "deep_ensemble": {"n_members": 3},
+    "deep_ensemble_mixture": {"n_members": 3},
     "mc_dropout": {"rate": 0.1, "n_samples": 40, "chunk_size": 20},
     "swag": {"scale": 1.0, "n_samples": 40, "chunk_size": 20},
     "laplace": {"prior_precision": 10.0, "n_samples": 40, "max_rows": 200, "chunk_size": 20},
