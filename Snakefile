@@ -11,7 +11,7 @@
 #   snakemake --cores N results/envs/Hopper/results.csv      # one environment, no report
 #   snakemake --report report.html                           # HTML report of a finished run
 #
-# Every job runs `python -m pnc.workflow.<stage> --threads {threads} ...` (see pnc/workflow).
+# Every job runs `python -m pnc.workflow STAGE --threads {threads} ...` (see pnc/workflow/stages.py).
 
 from snakemake.utils import min_version
 
@@ -37,6 +37,7 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/select.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/mechanism.smk"
+include: "workflow/rules/pieces.smk"
 
 
 rule all:

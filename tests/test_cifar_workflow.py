@@ -36,7 +36,7 @@ def test_every_cifar_rule_runs_a_thread_limited_stage_with_log_and_benchmark():
             names.append(name)
             for directive in ("log:", "benchmark:", "threads:", "message:", "resources:"):
                 assert f"\n    {directive}" in block, (name, directive)
-            assert re.search(r'"python -m pnc\.workflow\.cifar_\w+ --threads \{threads\} ', block), name  # fmt: skip
+            assert re.search(r'"python -m pnc\.workflow cifar_\w+ --threads \{threads\} ', block), name  # fmt: skip
             assert "{log:q}" in block, name
     assert {"cifar_data", "cifar_train", "cifar_posthoc", "cifar_tables"} <= set(names)
     train = next(b for p in RULES for b in re.split(r"^(?=rule )", p.read_text(), flags=re.M) if b.startswith("rule cifar_train:"))  # fmt: skip
@@ -204,13 +204,14 @@ def test_tiny_cifar_workflow_end_to_end(tiny_run):
 def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch, stage, command):
     import importlib
 
-    module = importlib.import_module(f"pnc.workflow.{stage}")
+    from pnc.workflow import stages
+
     calls = []
     limit = lambda n: calls.append(("limit", n))
     monkeypatch.setattr(importlib.import_module("pnc.workflow"), "limit_threads", limit)
     cli = importlib.import_module("pnc.cifar.cli")
     monkeypatch.setattr(cli, "main", lambda argv: calls.append(("main", argv)) or 3)
-    assert module.main(["--threads", "2", "--seed", "1", "x"]) == 3
+    assert stages.main([stage, "--threads", "2", "--seed", "1", "x"]) == 3
     assert calls == [("limit", 2), ("main", [command, "--seed", "1", "x"])]
 
 

@@ -19,12 +19,14 @@ BENCHMARKS = (
     "benchmarks/train/Hopper/seed3/base.tsv",
     "benchmarks/evaluate/Hopper/seed3/pnc/base.tsv",
     "benchmarks/far_data/Hopper/seed3.tsv",
+    "benchmarks/offline_data/Hopper.tsv",  # once per environment: stored with every piece
 )
 OTHER = (  # files of other pieces, never taken
     "results/metrics/Hopper/seed4/pnc/base.csv",
     "benchmarks/train/Hopper/seed4/base.tsv",
     "benchmarks/train/Ant/seed3/base.tsv",
     "benchmarks/evaluate/Hopper/seed30/pnc/base.tsv",
+    "benchmarks/offline_data/Ant.tsv",
 )
 
 
@@ -110,8 +112,8 @@ def test_piece_command_line(tmp_path, monkeypatch, capsys):
     assert main(["piece", "Hopper", "3", *FILES, "--out", out]) == 0
     store = tmp_path / "store"
     assert main(["store-piece", out, "--store", str(store)]) == 0
-    assert "7 file(s) stored" in capsys.readouterr().out
+    assert "8 file(s) stored" in capsys.readouterr().out
     assert main(["restore-pieces", str(store), "--study", str(tmp_path / "fresh")]) == 0
-    assert "6 file(s) restored" in capsys.readouterr().out
+    assert "7 file(s) restored" in capsys.readouterr().out
     assert main(["piece", "Hopper", "3", "results/nope.csv", "--out", out]) == 2
     assert "results/nope.csv does not exist" in capsys.readouterr().err

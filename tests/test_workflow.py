@@ -28,7 +28,7 @@ from pnc.study.results import RESULT_COLUMNS
 ROOT = Path(__file__).resolve().parents[1]
 RULE_FILES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-STAGE = re.compile(r"python -m pnc\.workflow\.(\w+) --threads \{threads\}(?= |$)")
+STAGE = re.compile(r"python -m pnc\.workflow (\w+) --threads \{threads\}(?= |$)")
 
 
 def _copy_workflow(dest: Path) -> Path:
@@ -81,7 +81,9 @@ def _calls_in_order(function: ast.FunctionDef) -> list[str]:
 
 
 def test_every_rule_runs_a_thread_limited_stage():
-    """``python -m pnc.workflow.<stage> --threads {threads} ...``; the stage limits its threads first."""
+    """``python -m pnc.workflow STAGE --threads {threads} ...``; the stage limits its threads first."""
+    from pnc.workflow.stages import STAGES, Forward
+
     commands = _shell_commands()
     assert {"train", "evaluate", "splits", "select", "report_tables", "report_metrics"} <= set(
         commands
@@ -94,17 +96,15 @@ def test_every_rule_runs_a_thread_limited_stage():
     for path in [*RULE_FILES, ROOT / "Snakefile"]:
         text = path.read_text()
         assert "OMP_NUM_THREADS" not in text and "pinned" not in text, path
-    assert importlib.util.find_spec("pnc.workflow.pinned") is None
 
+    source = ast.parse(Path(importlib.import_module("pnc.workflow.stages").__file__).read_text())
+    functions = {n.name: n for n in source.body if isinstance(n, ast.FunctionDef)}
     for rule, stage in stages.items():
-        spec = importlib.util.find_spec(f"pnc.workflow.{stage}")
-        assert spec is not None and spec.origin, f"rule {rule}: no module pnc.workflow.{stage}"
-        tree = ast.parse(Path(spec.origin).read_text())
-        main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
-        calls = _calls_in_order(main)
-        if "run_library_cli" in calls:  # limits the threads first (test_library_stages_...)
-            assert calls == ["run_library_cli"], stage
+        assert stage in STAGES, f"rule {rule}: no stage {stage!r} in pnc.workflow.stages.STAGES"
+        if isinstance(STAGES[stage], Forward):  # limits the threads first (test_forwarding_...)
             continue
+        main = functions[STAGES[stage].__name__]
+        calls = _calls_in_order(main)
         assert "limit_threads" in calls, stage
         # before the library is imported (and so before any JAX computation)
         assert "import" not in calls[: calls.index("limit_threads")], stage
@@ -142,15 +142,15 @@ def test_every_rule_with_a_command_has_log_benchmark_and_threads():
 )
 def test_library_stages_forward_their_arguments(monkeypatch, stage, library, argv, expected):
     """Everything after ``--threads N`` reaches the library's ``main``, in order, after the limit."""
-    module = importlib.import_module(f"pnc.workflow.{stage}")
+    from pnc.workflow import stages
+
     calls = []
     limit = lambda n: calls.append(("limit", n))
     monkeypatch.setattr(importlib.import_module("pnc.workflow"), "limit_threads", limit)
-    monkeypatch.setattr(module, "limit_threads", limit, raising=False)
     monkeypatch.setattr(
         importlib.import_module(library), "main", lambda a: calls.append(("main", a)) or 7
     )
-    assert module.main(["--threads", "2", *argv]) == 7
+    assert stages.main([stage, "--threads", "2", *argv]) == 7
     assert calls == [("limit", 2), ("main", argv if expected is None else expected)]
 
 
@@ -432,7 +432,7 @@ def test_behaviour_policies_are_trained_only_where_none_are_stored(workdir, tmp_
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _job_counts(proc.stdout).get("behaviour_policies") == 1
     assert (
-        "pnc.workflow.behaviour_policies --threads 1 Humanoid --out resources/policies"
+        "pnc.workflow behaviour_policies --threads 1 Humanoid --out resources/policies"
         in proc.stdout
     )
     config["data"]["retrain_policies"] = True

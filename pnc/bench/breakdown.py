@@ -1,7 +1,7 @@
 """Where one workflow job's time goes: ``python -m pnc.bench.breakdown [--out FILE] -- STAGE ARGS...``.
 
-Runs the stage ``python -m pnc.workflow.STAGE ARGS...`` in this process (``STAGE`` is the module's
-last name, e.g. ``train_run``; run it from the study's working directory with the job's shell
+Runs the stage ``python -m pnc.workflow STAGE ARGS...`` in this process (``STAGE`` is a stage of
+:mod:`pnc.workflow.stages`, e.g. ``train_run``; run it from the study's working directory with the job's shell
 arguments, without the log redirection; a dotted name runs that module's ``main(argv)``) and prints one JSON object splitting the job's time into:
 
 - ``startup_imports_s``: CPU seconds from the interpreter's start to the stage's ``main`` (Python
@@ -126,7 +126,8 @@ def _patch_io(clock: _Clock) -> None:
 
 
 def run_stage(stage: str, argv: list[str]) -> dict[str, Any]:
-    """Run ``pnc.workflow.<stage>``'s ``main(argv)`` in this process and return the breakdown.
+    """Run the workflow stage ``stage`` (``python -m pnc.workflow STAGE ARGV``) in this process and
+    return the breakdown.
 
     ``stage`` may also name any module with a ``main(argv)`` by its dotted name. Meant for a fresh
     process (the CLI): it counts the process's CPU time since start and patches the file functions
@@ -144,11 +145,14 @@ def run_stage(stage: str, argv: list[str]) -> dict[str, Any]:
         jax.monitoring.register_event_duration_secs_listener(_on_duration)
         jax.monitoring.register_event_listener(_on_event)
         _patch_io(io)
-        module = importlib.import_module(stage if "." in stage else f"pnc.workflow.{stage}")
+        if "." in stage:  # any module's main(argv)
+            main, args = importlib.import_module(stage).main, list(argv)
+        else:  # a workflow stage
+            main, args = importlib.import_module("pnc.workflow.stages").main, [stage, *argv]
         startup = time.process_time()
         imports_before_main = imports.seconds
         compile_before_main = _STATE["compile_s"]
-        status = module.main(argv)
+        status = main(args)
     finally:
         builtins.__import__ = real_import
     from pnc import compile_cache

@@ -2,7 +2,7 @@
 
 Commands: ``tiny-data ROOT``, ``fetch ROOT`` (:mod:`pnc.cifar.fetch`), ``prepare ROOT --out
 DIR``, ``train``, ``posthoc``, ``tables`` (:mod:`pnc.cifar.jobs`). Each prints a JSON summary on stdout. The workflow runs them through
-``python -m pnc.workflow.cifar_<stage> --threads N ...``.
+``python -m pnc.workflow cifar_STAGE --threads N ...``.
 """
 
 from __future__ import annotations

@@ -109,12 +109,14 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
 
 
 def benchmark_files(study_dir: str | Path, env: str, seed: int) -> list[Path]:
-    """The Snakemake benchmark files of the (env, seed)'s jobs: ``benchmarks/{stage}/{env}/
-    seed{S}[/...].tsv`` (training, evaluation, Far data, splits, mechanism)."""
+    """The Snakemake benchmark files of the (env, seed)'s jobs, ``benchmarks/{stage}/{env}/
+    seed{S}[/...].tsv`` (training, evaluation, Far data, splits), and of the environment's
+    once-per-environment jobs, ``benchmarks/{stage}/{env}.tsv`` (its offline datasets)."""
     root = Path(study_dir) / "benchmarks"
     found = []
     for stage_dir in sorted(p for p in root.glob("*") if p.is_dir()):
         base = stage_dir / env
+        found += sorted(stage_dir.glob(f"{env}.tsv"))
         found += sorted(base.glob(f"seed{seed}.tsv"))
         found += sorted((base / f"seed{seed}").rglob("*.tsv"))
     return found

@@ -1,6 +1,6 @@
 """The MuJoCo study's per-job stages (paper Section 5.3, Appendix C), as plain functions.
 
-The Snakemake workflow calls each stage through a thin entry point (``python -m pnc.workflow.<stage>``):
+The Snakemake workflow calls each stage through a thin entry point (``python -m pnc.workflow STAGE``):
 
 1. :func:`train_run` -- one training run per (env, seed, run id) on the ``train`` split; the run is
    shared by every configuration whose differing hyperparameters are post-hoc (:mod:`pnc.study.grid`).

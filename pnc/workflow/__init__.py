@@ -1,22 +1,14 @@
-"""Command-line stages of the Snakemake workflow: ``python -m pnc.workflow.<stage> --threads N ...``.
+"""Command-line stages of the Snakemake workflow: ``python -m pnc.workflow STAGE --threads N ...``.
 
-Every rule's shell command runs one stage module of this package, and every stage follows one
-convention: it parses its arguments, calls :func:`limit_threads` with ``--threads`` (the rule's
-``threads:``) before any JAX computation, then calls one library function or command-line ``main``.
-Stages hold no logic of their own.
+Every rule's shell command runs one stage of :data:`pnc.workflow.stages.STAGES` through the one
+entry point ``python -m pnc.workflow``, and every stage follows one convention: it parses its
+arguments, calls :func:`limit_threads` with ``--threads`` (the rule's ``threads:``) before any JAX
+computation, then calls one library function or command-line ``main``. Stages hold no logic of
+their own. ``python -m pnc.workflow --help`` lists them.
 
-- ``train_run``, ``evaluate_run``, ``minari_data``: :mod:`pnc.study.stages`.
-- ``select``, ``aggregate``: :mod:`pnc.study.selection`.
-- ``behaviour_policies``, ``offline_data``, ``far_data``, ``episode_splits``: the data command
-  lines ``python -m pnc.data.behaviour``, ``pnc.data.offline``, ``pnc.data.far`` and ``pnc.data``,
-  run in-process.
-- ``report_tables``, ``report_figure``: the report command line ``python -m pnc.report`` (``tables``;
-  ``frontier`` or ``metrics``), run in-process.
-- ``pnc_members``, ``mechanism_diagnostics``: :mod:`pnc.study.mechanism`; ``mechanism_report``:
-  :mod:`pnc.report.mechanism_figures` (``figures``) and :mod:`pnc.report.mechanism_table` (``table``).
-
-The stages that run a library command line take its arguments after ``--threads N``, unchanged
-(:func:`forwarding_parser`); the library's exit status is the stage's.
+The stages that run a library command line (:class:`pnc.workflow.stages.Forward`) take its
+arguments after ``--threads N``, unchanged (:func:`forwarding_parser`); the library's exit status
+is the stage's.
 
 :func:`limit_threads` makes a job use the number of cores Snakemake gave it. XLA ignores
 ``OMP_NUM_THREADS`` and, on this JAX version, also runs a training scan on two busy threads whatever
@@ -118,9 +110,15 @@ def claim_cpus(n: int) -> list[int]:
     return sorted(chosen)
 
 
+#: The ``prog`` of the stage running now (set by :func:`pnc.workflow.stages.main`).
+_PROGS: list[str] = []
+
+
 def parser(description: str, *, allow_abbrev: bool = True) -> argparse.ArgumentParser:
     """Argument parser with the options every stage shares (``--threads``)."""
-    p = argparse.ArgumentParser(description=description, allow_abbrev=allow_abbrev)
+    p = argparse.ArgumentParser(
+        prog=_PROGS[-1] if _PROGS else None, description=description, allow_abbrev=allow_abbrev
+    )
     p.add_argument("--threads", type=int, default=1, help="cores this job may use (default 1)")
     return p
 

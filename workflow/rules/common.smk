@@ -306,6 +306,11 @@ def metric_tables(env):
     ]
 
 
+def piece_tables(env, seed):
+    """The metric tables of one (env, seed): the piece `scripts/reference_runs.sh` stores."""
+    return [f"results/metrics/{env}/seed{seed}/{method}/{run}.csv" for method, run in METHOD_RUNS]
+
+
 def env_outputs(name):
     return [f"results/envs/{env}/{name}" for env in ENVS]
 

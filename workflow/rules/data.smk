@@ -23,7 +23,7 @@ rule behaviour_policies:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.behaviour_policies --threads {threads} {wildcards.env}"
+        "python -m pnc.workflow behaviour_policies --threads {threads} {wildcards.env}"
         " --out resources/policies --seed {params.seed} --workers {threads}"
         " --state resources/ars_state/{wildcards.env}.npz > {log:q} 2>&1"
 
@@ -51,7 +51,7 @@ rule offline_data:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.offline_data --threads {threads} {wildcards.env}"
+        "python -m pnc.workflow offline_data --threads {threads} {wildcards.env}"
         " --minari-root {params.root:q} --transitions {params.transitions} --seed {params.seed}"
         " {params.policies} --force"
         " > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
@@ -76,7 +76,7 @@ rule minari_data:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.minari_data --threads {threads} {wildcards.env}"
+        "python -m pnc.workflow minari_data --threads {threads} {wildcards.env}"
         " --minari-root {params.root:q} {params.download} --out {output:q} > {log:q} 2>&1"
 
 
@@ -99,7 +99,7 @@ rule far_data:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.far_data --threads {threads} {wildcards.env}"
+        "python -m pnc.workflow far_data --threads {threads} {wildcards.env}"
         " --minari-root {params.root:q} --transitions {params.transitions}"
         " --seed {wildcards.seed} --force"
         " > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
@@ -129,7 +129,7 @@ rule splits:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.episode_splits --threads {threads} {wildcards.env}"
+        "python -m pnc.workflow episode_splits --threads {threads} {wildcards.env}"
         " --source {params.source} --seed {wildcards.seed} --out {params.out:q}"
         " --minari-root {params.root:q} {params.options} --force"
         " > {log:q} 2>&1"

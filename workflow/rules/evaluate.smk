@@ -30,7 +30,7 @@ rule evaluate:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.evaluate_run --threads {threads} --env {wildcards.env}"
+        "python -m pnc.workflow evaluate_run --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --method {wildcards.method} --run-id {wildcards.run}"
         " --run {params.run:q} --splits {params.splits:q} --grid {params.grid:q}"
         " --calibrations {params.calibrations} --out {output:q} > {log:q} 2>&1"

@@ -37,7 +37,7 @@ rule pnc_members:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.pnc_members --threads {threads} --env {wildcards.env}"
+        "python -m pnc.workflow pnc_members --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --run {params.run:q} --splits {params.splits:q}"
         " --selection {input.selection:q} --grid {params.grid:q} --out {params.out:q}"
         " > {log:q} 2>&1"
@@ -77,7 +77,7 @@ rule mechanism:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.mechanism_diagnostics --threads {threads} --env {wildcards.env}"
+        "python -m pnc.workflow mechanism_diagnostics --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --run {params.run:q} --splits {params.splits:q}"
         " --members {params.members:q} --selection {input.selection:q}"
         " --methods-json {params.methods:q} --settings {params.settings:q}"
@@ -115,7 +115,7 @@ rule mechanism_figures:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.mechanism_report --threads {threads} figures {input.mechanism:q}"
+        "python -m pnc.workflow mechanism_report --threads {threads} figures {input.mechanism:q}"
         " --all-configs {input.all_configs:q} --env {wildcards.env:q} --out {params.out:q}"
         " > {log:q} 2>&1"
 
@@ -148,7 +148,7 @@ rule mechanism_table:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.mechanism_report --threads {threads} table {input.mechanism:q}"
+        "python -m pnc.workflow mechanism_report --threads {threads} table {input.mechanism:q}"
         " --all-configs {input.all_configs:q} --out {params.out:q} > {log:q} 2>&1"
 
 

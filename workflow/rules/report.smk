@@ -5,8 +5,8 @@
 #
 # The targets (`report_targets()`, listed in `rule all`) and the table names come from common.smk.
 # Every output that belongs in `snakemake --report report.html` is wrapped in report(...) with a
-# caption from workflow/report/. The rules run `python -m pnc.workflow.report_tables` and
-# `python -m pnc.workflow.report_figure`, which call `python -m pnc.report` in-process.
+# caption from workflow/report/. The rules run `python -m pnc.workflow report_tables` and
+# `python -m pnc.workflow report_figure`, which call `python -m pnc.report` in-process.
 
 
 rule report_tables:
@@ -39,7 +39,7 @@ rule report_tables:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.report_tables --threads {threads} {input:q}"
+        "python -m pnc.workflow report_tables --threads {threads} {input:q}"
         " --out {params.out:q} > {log:q} 2>&1"
 
 
@@ -70,7 +70,7 @@ rule report_frontier_overview:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.report_figure --threads {threads} frontier {input:q}"
+        "python -m pnc.workflow report_figure --threads {threads} frontier {input:q}"
         " --out {params.stem:q} > {log:q} 2>&1"
 
 
@@ -101,7 +101,7 @@ rule report_frontier:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.report_figure --threads {threads} frontier {input:q}"
+        "python -m pnc.workflow report_figure --threads {threads} frontier {input:q}"
         " --env {wildcards.env:q} --out {params.stem:q} > {log:q} 2>&1"
 
 
@@ -132,5 +132,5 @@ rule report_metrics:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.report_figure --threads {threads} metrics {input:q}"
+        "python -m pnc.workflow report_figure --threads {threads} metrics {input:q}"
         " --env {wildcards.env:q} --out {params.stem:q} > {log:q} 2>&1"

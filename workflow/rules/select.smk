@@ -27,7 +27,7 @@ rule select:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.select --threads {threads} {input:q} --seeds {params.seeds}"
+        "python -m pnc.workflow select --threads {threads} {input:q} --seeds {params.seeds}"
         " --env {wildcards.env} --methods-json {params.methods:q}"
         " --calibrations {params.calibrations}"
         " --all-configs {output.all_configs:q} --results {output.results:q}"
@@ -56,7 +56,7 @@ rule aggregate:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.aggregate --threads {threads}"
+        "python -m pnc.workflow aggregate --threads {threads}"
         " --all-configs {input.all_configs:q} --results {input.results:q}"
         " --selection {input.selection:q} --out-dir results > {log:q} 2>&1"
 

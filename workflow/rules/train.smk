@@ -29,7 +29,7 @@ rule train:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.train_run --threads {threads} --env {wildcards.env}"
+        "python -m pnc.workflow train_run --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --run-id {wildcards.run} --spec {params.spec:q}"
         " --splits {params.splits:q} --out {params.out:q} --model {params.model:q}"
         " --train {params.train:q} > {log:q} 2>&1"

@@ -25,7 +25,7 @@ rule cifar_fetch:
     conda:
         "../../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.cifar_fetch --threads {threads} {params.root:q} --ood {params.ood}"
+        "python -m pnc.workflow cifar_fetch --threads {threads} {params.root:q} --ood {params.ood}"
         " --id {params.id} --sources {params.sources:q} --summary {output.json:q} > {log:q} 2>&1"
 
 
@@ -49,7 +49,7 @@ rule cifar_tiny_data:
     conda:
         "../../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.cifar_tiny_data --threads {threads} {params.root:q}"
+        "python -m pnc.workflow cifar_tiny_data --threads {threads} {params.root:q}"
         " --options {params.options:q} --id {params.id} > {log:q} 2>&1"
 
 
@@ -79,5 +79,5 @@ rule cifar_data:
     conda:
         "../../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.cifar_data --threads {threads} {params.root:q} --ood {params.ood}"
+        "python -m pnc.workflow cifar_data --threads {threads} {params.root:q} --ood {params.ood}"
         " --out {params.out:q} {params.limit} --id {params.id} > {log:q} 2>&1"

@@ -33,7 +33,7 @@ rule cifar_posthoc:
     conda:
         "../../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.cifar_posthoc --threads {threads} --seed {wildcards.seed}"
+        "python -m pnc.workflow cifar_posthoc --threads {threads} --seed {wildcards.seed}"
         " --method {wildcards.method} --section {params.section:q} --data {params.data:q}"
         " --runs {params.runs:q} --out {params.out:q} --model {params.model:q}"
         " --val-size {params.val} --batch-size {params.batch} > {log:q} 2>&1"

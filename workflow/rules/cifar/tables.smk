@@ -47,6 +47,6 @@ rule cifar_tables:
     conda:
         "../../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.cifar_tables --threads {threads} --scores {params.scores:q}"
+        "python -m pnc.workflow cifar_tables --threads {threads} --scores {params.scores:q}"
         " --data {params.data:q} --methods {params.methods} --seeds {params.seeds}"
         " --out {params.out:q} --report {params.report:q} > {log:q} 2>&1"

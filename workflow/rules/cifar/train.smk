@@ -33,7 +33,7 @@ rule cifar_train:
     conda:
         "../../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow.cifar_train --threads {threads} --seed {wildcards.seed}"
+        "python -m pnc.workflow cifar_train --threads {threads} --seed {wildcards.seed}"
         " --run-id {wildcards.run} --data {params.data:q} --out {params.out:q}"
         " --model {params.model:q} --train {params.train:q} --val-size {params.val}"
         " --checkpoint-every {params.every} --swag-starts {params.swag} > {log:q} 2>&1"

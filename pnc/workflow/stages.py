@@ -1,0 +1,450 @@
+"""The workflow's stages: ``python -m pnc.workflow STAGE --threads N ARGS``.
+
+Every rule's shell command runs one stage of this table, and every stage follows one convention:
+it parses its arguments, calls :func:`pnc.workflow.limit_threads` with ``--threads`` (the rule's
+``threads:``) before any JAX computation, then calls one library function or library command line.
+Stages hold no logic of their own.
+
+Two kinds of stage:
+
+- *forwarding* stages (:class:`Forward`) run a library command line in-process: ``--threads N``,
+  then that command line's own arguments, unchanged (its exit status is the stage's);
+- the other stages parse their arguments here and call one library function.
+
+``python -m pnc.workflow --help`` lists the stages; ``python -m pnc.workflow STAGE --help`` shows one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+
+from pnc.workflow import _PROGS, json_arg, limit_threads, parser, run_library_cli, setup_logging
+
+
+@dataclasses.dataclass(frozen=True)
+class Forward:
+    """A stage that runs the command line ``python -m MODULE [COMMAND...] ARGS`` in-process.
+
+    Attributes:
+        module: the library module whose ``main(argv)`` runs.
+        command: the subcommand put before the stage's arguments (e.g. ``("tables",)``).
+        help: one line for ``--help``.
+    """
+
+    module: str
+    help: str
+    command: tuple[str, ...] = ()
+
+    def __call__(self, argv: list[str]) -> int:
+        return run_library_cli(self.module, self.help, argv, command=self.command)
+
+
+def train_run(argv: list[str]) -> int:
+    """Train one shared training run on the train split of (env, seed) (pnc.study.stages.train_run)."""
+    p = parser("Train one shared training run on the train split of (env, seed).")
+    p.add_argument("--env", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--run-id", required=True, help="e.g. base, deep_ensemble-n_members5")
+    p.add_argument(
+        "--spec", type=json_arg, required=True, help='e.g. {"kind": "base", "options": []}'
+    )
+    p.add_argument("--splits", required=True, help="directory with splits.npz + manifest.json")
+    p.add_argument("--out", required=True, help="directory for run.msgpack + run.json")
+    p.add_argument("--model", type=json_arg, default={}, help="config 'model' as JSON")
+    p.add_argument("--train", type=json_arg, default={}, help="config 'train' as JSON")
+    args = p.parse_args(argv)
+    cpus = limit_threads(args.threads)
+    log = setup_logging()
+    log.info("train %s seed %d run %s on CPUs %s", args.env, args.seed, args.run_id, cpus)
+
+    from pnc.study.stages import spec_from_dict, train_run
+
+    spec = spec_from_dict(args.spec)
+    if spec.run_id != args.run_id:
+        p.error(f"--spec gives run id {spec.run_id!r}, not --run-id {args.run_id!r}")
+    summary = train_run(
+        env=args.env,
+        seed=args.seed,
+        spec=spec,
+        splits_dir=args.splits,
+        out_dir=args.out,
+        model=args.model,
+        train=args.train,
+    )
+    log.info("done: %s", json.dumps(summary))
+    return 0
+
+
+def evaluate_run(argv: list[str]) -> int:
+    """Construct, predict and score every configuration of one (env, seed, method, run) (pnc.study.stages.evaluate_run)."""
+    p = parser("Post-hoc construction, prediction and metrics for one method on one training run.")
+    p.add_argument("--env", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--method", required=True)
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--run", required=True, help="directory of the training run")
+    p.add_argument("--splits", required=True, help="directory with splits.npz + manifest.json")
+    p.add_argument("--grid", type=json_arg, required=True, help="config 'methods.<method>' as JSON")
+    p.add_argument(
+        "--calibrations",
+        nargs="+",
+        metavar="VARIANT",
+        help="calibration variants to score (pnc.study.results.CALIBRATIONS): raw (as "
+        "constructed), vcal (variance scaled on val); default: all",
+    )
+    p.add_argument("--out", required=True, help="metric table (CSV)")
+    args = p.parse_args(argv)
+    cpus = limit_threads(args.threads)
+    log = setup_logging()
+    log.info(
+        "evaluate %s seed %d %s on run %s (CPUs %s)",
+        args.env,
+        args.seed,
+        args.method,
+        args.run_id,
+        cpus,
+    )
+
+    from pnc.io import write_csv
+    from pnc.study.results import CALIBRATIONS
+    from pnc.study.stages import evaluate_run
+
+    calibrations = CALIBRATIONS if args.calibrations is None else tuple(args.calibrations)
+    frame, timings = evaluate_run(
+        env=args.env,
+        seed=args.seed,
+        method_id=args.method,
+        run_id=args.run_id,
+        run_dir=args.run,
+        splits_dir=args.splits,
+        method_entry=args.grid,
+        calibrations=calibrations,
+    )
+    for t in timings:
+        log.info("timing %s", json.dumps(t))
+    write_csv(frame, args.out)
+    log.info(
+        "wrote %d rows for %d configurations (%s) to %s",
+        len(frame),
+        len(timings),
+        ", ".join(calibrations),
+        args.out,
+    )
+    return 0
+
+
+def select(argv: list[str]) -> int:
+    """Select per (env, method) by seed-mean validation NLL and write the results tables (pnc.study.selection)."""
+    p = parser(
+        "Select the (configuration, calibration) pair with the lowest seed-mean validation NLL "
+        "per (env, method)."
+    )
+    p.add_argument("tables", nargs="+", help="metric CSVs of the evaluation jobs")
+    p.add_argument(
+        "--seeds", type=int, nargs="+", required=True, help="seeds every config must have"
+    )
+    p.add_argument(
+        "--methods-json",
+        type=json_arg,
+        help="the config's 'methods' mapping as JSON: every grid point's rows are expected",
+    )
+    p.add_argument(
+        "--calibrations",
+        nargs="+",
+        metavar="VARIANT",
+        help="calibration variants every configuration is scored in (default: all, with "
+        "--methods-json; else those in the tables)",
+    )
+    p.add_argument("--env", action="append", help="environment(s) the tables must cover")
+    p.add_argument(
+        "--all-configs", required=True, help="output: every configuration, with 'selected'"
+    )
+    p.add_argument(
+        "--results", required=True, help="output: selected (config, calibration), eval splits"
+    )
+    p.add_argument("--selection", required=True, help="output: selection record (JSON)")
+    args = p.parse_args(argv)
+    limit_threads(args.threads)
+    log = setup_logging()
+
+    from pnc.study.selection import select_and_write
+
+    selection = select_and_write(
+        args.tables,
+        seeds=args.seeds,
+        all_configs_path=args.all_configs,
+        results_path=args.results,
+        selection_path=args.selection,
+        methods=args.methods_json,
+        calibrations=args.calibrations,
+        envs=args.env,
+    )
+    for env, by_method in selection.items():
+        for method, rec in by_method.items():
+            log.info(
+                "%s %s: %s, %s (val NLL %s)",
+                env,
+                method,
+                rec["config"],
+                rec["calibration"],
+                rec["val_nll"],
+            )
+    return 0
+
+
+def aggregate(argv: list[str]) -> int:
+    """Concatenate the per-environment results tables and selection records (pnc.study.selection)."""
+    p = parser("Concatenate per-environment results tables and selection records.")
+    p.add_argument("--all-configs", nargs="+", required=True, help="per-env all_configs.csv files")
+    p.add_argument("--results", nargs="+", required=True, help="per-env results.csv files")
+    p.add_argument("--selection", nargs="+", required=True, help="per-env selection.json files")
+    p.add_argument(
+        "--out-dir", required=True, help="writes all_configs.csv, results.csv, selection.json"
+    )
+    args = p.parse_args(argv)
+    limit_threads(args.threads)
+    log = setup_logging()
+
+    from pnc.study.selection import concatenate_outputs
+
+    sizes = concatenate_outputs(args.all_configs, args.results, args.selection, args.out_dir)
+    log.info("wrote %s", sizes)
+    return 0
+
+
+def minari_data(argv: list[str]) -> int:
+    """Check (with --download, fetch) one environment's Minari datasets (pnc.study.stages.fetch_minari)."""
+    p = parser("Make sure the Minari datasets of one environment are present.")
+    p.add_argument("env")
+    p.add_argument(
+        "--minari-root", default=None, help="Minari root (default $MINARI_DATASETS_PATH)"
+    )
+    p.add_argument("--download", action="store_true", help="download missing datasets")
+    p.add_argument("--out", required=True, help="JSON record")
+    args = p.parse_args(argv)
+    limit_threads(args.threads)
+    log = setup_logging()
+
+    from pnc.io import atomic_path, write_json
+    from pnc.study.stages import fetch_minari
+
+    record = fetch_minari(args.env, root=args.minari_root, download=args.download)
+    with atomic_path(args.out) as tmp:
+        write_json(tmp, record)
+    log.info("%s", record)
+    return 0
+
+
+def pnc_members(argv: list[str]) -> int:
+    """Build and store the selected P&C members of one (env, seed) (pnc.study.mechanism)."""
+    p = parser("Build and store the selected P&C members of one (env, seed).")
+    p.add_argument("--env", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--run", required=True, help="directory of the base training run")
+    p.add_argument("--splits", required=True, help="directory with splits.npz + manifest.json")
+    p.add_argument("--selection", required=True, help="the environment's selection.json")
+    p.add_argument("--grid", type=json_arg, required=True, help="config 'methods.pnc' as JSON")
+    p.add_argument("--out", required=True, help="output directory")
+    args = p.parse_args(argv)
+    cpus = limit_threads(args.threads)
+    log = setup_logging()
+    log.info("P&C members of %s seed %d (CPUs %s)", args.env, args.seed, cpus)
+
+    from pnc.io import read_json
+    from pnc.study.mechanism import write_pnc_members
+
+    record = write_pnc_members(
+        env=args.env,
+        seed=args.seed,
+        run_dir=args.run,
+        splits_dir=args.splits,
+        selection=read_json(args.selection),
+        method_entry=args.grid,
+        out_dir=args.out,
+    )
+    log.info(
+        "%s: %d members, %d bytes (%.0f per member), built in %.1f s",
+        record["config_id"],
+        record["n_members"],
+        record["bytes"],
+        record["bytes_per_member"],
+        record["build_s"],
+    )
+    return 0
+
+
+def mechanism_diagnostics(argv: list[str]) -> int:
+    """Per-point mechanism diagnostics of one (env, seed) (pnc.study.mechanism)."""
+    p = parser("Mechanism diagnostics (paper Figures 1 B/C and 3) of one (env, seed).")
+    p.add_argument("--env", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--run", required=True, help="directory of the base training run")
+    p.add_argument("--splits", required=True, help="directory with splits.npz + manifest.json")
+    p.add_argument("--members", required=True, help="directory of the stored P&C members")
+    p.add_argument("--selection", required=True, help="the environment's selection.json")
+    p.add_argument("--methods-json", type=json_arg, required=True, help="config 'methods' as JSON")
+    p.add_argument("--settings", type=json_arg, default={}, help="config 'mechanism' as JSON")
+    p.add_argument("--out", required=True, help="output parquet file")
+    p.add_argument("--info", required=True, help="output JSON record")
+    args = p.parse_args(argv)
+    cpus = limit_threads(args.threads)
+    log = setup_logging()
+    log.info("mechanism diagnostics of %s seed %d (CPUs %s)", args.env, args.seed, cpus)
+
+    from pnc.io import read_json, write_json
+    from pnc.study.mechanism import MechanismSettings, mechanism_frame, write_mechanism
+
+    settings = {k: v for k, v in args.settings.items() if k not in ("enabled", "seeds")}
+    frame, info = mechanism_frame(
+        env=args.env,
+        seed=args.seed,
+        run_dir=args.run,
+        splits_dir=args.splits,
+        members_dir=args.members,
+        selection=read_json(args.selection),
+        methods_entry=args.methods_json,
+        settings=MechanismSettings(**settings),
+    )
+    write_mechanism(frame, args.out)
+    write_json(args.info, info)
+    log.info("wrote %d rows to %s: %s", len(frame), args.out, json.dumps(info))
+    return 0
+
+
+def mechanism_report(argv: list[str]) -> int:
+    """Mechanism figures of one environment or the mechanism table: figures|table ARGS (pnc.report)."""
+    p = parser("Mechanism figures (per environment) or the mechanism table.")
+    p.add_argument("kind", choices=("figures", "table"))
+    p.add_argument("mechanism", nargs="+", help="mechanism parquet files")
+    p.add_argument("--all-configs", required=True, help="all_configs.csv (Figure 3A)")
+    p.add_argument("--env", help="the environment (figures)")
+    p.add_argument("--out", required=True, help="output directory")
+    args = p.parse_args(argv)
+    limit_threads(args.threads)
+    log = setup_logging()
+    if args.kind == "figures" and not args.env:
+        p.error("figures needs --env")
+
+    if args.kind == "figures":
+        from pnc.report.mechanism_figures import write_mechanism_figures
+
+        paths = write_mechanism_figures(args.mechanism, args.all_configs, args.env, args.out)
+        log.info("wrote %s", ", ".join(map(str, paths)))
+    else:
+        from pnc.report.mechanism_table import write_mechanism_table
+
+        stats = write_mechanism_table(args.mechanism, args.all_configs, args.out)
+        log.info("mechanism table:\n%s", stats.to_string())
+    return 0
+
+
+#: Every stage by name: a :class:`Forward` or a function ``stage(argv) -> exit status``. The rules
+#: of ``workflow/rules/`` name them (``tests/test_workflow_entry.py`` checks that every name exists).
+STAGES: dict[str, Callable[[list[str]], int]] = {
+    # MuJoCo data (pnc.data)
+    "behaviour_policies": Forward(
+        "pnc.data.behaviour",
+        "Train the behaviour policies of one environment (pnc.data.behaviour).",
+    ),
+    "offline_data": Forward(
+        "pnc.data.offline", "Offline behaviour datasets of one environment (pnc.data.offline)."
+    ),
+    "minari_data": minari_data,
+    "far_data": Forward(
+        "pnc.data.far", "Far (uniform-random-action) dataset of one environment (pnc.data.far)."
+    ),
+    "episode_splits": Forward(
+        "pnc.data.__main__",
+        "Train/val/id/near/mid/far episode splits of one (env, seed) (pnc.data).",
+    ),
+    # MuJoCo study (pnc.study)
+    "train_run": train_run,
+    "evaluate_run": evaluate_run,
+    "select": select,
+    "aggregate": aggregate,
+    "pnc_members": pnc_members,
+    "mechanism_diagnostics": mechanism_diagnostics,
+    # reports (pnc.report)
+    "report_tables": Forward(
+        "pnc.report.__main__",
+        "The study's tables and stats.json from results.csv (pnc.report tables).",
+        ("tables",),
+    ),
+    "report_figure": Forward(
+        "pnc.report.__main__",
+        "The ID/OOD frontier or headline-metrics figure: frontier|metrics ARGS (pnc.report).",
+    ),
+    "mechanism_report": mechanism_report,
+    "piece": Forward(
+        "pnc.report.__main__",
+        "List one (env, seed)'s output files with their hashes (pnc.report piece).",
+        ("piece",),
+    ),
+    # CIFAR-10 study (pnc.cifar.cli)
+    "cifar_fetch": Forward(
+        "pnc.cifar.cli",
+        "Download the missing CIFAR and OpenOOD v1.5 files, checksums verified (pnc.cifar.cli fetch).",
+        ("fetch",),
+    ),
+    "cifar_tiny_data": Forward(
+        "pnc.cifar.cli",
+        "The generated tiny CIFAR-10 + OpenOOD benchmark in the real file formats (CI scale) "
+        "(pnc.cifar.cli tiny-data).",
+        ("tiny-data",),
+    ),
+    "cifar_data": Forward(
+        "pnc.cifar.cli",
+        "Check the CIFAR-10 and OpenOOD v1.5 files and write their arrays once "
+        "(pnc.cifar.cli prepare).",
+        ("prepare",),
+    ),
+    "cifar_train": Forward(
+        "pnc.cifar.cli",
+        "One CIFAR-10 training run of one seed, resuming from its last epoch (pnc.cifar.cli train).",
+        ("train",),
+    ),
+    "cifar_posthoc": Forward(
+        "pnc.cifar.cli",
+        "One method on one seed: construction, selection on validation NLL, OOD confidences "
+        "(pnc.cifar.cli posthoc).",
+        ("posthoc",),
+    ),
+    "cifar_tables": Forward(
+        "pnc.cifar.cli",
+        "Metrics, Table 2 and the sweep table of the CIFAR-10 study (pnc.cifar.cli tables).",
+        ("tables",),
+    ),
+}
+
+
+def _usage() -> str:
+    width = max(map(len, STAGES))
+    lines = ["usage: python -m pnc.workflow STAGE --threads N [ARGS...]", "", "stages:"]
+    for name, stage in STAGES.items():
+        text = stage.help if isinstance(stage, Forward) else (stage.__doc__ or "").strip()
+        lines.append(f"  {name:<{width}}  {text.splitlines()[0] if text else ''}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``STAGE`` with the remaining arguments; returns its exit status.
+
+    No stage, ``-h`` or ``--help`` prints the stages (status 0 with ``--help``, 2 without a
+    stage); an unknown stage exits with status 2, naming the valid ones.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in STAGES:
+        print(f"error: unknown stage {name!r}; valid stages: {', '.join(STAGES)}", file=sys.stderr)
+        return 2
+    _PROGS.append(f"python -m pnc.workflow {name}")
+    try:
+        return STAGES[name](rest)
+    finally:
+        _PROGS.pop()

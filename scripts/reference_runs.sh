@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Run a study (default: config/offline.yaml, the reference results) one (env, seed) at a time, at
+# low priority, and store each finished (env, seed)'s small outputs (its metric tables, mechanism
+# table and benchmark files; pnc.report.pieces) in docs/results/offline/pieces/ as soon as it is
+# done, optionally committing them. Resumable: a piece already in the store is skipped, and
+# Snakemake reuses every finished job of an interrupted piece. Seeds are the outer loop, so the
+# first seed of every environment is done before the second of any. Usage:
+#
+#   scripts/reference_runs.sh [--config FILE] [--store DIR] [--cores N] [--commit]
+#                             [--envs "Ant Hopper"] [--seeds "0 1"]
+#
+# A piece whose jobs fail is reported and left out of the store (the loop goes on); its log
+# files are under logs/. Python: $PYTHON, else .venv/bin/python, else python on PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+config=config/offline.yaml
+store=docs/results/offline/pieces
+cores=2
+commit=0
+envs=""
+seeds=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --config) config="$2"; shift 2 ;;
+        --store) store="$2"; shift 2 ;;
+        --cores) cores="$2"; shift 2 ;;
+        --commit) commit=1; shift ;;
+        --envs) envs="$2"; shift 2 ;;
+        --seeds) seeds="$2"; shift 2 ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
+
+python="${PYTHON:-}"
+if [ -z "$python" ]; then
+    if [ -x .venv/bin/python ]; then python=.venv/bin/python; else python=python; fi
+fi
+bin="$(dirname "$python")"
+snakemake=snakemake
+if [ -x "$bin/snakemake" ]; then snakemake="$bin/snakemake"; fi
+export PATH="$bin:$PATH"
+
+read_list() {  # read_list KEY: the config's list KEY, space-separated
+    "$python" -c 'import sys, yaml; print(" ".join(str(v) for v in yaml.safe_load(open(sys.argv[1]))[sys.argv[2]]))' "$config" "$1"
+}
+[ -n "$envs" ] || envs="$(read_list envs)"
+[ -n "$seeds" ] || seeds="$(read_list seeds)"
+
+failed=()
+for seed in $seeds; do
+    for env in $envs; do
+        if [ -f "$store/manifests/$env/seed$seed.json" ]; then
+            echo "[reference_runs] $env seed $seed: stored already"
+            continue
+        fi
+        echo "[reference_runs] $env seed $seed: running ($(date -u +%FT%TZ))"
+        piece="results/pieces/$env/seed$seed.json"
+        # the target first: --configfile takes every value that follows it
+        if ! nice -n 15 "$snakemake" "$piece" --cores "$cores" --keep-going \
+            --configfile "$config"; then
+            echo "[reference_runs] $env seed $seed: FAILED (see logs/)" >&2
+            failed+=("$env/seed$seed")
+            continue
+        fi
+        "$python" -m pnc.report store-piece "$piece" --store "$store"
+        if [ "$commit" = 1 ]; then
+            git add "$store"
+            git commit -q -m "Reference results: $env seed $seed (metric tables, mechanism table, benchmark files)" \
+                -- "$store"
+            echo "[reference_runs] $env seed $seed: committed $(git rev-parse --short HEAD)"
+        fi
+    done
+done
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "[reference_runs] failed pieces: ${failed[*]}" >&2
+    exit 1
+fi
+echo "[reference_runs] every piece of $config is stored in $store"
