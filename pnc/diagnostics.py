@@ -18,6 +18,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from pnc.mlp import MLPConfig, Params, forward, hidden_activations
 from pnc.perturb_correct import ridge_correction
@@ -488,3 +489,56 @@ def probe_sketch(
 
     sq = jax.lax.map(one, jax.random.split(key, n_probes))  # [J, N]
     return jnp.mean(sq, axis=0) / jnp.square(eps)
+
+
+# ----------------------------------------------------------------------------- Theorem 3
+
+
+def bootstrap_rank_terms(a: np.ndarray) -> dict[str, np.ndarray]:
+    """Theorem 3's quantities for per-member corrected sensitivities at one batch of points.
+
+    With ``C_m = A_m A_m^T`` (``A_m = A_{S_m}(x)``, member ``m`` corrected on its subset ``S_m``),
+    the mixture ``C_bar = mean_m C_m`` is the first-order ensemble covariance of bootstrapped P&C.
+    Computed in float64 from the pairwise Frobenius products ``K_ij = <C_i, C_j>_F``, so that no
+    ``[q, q]`` matrix is formed when ``q > T``.
+
+    Args:
+        a: ``[N, M, q, T]`` (``M >= 2``): the sensitivities of ``M`` members at ``N`` points.
+
+    Returns:
+        Per point (``[N]`` unless noted): ``rank_mixture`` ``r_eff(C_bar) = tr(C_bar)^2 /
+        ||C_bar||_F^2``; ``rank_single`` ``[N, M]``, ``r_eff(C_m)`` of each member's subset alone
+        (what one subset shared by all members gives); ``alignment`` ``alpha_bar``, the mean of
+        ``K_ij / (||C_i||_F ||C_j||_F)`` over ``i != j``; ``rank_predicted``, the theorem's
+        ``(tau / nu)^2 M / (1 + (M - 1) alpha_bar)`` with ``tau`` and ``nu`` the mean trace and
+        mean Frobenius norm (equal to ``rank_mixture`` when every ``C_m`` has the same trace and
+        norm); ``trace_cv`` and ``norm_cv``, the coefficients of variation of ``tr(C_m)`` and
+        ``||C_m||_F`` over members (0 where the theorem's equal-trace, equal-norm condition holds).
+
+    Raises:
+        ValueError: ``a`` is not ``[N, M, q, T]`` with ``M >= 2``.
+    """
+    a = np.asarray(a, np.float64)
+    if a.ndim != 4 or a.shape[1] < 2:
+        raise ValueError(f"a must be [N, M, q, T] with M >= 2, got shape {a.shape}")
+    n, m, q, t = a.shape
+    if q <= t:
+        c = np.einsum("nmqt,nmpt->nmqp", a, a).reshape(n, m, q * q)
+        k = np.einsum("nif,njf->nij", c, c)
+    else:  # K_ij = ||A_i^T A_j||_F^2 from the [M T, M T] Gram of the stacked A_m^T
+        x = np.swapaxes(a, 2, 3).reshape(n, m * t, q)
+        g = np.einsum("nrq,nsq->nrs", x, x).reshape(n, m, t, m, t)
+        k = np.einsum("nisjt->nij", np.square(g))
+    tau = np.einsum("nmqt,nmqt->nm", a, a)  # tr(C_m) = ||A_m||_F^2
+    nu = np.sqrt(np.einsum("nmm->nm", k))
+    cos = k / (nu[:, :, None] * nu[:, None, :])
+    alignment = (cos.sum(axis=(1, 2)) - np.einsum("nmm->n", cos)) / (m * (m - 1))
+    tau_bar, nu_bar = tau.mean(axis=1), nu.mean(axis=1)
+    return {
+        "rank_mixture": np.square(tau_bar) / (k.sum(axis=(1, 2)) / m**2),
+        "rank_single": np.square(tau) / np.square(nu),
+        "alignment": alignment,
+        "rank_predicted": np.square(tau_bar / nu_bar) * m / (1.0 + (m - 1) * alignment),
+        "trace_cv": tau.std(axis=1) / tau_bar,
+        "norm_cv": nu.std(axis=1) / nu_bar,
+    }

@@ -396,6 +396,37 @@ def calibration_indices(key: Array, n_rows: int, config: PnCConfig) -> Array | N
     return perm[:size]
 
 
+def member_subsets(key: Array, n_cal: int, config: PnCConfig) -> Array | None:
+    """The rows of ``D_cal`` each member of :func:`build_members` corrects on (with the same key).
+
+    Reproduces the members' subset draws: ``key`` is split into the basis key and the member keys,
+    a member key into its subset key and its coefficient key, and the subset key draws
+    ``config.subset_size(n_cal)`` rows with replacement. With ``subset_per_layer`` these are the
+    rows of the correction after the first perturbed layer (``fold_in(subset key, layer)``).
+
+    Args:
+        key: the key passed to :func:`build_members`.
+        n_cal: rows of ``D_cal`` (after ``calibration_size``, :func:`calibration_indices`).
+        config: P&C hyperparameters.
+
+    Returns:
+        int32 indices into ``D_cal``, ``[M, B]``; ``None`` without bootstrap (every member
+        corrects on all of ``D_cal``).
+    """
+    if config.bootstrap_frac is None:
+        return None
+    n_sub = config.subset_size(n_cal)
+    member_keys = jax.random.split(jax.random.split(key)[1], config.n_members)
+
+    def draw(mkey):
+        k_sub = jax.random.split(mkey)[0]
+        if config.subset_per_layer:
+            k_sub = jax.random.fold_in(k_sub, config.layers[0] if config.layers else 0)
+        return jax.random.randint(k_sub, (n_sub,), 0, n_cal)
+
+    return jax.vmap(draw)(member_keys)
+
+
 def build_members(
     params: Params,
     mlp_config: MLPConfig,

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -522,8 +523,14 @@ def test_tiny_config_end_to_end(tiny_run):
     assert set(mechanism["method"]) == {"pnc", "pnc_nocorr", "swag", "laplace", "subspace"}
     for figure in ("magnitudes", "frontier_sigma", "distance", "sketch"):
         assert (workdir / "figures/mechanism/InvertedPendulum" / f"{figure}.png").stat().st_size
+    # Theorem 3 at the first mechanism.bootstrap_points (default 100) points of each split
+    boot = points[points.quantity == "rank_mixture"]
+    assert boot.groupby("split")["point"].nunique().to_dict() == {"id": 100, "near": 100, "far": 100}
+    assert np.isfinite(boot["value"]).all() and (boot["value"] >= 1 - 1e-9).all()
     table = pd.read_csv(workdir / "results/tables/mechanism.csv")
     assert table["evidence"].str.startswith("3C").sum() == 2
+    thm3 = table[table["evidence"].str.startswith("Thm 3")]
+    assert len(thm3) == 1 and thm3["n"].iloc[0] == 300 and thm3["estimate"].iloc[0] > 0
     for rule in ("train", "evaluate", "select", "pnc_members", "mechanism"):
         assert list((workdir / "benchmarks" / rule).rglob("*.tsv")), rule
         assert list((workdir / "logs" / rule).rglob("*.log")), rule

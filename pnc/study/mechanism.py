@@ -51,7 +51,12 @@ from pnc.io import (
 from pnc.keys import derive_key
 from pnc.methods.base import TrainingRun
 from pnc.mlp import Params, forward, hidden_activations
-from pnc.perturb_correct import PnCConfig, calibration_indices, perturbation_bases
+from pnc.perturb_correct import (
+    PnCConfig,
+    calibration_indices,
+    member_subsets,
+    perturbation_bases,
+)
 from pnc.predictive import Predictive, epistemic_variance
 from pnc.study import grid
 from pnc.study.results import (
@@ -78,13 +83,23 @@ class MechanismSettings:
         points_per_split: at most this many points of each split (drawn without replacement).
         probes: ``J``, random probes of the finite-difference sketch.
         probe_eps: probe radius relative to the selected ``sigma`` (``eps = probe_eps * sigma``).
+        bootstrap_points: Theorem 3's quantities (:func:`bootstrap_rank_frame`) at the first this
+            many points of each split.
+        bootstrap_members: ... over the correction subsets of the first this many members.
     """
 
     points_per_split: int = 1000
     probes: int = 16
     probe_eps: float = 0.01
+    bootstrap_points: int = 100
+    bootstrap_members: int = 16
 
     def __post_init__(self) -> None:
+        if int(self.bootstrap_points) < 1 or int(self.bootstrap_members) < 2:
+            raise ValueError(
+                f"bootstrap_points must be >= 1 and bootstrap_members >= 2, got "
+                f"{self.bootstrap_points}, {self.bootstrap_members}"
+            )
         if int(self.points_per_split) < 1 or int(self.probes) < 1:
             raise ValueError(
                 f"points_per_split and probes must be >= 1, got {self.points_per_split}, "
@@ -368,6 +383,50 @@ def _check_same_standardisation(base: TrainingRun, other: TrainingRun) -> None:
             )
 
 
+#: Theorem 3's per-point quantities in the mechanism table (``method`` ``pnc``): quantity -> key
+#: of :func:`pnc.diagnostics.bootstrap_rank_terms` (``rank_shared``: the first member's subset
+#: shared by all; ``rank_single_mean``: the mean over members of one subset's rank).
+BOOTSTRAP_QUANTITIES: tuple[str, ...] = (
+    "rank_mixture",
+    "rank_shared",
+    "rank_single_mean",
+    "alignment",
+    "rank_predicted",
+    "trace_cv",
+    "norm_cv",
+)
+
+
+def bootstrap_rank_frame(
+    params: Params,
+    mlp_config,
+    config: PnCConfig,
+    bases: dict[int, jax.Array],
+    x_cal: jax.Array,
+    x: jax.Array,
+    subsets: jax.Array,
+) -> dict[str, np.ndarray]:
+    """Theorem 3 measured at points ``x [N, in_dim]`` for members corrected on ``subsets``.
+
+    Each member's output-level corrected sensitivity ``A_{S_m}(x)`` (:func:`pnc.diagnostics.
+    output_sensitivity`, ``[N, D, T]``, corrected on the rows ``subsets[m]`` of ``x_cal``) gives
+    ``C_m = A_m A_m^T``, the member's first-order output covariance per unit perturbation; their
+    mixture is bootstrapped P&C's, one of them alone that of P&C with one subset shared by all
+    members (:func:`pnc.diagnostics.bootstrap_rank_terms`).
+
+    Returns:
+        ``{quantity: [N]}`` for :data:`BOOTSTRAP_QUANTITIES`.
+    """
+    sens = jax.vmap(
+        lambda rows: diagnostics.output_sensitivity(
+            params, mlp_config, bases, x_cal[rows], x, config.ridge, center=config.ridge_center
+        )
+    )(subsets)  # [M, N, D, T]
+    terms = diagnostics.bootstrap_rank_terms(np.swapaxes(np.asarray(sens), 0, 1))
+    single = terms.pop("rank_single")
+    return {"rank_shared": single[:, 0], "rank_single_mean": single.mean(axis=1), **terms}
+
+
 def mechanism_frame(
     *,
     env: str,
@@ -420,6 +479,11 @@ def mechanism_frame(
     moment = perturbation_second_moment(config)
     probe_key = derive_key(env, seed, "mechanism", "probes")
     center = config.ridge_center
+    subsets = member_subsets(key, x_cal.shape[0], config)
+    if subsets is not None and config.sigma > 0:
+        subsets = subsets[: settings.bootstrap_members]
+    else:  # no bootstrap (every member corrects on D_cal) or nothing perturbed
+        subsets = None
     tables = []
     counts = {}
     for split in [s for s in MECHANISM_SPLITS if s in splits]:
@@ -458,6 +522,16 @@ def mechanism_frame(
                 reps_cal[layer], h[layer], config.ridge
             )
         member_values = []
+        if subsets is not None:
+            n_boot = min(settings.bootstrap_points, idx.size)
+            boot = bootstrap_rank_frame(
+                model.params, mlp_config, config, bases, x_cal, x[:n_boot], subsets
+            )
+            member_values += [
+                pd.DataFrame({"split": split, "point": idx[:n_boot], "method": "pnc",
+                              "member": -1, "quantity": name, "value": boot[name]})
+                for name in BOOTSTRAP_QUANTITIES
+            ]  # fmt: skip
         for method_id, (samples, reference, _) in posteriors.items():
             dh, dy = (np.asarray(a) for a in perturbation_norms(samples, reference, x, mlp_config))
             point_values[(method_id, "dh")] = dh.mean(axis=0)
@@ -510,6 +584,8 @@ def mechanism_frame(
         "perturbed_layers": layers,
         "probe_eps": eps,
         "probes": settings.probes,
+        "bootstrap_members": 0 if subsets is None else int(subsets.shape[0]),
+        "bootstrap_subset_rows": 0 if subsets is None else int(subsets.shape[1]),
         "mahalanobis_layer": maha_layer,
         "n_calibration": int(x_cal.shape[0]),
         "points": counts,

@@ -536,7 +536,8 @@ MECHANISM_METHODS: tuple[str, ...] = ("pnc", "pnc_nocorr", "swag", "laplace", "s
 #: Per-point quantities of the selected P&C ensemble, with their definitions (captions).
 MECHANISM_QUANTITIES: dict[str, str] = {
     "disagreement": "D(x): variance of the P&C members' predicted means across members, summed "
-    "over target dimensions (standardised units)",
+    "over target dimensions (the network's output units: standardised with the training "
+    "statistics when train.standardize is true, raw otherwise)",
     "mahalanobis": "Mahalanobis distance of the base network's second hidden layer activation to "
     "those of all ID train rows (their mean and covariance, covariance ridge 1e-4 x mean "
     "diagonal)",
@@ -549,7 +550,17 @@ MECHANISM_QUANTITIES: dict[str, str] = {
     "dh": "||dh||: L2 distance of a member's first hidden layer post-activation to the "
     "reference network's (P&C, Laplace: the trained network; SWAG, Subspace: the SWA mean)",
     "dy": "||dy||: L2 distance of a member's predicted mean to the reference network's "
-    "(standardised units)",
+    "(the network's output units, as for disagreement)",
+    "rank_mixture": "Theorem 3: r_eff(C_bar) = tr(C_bar)^2 / ||C_bar||_F^2 of the mixture C_bar = "
+    "mean_m C_m, C_m = A_m A_m^T with A_m the output-level corrected sensitivity of member m "
+    "corrected on its own bootstrap subset (the first mechanism.bootstrap_members members)",
+    "rank_shared": "Theorem 3: r_eff(C_1), one subset (the first member's) shared by all members",
+    "rank_single_mean": "Theorem 3: mean over members of r_eff(C_m)",
+    "alignment": "Theorem 3: alpha_bar, mean over m != m' of <C_m, C_m'>_F / (||C_m||_F ||C_m'||_F)",
+    "rank_predicted": "Theorem 3's right-hand side (tau/nu)^2 M / (1 + (M - 1) alpha_bar), tau and "
+    "nu the mean trace and Frobenius norm of the C_m",
+    "trace_cv": "coefficient of variation of tr(C_m) over members (0 under Theorem 3's condition)",
+    "norm_cv": "coefficient of variation of ||C_m||_F over members (0 under Theorem 3's condition)",
 }
 #: Per-point ridge leverage of the layer after perturbed hidden layer ``l``: ``leverage_l{l}``.
 MECHANISM_LEVERAGE_PREFIX = "leverage_l"
