@@ -294,8 +294,9 @@ class Checkpoint:
 
 
 #: ARS settings a resumed run may change: extending ``iterations`` (or moving ``stop_return``)
-#: continues the same run, so resuming gives what one longer uninterrupted run would have.
-RESUMABLE_FIELDS = frozenset({"iterations", "stop_return"})
+#: continues the same run, so resuming gives what one longer uninterrupted run would have; the
+#: level-selection fractions never enter training.
+RESUMABLE_FIELDS = frozenset({"iterations", "stop_return", "medium_fraction", "simple_fraction"})
 
 #: Format tag of the training-state files written by :func:`save_training_state`.
 STATE_FORMAT = "pnc-ars-state-v1"

@@ -228,7 +228,7 @@ def store_long_run(
     import gymnasium
     import mujoco
 
-    from pnc.data.ars import load_training_state, save_checkpoints
+    from pnc.data.ars import RESUMABLE_FIELDS, load_training_state, save_checkpoints
     from pnc.data.behaviour import DEFAULT_CONFIGS, POLICY_DIR, level_evaluation, select_levels
     from pnc.data.errors import CacheConflictError
     from pnc.data.minari_io import file_sha256
@@ -246,7 +246,9 @@ def store_long_run(
     config = DEFAULT_CONFIGS[name]
     stored_ars = state.settings.get("ars", {})
     if any(
-        stored_ars.get(k) != v for k, v in dataclasses.asdict(config).items() if k != "iterations"
+        stored_ars.get(k) != v
+        for k, v in dataclasses.asdict(config).items()
+        if k not in RESUMABLE_FIELDS
     ):
         raise ValueError(
             f"{state_path} was trained with other settings than DEFAULT_CONFIGS[{name!r}]"
