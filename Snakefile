@@ -11,7 +11,7 @@
 #   snakemake --cores N results/envs/Hopper/results.csv      # one environment, no report
 #   snakemake --report report.html                           # HTML report of a finished run
 #
-# Every job runs `python -m pnc.workflow STAGE --threads {threads} ...` (see pnc/workflow/stages.py).
+# Every job runs `python -m pnc.workflow STAGE --threads {threads} ...` (see pnc/workflow/commands.py).
 
 from snakemake.utils import min_version
 

@@ -13,7 +13,7 @@
 #   snakemake -s cifar.smk --profile profiles/slurm                         # SLURM, GPU jobs
 #   snakemake -s cifar.smk --cores 4 cifar_training                         # partial target
 #
-# Every job runs `python -m pnc.workflow cifar_STAGE --threads {threads} ...` (see pnc/workflow/stages.py).
+# Every job runs `python -m pnc.workflow cifar_STAGE --threads {threads} ...` (see pnc/workflow/commands.py).
 
 from snakemake.utils import min_version
 

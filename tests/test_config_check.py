@@ -1,38 +1,106 @@
-"""Config checks shared by both workflows (pnc.study.config_check)."""
+"""Cross-key checks of the MuJoCo study config, as Python functions (pnc.study.config_check), each
+method checking its own configurations (MethodBase.study_problems)."""
 
-from pnc.study.config_check import integer_seeds, schema_problems
+from __future__ import annotations
 
-SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "seeds": {"type": "array", "items": {"type": "integer"}, "minItems": 1},
-        "sigma": {"type": "number", "exclusiveMinimum": 0},
-        "norm": {"enum": ["radius", "gaussian"]},
-    },
-    "required": ["seeds"],
-}
+import copy
+from pathlib import Path
 
+import pytest
+import yaml
+from snakemake.utils import validate
 
-def test_command_line_seeds_are_read_as_integers_and_others_left_for_the_schema():
-    config = {"seeds": ["0", " 12", "-3", "a", 1.5, 4]}
-    integer_seeds(config)
-    assert config["seeds"] == [0, 12, -3, "a", 1.5, 4]
-    assert schema_problems(config, SCHEMA) == [
-        "seeds[3] = 'a': must be of type integer",
-        "seeds[4] = 1.5: must be of type integer",
-    ]
-    untouched = {"envs": ["Hopper"]}
-    integer_seeds(untouched)
-    assert untouched == {"envs": ["Hopper"]}
+from pnc.study import grid
+from pnc.study.config_check import cross_key_problems, data_problems, study_context
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
-def test_each_violation_is_one_line_naming_key_value_and_rule():
-    problems = schema_problems({"sigma": 0, "norm": "box", "extra": 1}, SCHEMA)
-    assert sorted(problems) == [
-        "(top level): missing required key(s) seeds",
-        "(top level): unknown key(s) extra; allowed: seeds, sigma, norm",
-        "norm = 'box': not one of radius, gaussian",
-        "sigma = 0: must be > 0",
-    ]
-    assert schema_problems({"seeds": [1]}, SCHEMA) == []
+def _config(name: str = ".test/config.yaml", change=None) -> dict:
+    config = yaml.safe_load((ROOT / name).read_text())
+    if change is not None:
+        change(config)
+    validate(config, str(SCHEMA))  # fills in the schema's defaults
+    return config
+
+
+def _problems(change=None, name=".test/config.yaml"):
+    config = _config(name, change)
+    return cross_key_problems(config, grid.expand_all(config["methods"]))
+
+
+@pytest.mark.parametrize("name", [".test/config.yaml", "config.yaml", "config/offline.yaml",
+                                  "config/quick.yaml"])  # fmt: skip
+def test_shipped_configs_have_no_problems(name):
+    found = _problems(name=name)
+    assert found.errors == [] and found.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            lambda c: c["data"].update(far_transitions=10),
+            "data.far_transitions = 10 is smaller than data.transitions_per_regime",
+        ),
+        (
+            lambda c: c["data"].update(source="offline", offline_transitions=100),
+            "data.offline_transitions = 100 cannot hold the ID pool",
+        ),
+        (
+            lambda c: c["model"].update(min_logvar=3.0, max_logvar=2.0),
+            "model.min_logvar = 3.0 must be < model.max_logvar = 2.0",
+        ),
+        (
+            lambda c: c["methods"]["pnc"]["fixed"].update(layers=[7]),
+            "methods.pnc.layers: layers (7,) out of range",
+        ),
+        (
+            lambda c: c["methods"]["pnc"]["fixed"].update(rank=100000),
+            "methods.pnc.rank = 100000 is larger than the kernel of perturbed hidden layer 0: "
+            "d_in 5 (InvertedPendulum: obs 4 + action 1)",
+        ),
+        (
+            lambda c: c["methods"]["pnc"]["fixed"].update(calibration_size=10**6),
+            "methods.pnc.calibration_size = 1000000 is larger than the",
+        ),
+        (
+            lambda c: c["train"].update(steps=10),
+            "train.collection over train.steps = 10 steps collect 0 iterate(s)",
+        ),
+    ],
+)
+def test_each_problem_is_one_line_naming_the_key(change, expected):
+    found = _problems(change)
+    assert len(found.errors) == 1 and found.errors[0].startswith(expected), found.errors
+
+
+def test_every_problem_is_reported_not_only_the_first():
+    def change(c):
+        c["methods"]["pnc"]["fixed"].update(rank=100000, calibration_size=10**6)
+
+    errors = _problems(change).errors
+    assert len(errors) == 2
+    assert errors[0].startswith("methods.pnc.rank") and errors[1].startswith(
+        "methods.pnc.calibration_size"
+    )
+
+
+def test_rank_above_the_kept_columns_is_a_warning():
+    found = _problems(lambda c: c["methods"]["swag"].setdefault("fixed", {}).update(rank=1000))
+    assert found.errors == []
+    assert len(found.warnings) == 1 and found.warnings[0].startswith(
+        "methods.swag.rank = 1000 is above the"
+    )
+
+
+def test_study_context_reads_the_pool_and_the_inputs():
+    config = _config()
+    context = study_context(config)
+    assert context.input_dims == {"InvertedPendulum": (4, 1)}
+    pool = config["data"]["transitions_per_regime"]
+    assert 0 < context.max_train_rows < pool
+    bad = copy.deepcopy(config)
+    bad["data"]["val_fraction"] = 1.5
+    assert data_problems(bad)[0].startswith("data: ")

@@ -83,7 +83,7 @@ def _calls_in_order(function: ast.FunctionDef) -> list[str]:
 
 def test_every_rule_runs_a_thread_limited_stage():
     """``python -m pnc.workflow STAGE --threads {threads} ...``; the stage limits its threads first."""
-    from pnc.workflow.stages import STAGES, Forward
+    from pnc.workflow.commands import STAGES, Forward
 
     commands = _shell_commands()
     assert {"train", "evaluate", "splits", "select", "report_tables", "report_metrics"} <= set(
@@ -98,10 +98,10 @@ def test_every_rule_runs_a_thread_limited_stage():
         text = path.read_text()
         assert "OMP_NUM_THREADS" not in text and "pinned" not in text, path
 
-    source = ast.parse(Path(importlib.import_module("pnc.workflow.stages").__file__).read_text())
+    source = ast.parse(Path(importlib.import_module("pnc.workflow.commands").__file__).read_text())
     functions = {n.name: n for n in source.body if isinstance(n, ast.FunctionDef)}
     for rule, stage in stages.items():
-        assert stage in STAGES, f"rule {rule}: no stage {stage!r} in pnc.workflow.stages.STAGES"
+        assert stage in STAGES, f"rule {rule}: no stage {stage!r} in pnc.workflow.commands.STAGES"
         if isinstance(STAGES[stage], Forward):  # limits the threads first (test_forwarding_...)
             continue
         main = functions[STAGES[stage].__name__]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pnc.workflow import stages
+from pnc.workflow import commands
 
 ROOT = Path(__file__).resolve().parents[1]
 RULE_FILES = sorted((ROOT / "workflow" / "rules").rglob("*.smk"))
@@ -28,27 +28,27 @@ def _named_stages() -> set[str]:
 def test_every_stage_a_rule_names_exists_and_every_stage_is_used():
     named = _named_stages()
     assert len(named) >= 20
-    assert named <= set(stages.STAGES), sorted(named - set(stages.STAGES))
-    assert set(stages.STAGES) <= named, sorted(set(stages.STAGES) - named)
+    assert named <= set(commands.STAGES), sorted(named - set(commands.STAGES))
+    assert set(commands.STAGES) <= named, sorted(set(commands.STAGES) - named)
 
 
-@pytest.mark.parametrize("stage", sorted(stages.STAGES))
+@pytest.mark.parametrize("stage", sorted(commands.STAGES))
 def test_every_stage_shows_its_help(stage, capsys):
     with pytest.raises(SystemExit) as info:
-        stages.main([stage, "--help"])
+        commands.main([stage, "--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith(f"usage: python -m pnc.workflow {stage} ") and "--threads" in out
 
 
 def test_listing_and_unknown_stage(capsys):
-    assert stages.main(["--help"]) == 0
+    assert commands.main(["--help"]) == 0
     listing = capsys.readouterr().out
-    for name in stages.STAGES:
+    for name in commands.STAGES:
         assert f"\n  {name} " in listing
-    assert stages.main([]) == 2
+    assert commands.main([]) == 2
     assert "usage: python -m pnc.workflow STAGE" in capsys.readouterr().err
-    assert stages.main(["train"]) == 2
+    assert commands.main(["train"]) == 2
     err = capsys.readouterr().err
     assert "unknown stage 'train'" in err and "train_run, evaluate_run" in err
 

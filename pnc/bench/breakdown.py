@@ -1,7 +1,7 @@
 """Where one workflow job's time goes: ``python -m pnc.bench.breakdown [--out FILE] -- STAGE ARGS...``.
 
 Runs the stage ``python -m pnc.workflow STAGE ARGS...`` in this process (``STAGE`` is a stage of
-:mod:`pnc.workflow.stages`, e.g. ``train_run``; run it from the study's working directory with the job's shell
+:mod:`pnc.workflow.commands`, e.g. ``train_run``; run it from the study's working directory with the job's shell
 arguments, without the log redirection; a dotted name runs that module's ``main(argv)``) and prints one JSON object splitting the job's time into:
 
 - ``startup_imports_s``: CPU seconds from the interpreter's start to the stage's ``main`` (Python
@@ -148,7 +148,7 @@ def run_stage(stage: str, argv: list[str]) -> dict[str, Any]:
         if "." in stage:  # any module's main(argv)
             main, args = importlib.import_module(stage).main, list(argv)
         else:  # a workflow stage
-            main, args = importlib.import_module("pnc.workflow.stages").main, [stage, *argv]
+            main, args = importlib.import_module("pnc.workflow.commands").main, [stage, *argv]
         startup = time.process_time()
         imports_before_main = imports.seconds
         compile_before_main = _STATE["compile_s"]

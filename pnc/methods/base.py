@@ -228,6 +228,19 @@ class Method(Protocol):
         """
         ...
 
+    def study_problems(self, config: Any, study: Any) -> tuple[list[str], list[str]]:
+        """This configuration checked against the study it runs in, before any job runs.
+
+        Args:
+            config: one of the method's configurations.
+            study: the study's :class:`pnc.study.config_check.StudyContext` (``hidden``,
+                ``envs``, ``input_dims``, ``train``, ``max_train_rows``, ``pool_text``).
+
+        Returns:
+            ``(errors, warnings)``, one line each, naming the keys (default: none).
+        """
+        ...
+
     def build_groups(self, configs: Sequence[Any]) -> list[list[int]]:
         """Partition of ``range(len(configs))`` into groups that :meth:`build_many` builds together."""
         ...
@@ -509,6 +522,19 @@ class MethodBase:
             value = getattr(config, field.name)
             if value != pinned:
                 raise ValueError(f"{self.id} fixes {field.name}={pinned!r}, got {value!r}")
+
+    def study_problems(self, config: Any, study: Any) -> tuple[list[str], list[str]]:
+        """This configuration checked against the study it runs in, before any job runs.
+
+        Args:
+            config: one of the method's configurations.
+            study: the study's :class:`pnc.study.config_check.StudyContext` (``hidden``,
+                ``envs``, ``input_dims``, ``train``, ``max_train_rows``, ``pool_text``).
+
+        Returns:
+            ``(errors, warnings)``, one line each, naming the keys (default: none).
+        """
+        return [], []
 
     def build_groups(self, configs: Sequence[Any]) -> list[list[int]]:
         """Groups of configurations built together by :meth:`build_many` (default: one each)."""

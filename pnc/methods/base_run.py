@@ -220,3 +220,29 @@ def swag_statistics(run: TrainingRun) -> dict[str, Array]:
     stats["deviations"] = stats["deviations"][(last - np.arange(rank)) % rank]
     stats["n_valid"] = min(rank, n_snap)
     return stats
+
+
+def snapshot_problems(
+    method_id: str, collection, run_steps: int, where: str, rank: int | None
+) -> tuple[list[str], list[str]]:
+    """A run's collected iterates (:class:`pnc.train.Collection` over ``run_steps``) checked for a
+    snapshot method (SWAG, Subspace): it needs >= 2 when the run goes to its step cap, and a
+    ``rank`` above the kept columns is cut (a warning).
+
+    Returns:
+        ``(errors, warnings)`` (see :meth:`pnc.methods.base.MethodBase.study_problems`).
+    """
+    n_snap = collection.n_snapshots(run_steps)
+    if n_snap < 2:
+        return [
+            f"{where} = {run_steps} steps collect {n_snap} iterate(s) (from step "
+            f"{collection.start_step}, every {collection.every}) for methods.{method_id}; it "
+            "needs >= 2"
+        ], []
+    kept = min(collection.rank, n_snap)
+    if rank is not None and rank > kept:
+        return [], [
+            f"methods.{method_id}.rank = {rank} is above the {kept} deviation columns its run "
+            f"keeps; {kept} are used"
+        ]
+    return [], []

@@ -92,6 +92,39 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
     id_fields: ClassVar[tuple[str, ...]] = ("sigma", "bootstrap_frac", "ridge")
     fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType({"correct": True})
 
+    def study_problems(self, config: PnCConfig, study) -> tuple[list[str], list[str]]:
+        """``layers`` against ``model.hidden``; ``rank`` against the kernel ``d_in x d_out`` of
+        every perturbed layer (layer 0's ``d_in`` is each environment's observation + action,
+        layer ``l``'s is ``model.hidden[l-1]``); ``calibration_size`` against the train rows."""
+        hidden = list(study.hidden)
+        try:
+            layers = config.perturbed_layers(len(hidden))
+        except ValueError as err:
+            return [f"methods.{self.id}.layers: {err} (model.hidden = {hidden})"], []
+        errors = []
+        for layer in layers:
+            for env in study.envs:
+                if layer == 0:
+                    obs, act = study.input_dims[env]
+                    d_in, source = obs + act, f"{env}: obs {obs} + action {act}"
+                else:
+                    d_in, source = hidden[layer - 1], f"model.hidden[{layer - 1}]"
+                d_out = hidden[layer]
+                if config.rank > d_in * d_out:
+                    errors.append(
+                        f"methods.{self.id}.rank = {config.rank} is larger than the kernel of "
+                        f"perturbed hidden layer {layer}: d_in {d_in} ({source}) x d_out {d_out} "
+                        f"(model.hidden[{layer}] = {d_out}) = {d_in * d_out}"
+                    )
+        size = config.calibration_size
+        if size is not None and size > study.max_train_rows:
+            errors.append(
+                f"methods.{self.id}.calibration_size = {size} is larger than the "
+                f"{study.max_train_rows} train rows of the ID pool ({study.pool_text}); the "
+                "calibration set is drawn from the train rows"
+            )
+        return errors, []
+
     def build(self, run: TrainingRun, config: PnCConfig, x, y, *, key) -> PnCPosterior:
         """Build the members with standardised training inputs ``x [N, in]`` as ``D_cal``."""
         self._check_config(config)

@@ -48,7 +48,7 @@ from pnc.methods.base import (
     check_positive,
     sample_predictive,
 )
-from pnc.methods.base_run import swag_statistics, train_base
+from pnc.methods.base_run import snapshot_problems, swag_statistics, train_base
 from pnc.methods.ess import elliptical_slice_chain
 from pnc.mlp import MLPConfig, Params, forward, gaussian_nll
 from pnc.predictive import Predictive
@@ -256,6 +256,15 @@ class Subspace(MethodBase):
         "chunk_size",
     )
     id_fields: ClassVar[tuple[str, ...]] = ("temperature",)
+
+    def study_problems(self, config: SubspaceConfig, study) -> tuple[list[str], list[str]]:
+        """Its own run's snapshots (``collect_start``/``collect_every`` over
+        ``trajectory_steps``): >= 2 needed."""
+        from pnc.train import Collection
+
+        collection = Collection(config.collect_start, config.collect_every, config.n_snapshots)
+        where = "methods.subspace collect_start/collect_every over trajectory_steps"
+        return snapshot_problems(self.id, collection, config.trajectory_steps, where, config.rank)
 
     def training_spec(self, config: SubspaceConfig) -> TrainingSpec:
         self._check_config(config)

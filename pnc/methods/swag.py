@@ -39,7 +39,7 @@ from pnc.methods.base import (
     check_positive,
     sample_predictive,
 )
-from pnc.methods.base_run import OnBaseRun, swag_statistics
+from pnc.methods.base_run import OnBaseRun, snapshot_problems, swag_statistics
 from pnc.mlp import MLPConfig, Params, forward
 from pnc.predictive import Predictive
 from pnc.train import TrainedModel
@@ -175,6 +175,18 @@ class SWAG(OnBaseRun, MethodBase):
         "chunk_size",
     )
     id_fields: ClassVar[tuple[str, ...]] = ("scale",)
+
+    def study_problems(self, config: SWAGConfig, study) -> tuple[list[str], list[str]]:
+        """The base run's snapshots (``train.collection`` over ``train.steps``): >= 2 needed."""
+        from pnc.train import Collection
+
+        try:
+            collection = Collection(**study.train["collection"])
+        except (TypeError, ValueError) as err:
+            return [f"train.collection: {err}"], []
+        steps = int(study.train["steps"])
+        where = "train.collection over train.steps"
+        return snapshot_problems(self.id, collection, steps, where, config.rank)
 
     def build(self, run: TrainingRun, config: SWAGConfig, x, y, *, key) -> SWAGPosterior:
         """Read the SWAG moments of ``run`` (``x``, ``y`` and ``key`` are not needed).

@@ -3,12 +3,16 @@
 :func:`schema_problems` turns every JSON-schema violation of a config into one line naming the key
 path, the offending value and what is allowed; :func:`integer_seeds` reads ``seeds`` given on the
 command line (``snakemake --config seeds=[0,1]`` passes the entries as strings) as integers.
+:func:`cross_key_problems` checks a MuJoCo study config across keys (pools, log-variance bounds,
+and each method's configurations against the study, by the method's own
+:meth:`~pnc.methods.base.MethodBase.study_problems`) and returns every problem as one line.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 _BOUNDS = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
@@ -77,3 +81,131 @@ def integer_seeds(config: dict) -> None:
         config["seeds"] = [
             int(s) if isinstance(s, str) and _INTEGER.match(s.strip()) else s for s in seeds
         ]
+
+
+# ----------------------------------------------------------------------------- across keys
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyContext:
+    """What a method's cross-key config check may read about the study (:func:`study_context`).
+
+    Attributes:
+        hidden: ``model.hidden``.
+        envs: the study's environments.
+        train: the ``train`` mapping (steps, collection, ...).
+        max_train_rows: train rows of the ID pool (``transitions_per_regime`` minus validation).
+        pool_text: how ``max_train_rows`` comes from the config, for messages.
+        input_dims: per environment, its observation and action sizes (the network's input).
+    """
+
+    hidden: tuple[int, ...]
+    envs: tuple[str, ...]
+    train: Mapping[str, Any]
+    max_train_rows: int
+    pool_text: str
+    input_dims: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Problems:
+    """Config problems: ``errors`` fail the study, ``warnings`` are logged."""
+
+    errors: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+
+def _split_config(data: Mapping[str, Any]):
+    from pnc.data import SplitConfig
+
+    return SplitConfig(
+        transitions_per_regime=int(data["transitions_per_regime"]),
+        val_fraction=float(data["val_fraction"]),
+        id_transitions=data.get("id_transitions"),
+        target=data["target"],
+    )
+
+
+def study_context(config: Mapping[str, Any]) -> StudyContext:
+    """The :class:`StudyContext` of a schema-validated MuJoCo study config.
+
+    Raises:
+        ValueError: ``data`` describes no valid split (:class:`pnc.data.SplitConfig`).
+    """
+    from pnc.data import env_spec
+
+    pool = _split_config(config["data"])
+    envs = tuple(str(e) for e in config["envs"])
+    specs = {env: env_spec(env) for env in envs}
+    return StudyContext(
+        hidden=tuple(int(h) for h in config["model"]["hidden"]),
+        envs=envs,
+        train=config["train"],
+        max_train_rows=pool.transitions_per_regime - pool.n_val,
+        pool_text=(
+            f"data.transitions_per_regime = {pool.transitions_per_regime} minus "
+            f"data.val_fraction = {pool.val_fraction} of it"
+        ),
+        input_dims={env: (spec.obs_dim, spec.act_dim) for env, spec in specs.items()},
+    )
+
+
+def data_problems(config: Mapping[str, Any]) -> list[str]:
+    """The ``data`` and ``model`` keys against each other: the Far and offline pools large enough
+    for the splits, the log-variance bounds ordered (Minari sizes are checked by the split job)."""
+    data, model = config["data"], config["model"]
+    try:
+        pool = _split_config(data)
+    except ValueError as err:
+        return [f"data: {err}"]
+    problems = []
+    far = int(data["far_transitions"])
+    if far < pool.transitions_per_regime:
+        problems.append(
+            f"data.far_transitions = {far} is smaller than"
+            f" data.transitions_per_regime = {pool.transitions_per_regime} (the Far pool)"
+        )
+    if data["source"] == "offline":
+        need = pool.transitions_per_regime + pool.n_id
+        have = int(data["offline_transitions"])
+        if have < need:
+            problems.append(
+                f"data.offline_transitions = {have} cannot hold the ID pool"
+                f" (data.transitions_per_regime = {pool.transitions_per_regime}) and the"
+                f" episode-disjoint ID evaluation rows (data.id_transitions = {pool.n_id}):"
+                f" it needs more than {need} (one episode is cut at the pool's end)"
+            )
+    low, high = model["min_logvar"], model["max_logvar"]
+    if low >= high:
+        problems.append(f"model.min_logvar = {low} must be < model.max_logvar = {high}")
+    return problems
+
+
+def cross_key_problems(config: Mapping[str, Any], points: Mapping[str, Sequence[Any]]) -> Problems:
+    """Every problem across keys of a schema-validated MuJoCo study config.
+
+    :func:`data_problems`, then each method's own check of its configurations against the study
+    (:meth:`pnc.methods.base.MethodBase.study_problems`: P&C's layers, ranks and calibration size,
+    SWAG's and Subspace's snapshots).
+
+    Args:
+        config: the config with the schema's defaults filled in.
+        points: the expanded grid, ``{method id: [GridPoint, ...]}`` (:func:`pnc.study.grid.
+            expand_all`).
+
+    Returns:
+        The errors (one line each, without the ``invalid config:`` prefix) and warnings.
+    """
+    from pnc import methods as registry
+
+    out = Problems(errors=data_problems(config))
+    if out.errors:
+        return out
+    context = study_context(config)
+    for method_id, method_points in points.items():
+        method = registry.get(method_id)
+        for point in method_points:
+            errors, warnings = method.study_problems(point.config, context)
+            out.errors.extend(e for e in errors if e not in out.errors)
+            out.warnings.extend(w for w in warnings if w not in out.warnings)
+    return out

@@ -1,12 +1,12 @@
 """Command-line stages of the Snakemake workflow: ``python -m pnc.workflow STAGE --threads N ...``.
 
-Every rule's shell command runs one stage of :data:`pnc.workflow.stages.STAGES` through the one
+Every rule's shell command runs one stage of :data:`pnc.workflow.commands.STAGES` through the one
 entry point ``python -m pnc.workflow``, and every stage follows one convention: it parses its
 arguments, calls :func:`limit_threads` with ``--threads`` (the rule's ``threads:``) before any JAX
 computation, then calls one library function or command-line ``main``. Stages hold no logic of
 their own. ``python -m pnc.workflow --help`` lists them.
 
-The stages that run a library command line (:class:`pnc.workflow.stages.Forward`) take its
+The stages that run a library command line (:class:`pnc.workflow.commands.Forward`) take its
 arguments after ``--threads N``, unchanged (:func:`forwarding_parser`); the library's exit status
 is the stage's.
 
@@ -110,7 +110,7 @@ def claim_cpus(n: int) -> list[int]:
     return sorted(chosen)
 
 
-#: The ``prog`` of the stage running now (set by :func:`pnc.workflow.stages.main`).
+#: The ``prog`` of the stage running now (set by :func:`pnc.workflow.commands.main`).
 _PROGS: list[str] = []
 
 

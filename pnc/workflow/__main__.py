@@ -1,6 +1,6 @@
 """``python -m pnc.workflow STAGE --threads N ARGS``: the one entry point of the workflow's rules
-(:mod:`pnc.workflow.stages`)."""
+(:mod:`pnc.workflow.commands`)."""
 
-from pnc.workflow.stages import main
+from pnc.workflow.commands import main
 
 raise SystemExit(main())

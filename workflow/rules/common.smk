@@ -14,7 +14,7 @@ import re
 from snakemake.utils import validate
 
 from pnc.study import grid as pnc_grid
-from pnc.study.config_check import integer_seeds, schema_problems
+from pnc.study.config_check import cross_key_problems, integer_seeds, schema_problems
 
 SCHEMA = "workflow/schemas/config.schema.yaml"
 # the schema next to this file, wherever the including Snakefile lives
@@ -65,139 +65,17 @@ SEEDS = [int(s) for s in config["seeds"]]
 DATA = config["data"]
 
 
-def _check_pnc(points, hidden, envs):
-    """P&C's `layers` against model.hidden, its `rank` against the kernel size d_in x d_out of
-    every perturbed layer (layer 0's d_in is the environment's observation + action, layer l's is
-    model.hidden[l-1]), and `calibration_size` against the train rows of the ID pool."""
-    from pnc.data import env_spec
-
-    pool = _split_config()
-    max_train = pool.transitions_per_regime - pool.n_val
-    for method, method_points in points.items():
-        for point in method_points:
-            cfg = point.config
-            if not hasattr(cfg, "perturbed_layers"):
-                continue
-            try:
-                layers = cfg.perturbed_layers(len(hidden))
-            except ValueError as err:
-                raise WorkflowError(
-                    f"invalid config: methods.{method}.layers: {err} (model.hidden = {hidden})"
-                ) from None
-            for layer in layers:
-                for env in envs:
-                    if layer == 0:
-                        spec = env_spec(env)
-                        d_in = spec.obs_dim + spec.act_dim
-                        source = f"{env}: obs {spec.obs_dim} + action {spec.act_dim}"
-                    else:
-                        d_in, source = hidden[layer - 1], f"model.hidden[{layer - 1}]"
-                    d_out = hidden[layer]
-                    if cfg.rank > d_in * d_out:
-                        raise WorkflowError(
-                            f"invalid config: methods.{method}.rank = {cfg.rank} is larger than the"
-                            f" kernel of perturbed hidden layer {layer}: d_in {d_in} ({source}) x"
-                            f" d_out {d_out} (model.hidden[{layer}] = {d_out}) = {d_in * d_out}"
-                        )
-            size = cfg.calibration_size
-            if size is not None and size > max_train:
-                raise WorkflowError(
-                    f"invalid config: methods.{method}.calibration_size = {size} is larger than"
-                    f" the {max_train} train rows of the ID pool (data.transitions_per_regime ="
-                    f" {pool.transitions_per_regime} minus data.val_fraction ="
-                    f" {pool.val_fraction} of it); the calibration set is drawn from the train rows"
-                )
-
-
-def _split_config():
-    from pnc.data import SplitConfig
-
-    try:
-        return SplitConfig(
-            transitions_per_regime=int(DATA["transitions_per_regime"]),
-            val_fraction=float(DATA["val_fraction"]),
-            id_transitions=DATA.get("id_transitions"),
-            target=DATA["target"],
-        )
-    except ValueError as err:
-        raise WorkflowError(f"invalid config: data: {err}") from None
-
-
-def _check_pools():
-    """Far and offline datasets large enough for their pools (Minari sizes are checked by the
-    split job, which names the dataset and its size)."""
-    pool = _split_config()
-    far = int(DATA["far_transitions"])
-    if far < pool.transitions_per_regime:
-        raise WorkflowError(
-            f"invalid config: data.far_transitions = {far} is smaller than"
-            f" data.transitions_per_regime = {pool.transitions_per_regime} (the Far pool)"
-        )
-    if DATA["source"] == "offline":
-        need = pool.transitions_per_regime + pool.n_id
-        have = int(DATA["offline_transitions"])
-        if have < need:
-            raise WorkflowError(
-                f"invalid config: data.offline_transitions = {have} cannot hold the ID pool"
-                f" (data.transitions_per_regime = {pool.transitions_per_regime}) and the"
-                f" episode-disjoint ID evaluation rows (data.id_transitions = {pool.n_id}):"
-                f" it needs more than {need} (one episode is cut at the pool's end)"
-            )
-
-
-def _check_logvar(model):
-    low, high = model["min_logvar"], model["max_logvar"]
-    if low >= high:
-        raise WorkflowError(
-            f"invalid config: model.min_logvar = {low} must be < model.max_logvar = {high}"
-        )
-
-
-def _check_snapshots(points, train):
-    """SWAG's base-run snapshots (train.collection over train.steps) and Subspace's own run: each
-    needs >= 2 collected iterates when it runs to its step cap; ranks above them are cut."""
-    from pnc.train import Collection
-
-    try:
-        base = Collection(**train["collection"])
-    except (TypeError, ValueError) as err:
-        raise WorkflowError(f"invalid config: train.collection: {err}") from None
-    steps = int(train["steps"])
-    warned = set()
-    for method, method_points in points.items():
-        for point in method_points:
-            if method == "swag":
-                collection, run_steps, where = base, steps, "train.collection over train.steps"
-            elif method == "subspace":
-                cfg = point.config
-                collection = Collection(cfg.collect_start, cfg.collect_every, cfg.n_snapshots)
-                run_steps = cfg.trajectory_steps
-                where = "methods.subspace collect_start/collect_every over trajectory_steps"
-            else:
-                continue
-            n_snap = collection.n_snapshots(run_steps)
-            if n_snap < 2:
-                raise WorkflowError(
-                    f"invalid config: {where} = {run_steps} steps collect {n_snap} iterate(s)"
-                    f" (from step {collection.start_step}, every {collection.every}) for"
-                    f" methods.{method}; it needs >= 2"
-                )
-            kept = min(collection.rank, n_snap)
-            rank = getattr(point.config, "rank", None)
-            if rank is not None and rank > kept and method not in warned:
-                warned.add(method)
-                logger.warning(
-                    f"config: methods.{method}.rank = {rank} is above the {kept} deviation"
-                    f" columns its run keeps; {kept} are used"
-                )
-
-
 def _check_across_keys(points):
-    model = config["model"]
-    _check_pools()
-    _check_logvar(model)
-    _check_pnc(points, list(model["hidden"]), ENVS)
-    _check_snapshots(points, config["train"])
+    """Every cross-key problem (pnc.study.config_check.cross_key_problems) in one error."""
+    found = cross_key_problems(config, points)
+    for line in found.warnings:
+        logger.warning(f"config: {line}")
+    if found.errors:
+        raise WorkflowError(
+            "invalid config: " + "\n  ".join(found.errors)
+            if len(found.errors) == 1
+            else f"invalid config ({len(found.errors)} problems):\n  " + "\n  ".join(found.errors)
+        )
 
 
 _check_across_keys(GRID_POINTS)
