@@ -534,6 +534,16 @@ def test_tiny_config_end_to_end(tiny_run):
     for rule in ("train", "evaluate", "select", "pnc_members", "mechanism"):
         assert list((workdir / "benchmarks" / rule).rglob("*.tsv")), rule
         assert list((workdir / "logs" / rule).rglob("*.log")), rule
+    # every job's log (same path as its benchmark file) ends with its exact process record
+    from pnc.io import read_process_record
+    from pnc.report.costs import read_benchmarks
+
+    for bench in sorted((workdir / "benchmarks").rglob("*.tsv")):
+        rel = bench.relative_to(workdir / "benchmarks")
+        record = read_process_record(workdir / "logs" / rel.parent / f"{rel.name[:-4]}.log")
+        assert record is not None and record["status"] == 0 and record["cpu_s"] > 0, rel
+    jobs = read_benchmarks(workdir / "benchmarks", workdir / "logs")
+    assert (jobs["cpu_source"] == "process").all()
 
     again = _snakemake(workdir, "-n", "--configfile", ".test/config.yaml")
     assert again.returncode == 0
