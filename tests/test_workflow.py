@@ -597,18 +597,6 @@ def _finished_jobs(output: str) -> dict[str, int]:
     return counts
 
 
-def _job_stats(output: str) -> dict[str, int]:
-    """Snakemake's first "Job stats" table in ``output``: rule -> number of jobs to run."""
-    lines = output.split("Job stats:", 1)[1].splitlines()
-    stats = {}
-    for line in lines[3:]:
-        parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
-            break
-        stats[parts[0]] = int(parts[1])
-    return stats
-
-
 @pytest.fixture(scope="module")
 def resume_record(tiny_run, tmp_path_factory) -> dict:
     """The tiny run interrupted with Ctrl-C after its first finished evaluation, then resumed:
@@ -632,7 +620,7 @@ def resume_record(tiny_run, tmp_path_factory) -> dict:
     mtimes = {str(p.relative_to(workdir)): p.stat().st_mtime_ns for p in finished if p.is_file()}
     proc = _snakemake(workdir, "--cores", "2", "--configfile", ".test/config.yaml", timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    jobs = _job_stats(proc.stdout + proc.stderr)
+    jobs = _job_counts(proc.stdout + proc.stderr)
     return {"workdir": workdir, "mtimes": mtimes, "done": done, "jobs": jobs}
 
 
@@ -663,9 +651,33 @@ def test_resumed_run_reuses_finished_jobs(tiny_run, resume_record):
     assert not {"offline_data", "far_data", "splits"} & set(jobs), jobs
     assert jobs.get("train", 0) == n_runs - done["train"], (jobs, done)
     assert jobs.get("evaluate", 0) == n_tables - done["evaluate"], (jobs, done)
-    assert jobs["total"] == sum(v for k, v in jobs.items() if k != "total"), jobs
+    assert jobs["select"] == 1 and jobs["aggregate"] == 1, jobs
     for name, mtime in resume_record["mtimes"].items():
         assert (workdir / name).stat().st_mtime_ns == mtime, f"{name} was rewritten on resume"
+
+
+@pytest.mark.slow
+def test_results_rebuild_from_stored_pieces_alone(tiny_run, tmp_path):
+    """A finished (env, seed)'s piece, stored and restored into a fresh copy of the workflow
+    where nothing upstream ever ran, rebuilds the same results with the selection rules alone
+    (``--allowed-rules select aggregate``): the final tables depend only on committed files."""
+    piece = "results/pieces/InvertedPendulum/seed0.json"
+    proc = _snakemake(tiny_run, piece, "--cores", "1", "--configfile", ".test/config.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    store = tmp_path / "store"
+    report = [sys.executable, "-m", "pnc.report"]
+    subprocess.run([*report, "store-piece", piece, "--study", ".", "--store", store], cwd=tiny_run, check=True)
+    fresh = _copy_workflow(tmp_path / "fresh")
+    subprocess.run([*report, "restore-pieces", store, "--study", fresh], check=True)
+    assert not (fresh / "results/runs").exists() and not (fresh / "resources").exists()
+    proc = _snakemake(
+        fresh, "results/results.csv", "--allowed-rules", "select", "aggregate",
+        "--cores", "1", "--configfile", ".test/config.yaml",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert set(_job_counts(proc.stdout + proc.stderr)) - {"total"} == {"select", "aggregate"}
+    for name in DETERMINISTIC_OUTPUTS:
+        assert (fresh / name).read_bytes() == (tiny_run / name).read_bytes(), name
 
 
 @pytest.mark.slow
