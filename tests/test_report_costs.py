@@ -133,15 +133,15 @@ def test_exact_process_records_in_logs_replace_sampled_cpu(bench, tmp_path):
 
 def test_stage_ends_with_its_process_record(capsys):
     """Every stage run through ``python -m pnc.workflow`` ends its log (stderr) with the exact
-    record, also when its arguments are refused."""
+    record, also when its arguments are refused (before any thread limit)."""
     from pnc.io import PROCESS_RECORD
     from pnc.workflow import commands
 
     with pytest.raises(SystemExit):
-        commands.main(["far_data", "--threads", "1"])
+        commands.main(["train_run", "--threads", "1"])
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(PROCESS_RECORD)
     record = json.loads(last[len(PROCESS_RECORD) :])
-    assert record["stage"] == "far_data" and record["status"] == 2
+    assert record["stage"] == "train_run" and record["status"] == 2
     assert record["cpu_s"] == pytest.approx(record["user_s"] + record["system_s"], abs=2e-3)
     assert record["cpu_s"] > 0 and record["max_rss_mb"] > 10

@@ -143,7 +143,7 @@ def test_every_rule_with_a_command_has_log_benchmark_and_threads():
 )
 def test_library_stages_forward_their_arguments(monkeypatch, stage, library, argv, expected):
     """Everything after ``--threads N`` reaches the library's ``main``, in order, after the limit."""
-    from pnc.workflow import stages
+    from pnc.workflow import commands
 
     calls = []
     limit = lambda n: calls.append(("limit", n))
@@ -151,7 +151,7 @@ def test_library_stages_forward_their_arguments(monkeypatch, stage, library, arg
     monkeypatch.setattr(
         importlib.import_module(library), "main", lambda a: calls.append(("main", a)) or 7
     )
-    assert stages.main([stage, "--threads", "2", *argv]) == 7
+    assert commands.main([stage, "--threads", "2", *argv]) == 7
     assert calls == [("limit", 2), ("main", argv if expected is None else expected)]
 
 
