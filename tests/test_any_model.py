@@ -69,30 +69,40 @@ def linen_mlp():
 
 @pytest.mark.slow
 def test_linen_chain_matches_mlp_build():
-    """The MLP path's members from the same key: a chain over every hidden layer and one pair."""
-    mlp_cfg = pnc.MLPConfig(hidden=(16, 16, 16), out_dim=1)
-    params = pnc.init_params(mlp_cfg, 3, jax.random.key(2))
-    model = pnc.GaussianMLP(mlp_cfg)
-    x_cal = _x((40, 3))
-    for layers, ids in (((0, 1, 2), (0, 1, 2)), ((0, 2), (0, 2))):
-        cfg = dataclasses.replace(CFG, layers=layers, sigma=2.0)
-        ref = pnc.build_members(params, mlp_cfg, x_cal, cfg, key=jax.random.key(3))
-        names = mlp_cfg.layer_names()
-        ens = pnc.ensemble(
-            model, x_cal, variables={"params": params}, config=CFG.__class__(**{
-                **dataclasses.asdict(cfg), "layers": None}),
-            perturb=[names[i] for i in layers], correct=[names[i + 1] for i in layers],
-            key=jax.random.key(3), stream_ids=ids,
-        )  # fmt: skip
-        assert ens.n_members == CFG.n_members
-        for path, layer in ens.members.items():
-            for leaf in ("kernel", "bias"):
-                np.testing.assert_allclose(layer[leaf], ref[path][leaf], rtol=2e-4, atol=2e-5)
-        mean, var = ens(x_cal[:7])
-        ref_pred = pnc.predict_members(ref, x_cal[:7], mlp_cfg)
-        np.testing.assert_allclose(mean, ref_pred.means, rtol=1e-3, atol=1e-4)
-        mix_mean, mix_var = pnc.mixture(pnc.Predictive(mean, var))
-        assert mix_mean.shape == (7, 1) and bool(jnp.all(mix_var > 0))
+    """The MLP path's members from the same key: a chain over every hidden layer and one pair.
+
+    Compared in float64, where both paths give the same members to rounding: in float32 the ridge
+    systems of a sigma-2 chain amplify the two paths' different summation orders to about 1e-3.
+    """
+    with jax.enable_x64(True):
+        mlp_cfg = pnc.MLPConfig(hidden=(16, 16, 16), out_dim=1)
+        params = jax.tree.map(
+            lambda a: a.astype(jnp.float64), pnc.init_params(mlp_cfg, 3, jax.random.key(2))
+        )
+        model = pnc.GaussianMLP(mlp_cfg)
+        x_cal = _x((40, 3)).astype(jnp.float64)
+        for layers, ids in (((0, 1, 2), (0, 1, 2)), ((0, 2), (0, 2))):
+            cfg = dataclasses.replace(CFG, layers=layers, sigma=2.0)
+            ref = pnc.build_members(params, mlp_cfg, x_cal, cfg, key=jax.random.key(3))
+            names = mlp_cfg.layer_names()
+            ens = pnc.ensemble(
+                model, x_cal, variables={"params": params}, config=CFG.__class__(**{
+                    **dataclasses.asdict(cfg), "layers": None}),
+                perturb=[names[i] for i in layers], correct=[names[i + 1] for i in layers],
+                key=jax.random.key(3), stream_ids=ids,
+            )  # fmt: skip
+            assert ens.n_members == CFG.n_members
+            assert set(ens.members) == {names[i] for i in layers} | {names[i + 1] for i in layers}
+            for path, layer in ens.members.items():
+                for leaf in ("kernel", "bias"):
+                    assert layer[leaf].dtype == jnp.float64
+                    np.testing.assert_allclose(layer[leaf], ref[path][leaf], rtol=1e-9, atol=1e-12)
+            mean, var = ens(x_cal[:7])
+            ref_pred = pnc.predict_members(ref, x_cal[:7], mlp_cfg)  # casts its inputs to float32
+            np.testing.assert_allclose(mean, ref_pred.means, rtol=1e-5, atol=1e-7)
+            np.testing.assert_allclose(var, ref_pred.variances, rtol=1e-5, atol=1e-7)
+            mix_mean, mix_var = pnc.mixture(pnc.Predictive(mean, var))
+            assert mix_mean.shape == (7, 1) and bool(jnp.all(mix_var > 0))
 
 
 def test_correction_reproduces_base_at_zero_ridge(linen_mlp):

@@ -1,16 +1,20 @@
-"""Convolutional P&C on a small generated image task: members agree in distribution and disagree
-on shifted images, better than the same perturbations without correction at equal accuracy loss.
+"""Convolutional P&C on a small generated image task: the correction is what lets a large
+perturbation keep the network's accuracy, and the corrected members disagree more on shifted images
+than on in-distribution ones.
 
 The task: 8x8 grey images of four noisy shapes (square outline, plus, cross, disk) at jittered
 positions. The shift: Gaussian noise images with the ID pixel mean and standard deviation (so the
 score cannot rely on brightness alone). A tiny PreAct ResNet (widths 16/64, one block per stage)
 is trained for a few hundred Adam steps; its last block is perturbed.
 
-Measured on this task (mixture-entropy AUROC, ID test vs shift): base 0.835; P&C (sigma 10,
-accuracy 0.919 vs 0.9375) 0.860; without correction 0.828 at sigma 0.25 (no accuracy loss), 0.776
-at sigma 1, 0.715 at sigma 1.5 (accuracy 0.923). On shifts that change brightness (inverted
-images, uniform noise) the uncorrected perturbations scored higher than P&C in this tiny network,
-so the test does not use them.
+Measured on this task over 3 training keys x 3 build keys (sigma 10): P&C loses 1.4-4.0 accuracy
+points, its mixture-entropy AUROC is 0.818-0.872 (base 0.843-0.850) and its members' mutual
+information is 1.5-1.7x larger on the shift than in distribution. The same perturbations without
+correction leave 0.26-0.71 accuracy (base 0.94-0.95). Scaled down until their accuracy loss matches
+P&C's, the uncorrected perturbations score about as well (mixture entropy, best matched scale minus
+P&C: -0.020 to +0.025, mean -0.002) or better (mutual information AUROC 0.79-0.83 at scale 0.25
+against P&C's 0.77-0.80): in this tiny network the correction's benefit is the accuracy it keeps at
+large sigma, not a better ranking than small uncorrected noise, so the test asserts only the former.
 """
 
 import dataclasses
@@ -34,7 +38,6 @@ PNC = C.ConvPnCConfig(
     chunk_size=32,
     perturbation_norm="gaussian",
 )
-NOCORR_SCALES = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
 
 
 def shapes(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -116,35 +119,21 @@ def _evaluate(variables, members, x_id, y_id, x_ood):
 
 
 @pytest.mark.slow
-def test_pnc_members_disagree_on_shifted_images_better_than_without_correction(task):
+def test_pnc_members_keep_accuracy_that_uncorrected_perturbations_lose(task):
     variables, x_cal, x_id, y_id, x_ood = task
-    base_acc, base_auroc = _evaluate(variables, None, x_id, y_id, x_ood)
+    base_acc, _ = _evaluate(variables, None, x_id, y_id, x_ood)
     assert base_acc > 0.85
     members = C.build_members(variables, CONFIG, x_cal, PNC, key=jax.random.key(1))
     acc, pnc_auroc = _evaluate(variables, members, x_id, y_id, x_ood)
-    loss = base_acc - acc
-    assert loss < 0.05 and pnc_auroc > 0.75
-    # the same perturbations (same key) without correction, at several scales of dW_1
-    nocorr = C.build_members(
-        variables,
-        CONFIG,
-        x_cal,
-        dataclasses.replace(PNC, correct=False),
-        key=jax.random.key(1),
+    assert base_acc - acc < 0.05 and pnc_auroc > 0.75
+    mi = lambda x: np.asarray(
+        C.ood_scores(C.predict_logits(variables, members, x, CONFIG))["mutual_information"]
     )
-    w1 = variables["params"]["block_1"]["conv1"]["kernel"]
-    results = {}
-    for scale in NOCORR_SCALES:
-        scaled = {
-            "block_1": dict(
-                nocorr["block_1"],
-                conv1={
-                    "kernel": w1 + scale / PNC.sigma * (nocorr["block_1"]["conv1"]["kernel"] - w1)
-                },
-            )
-        }
-        results[scale] = _evaluate(variables, scaled, x_id, y_id, x_ood)
-    matched = [a for s, (acc_s, a) in results.items() if base_acc - acc_s <= loss + 0.005]
-    assert matched, results
-    print({"base": (base_acc, base_auroc), "pnc": (acc, pnc_auroc), "nocorr": results})
-    assert pnc_auroc > max(matched) + 0.02, (pnc_auroc, results)
+    assert mi(x_ood).mean() > 1.3 * mi(x_id).mean()
+    # the same perturbations (same key) without correction
+    nocorr = C.build_members(
+        variables, CONFIG, x_cal, dataclasses.replace(PNC, correct=False), key=jax.random.key(1)
+    )
+    nocorr_acc, _ = _evaluate(variables, nocorr, x_id, y_id, x_ood)
+    print({"base": base_acc, "pnc": (acc, pnc_auroc), "nocorr": nocorr_acc})
+    assert nocorr_acc < base_acc - 0.2
