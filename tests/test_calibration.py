@@ -150,7 +150,7 @@ def _write_splits(directory, splits):
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     """Splits, a moved copy (other Near/Far targets) and a trained base run."""
-    from pnc.methods.base import TrainingSpec
+    from pnc.methods.runs import TrainingSpec
     from pnc.study.stages import train_run
 
     rng = np.random.default_rng(0)
@@ -305,7 +305,7 @@ def test_construction_sees_the_train_split_only(study, monkeypatch):
     """P&C's calibration pool (and every method's construction data) is the train split: no
     validation (or evaluation) row can enter D_cal."""
     from pnc import methods as registry
-    from pnc.methods.base import TrainingRun
+    from pnc.methods.runs import TrainingRun
 
     method = registry.get("pnc")
     seen = []
