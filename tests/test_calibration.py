@@ -89,12 +89,12 @@ def test_calibrated_rows_change_the_nll_only():
     for (split, metric, a), (_, _, b) in zip(raw, vcal, strict=True):
         if metric == "nll":
             s = summaries[split]
-            expected = metrics.gaussian_nll(s.mean, scale * s.var + 1e-6, s.target)
+            expected = metrics.mean_gaussian_nll(s.mean, scale * s.var + 1e-6, s.target)
             assert b == pytest.approx(expected)
             assert b != a
         elif metric == "nll_std":  # y_norm is the identity here
             s = summaries[split]
-            assert b == pytest.approx(metrics.gaussian_nll(s.mean, scale * s.var, s.target))
+            assert b == pytest.approx(metrics.mean_gaussian_nll(s.mean, scale * s.var, s.target))
             assert b != a
         else:
             assert b == a  # RMSE, AUROC and Spearman are invariant under the variance scale
@@ -102,7 +102,7 @@ def test_calibrated_rows_change_the_nll_only():
     nll = dict(((s, m), v) for s, m, v in vcal)
     v = summaries["val"]
     for factor in (0.8, 1.25):
-        worse = metrics.gaussian_nll(v.mean, factor * scale * v.var, v.target)
+        worse = metrics.mean_gaussian_nll(v.mean, factor * scale * v.var, v.target)
         assert nll[("val", "nll")] < worse
     assert nll[("val", "nll")] < dict(((s, m), v) for s, m, v in raw)[("val", "nll")]
 
@@ -150,7 +150,7 @@ def _write_splits(directory, splits):
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     """Splits, a moved copy (other Near/Far targets) and a trained base run."""
-    from pnc.methods.base import TrainingSpec
+    from pnc.methods.runs import TrainingSpec
     from pnc.study.stages import train_run
 
     rng = np.random.default_rng(0)
@@ -305,7 +305,7 @@ def test_construction_sees_the_train_split_only(study, monkeypatch):
     """P&C's calibration pool (and every method's construction data) is the train split: no
     validation (or evaluation) row can enter D_cal."""
     from pnc import methods as registry
-    from pnc.methods.base import TrainingRun
+    from pnc.methods.runs import TrainingRun
 
     method = registry.get("pnc")
     seen = []

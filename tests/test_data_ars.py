@@ -1,16 +1,19 @@
-"""ARS (pnc.data.ars) and the behaviour policies (pnc.data.behaviour): learning on
-InvertedPendulum-v5, level ordering under the data's action noise, re-selection without training,
-resuming from a training state, the worker pool, stored copies."""
+"""ARS (pnc.data.ars) and the ARS behaviour levels (pnc.data.ars_levels, pnc.data.level_selection):
+learning on InvertedPendulum-v5, level ordering under the data's action noise, re-selection without
+training, resuming from a training state, the worker pool, stored copies, the command line
+(pnc.data.behaviour)."""
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from pnc.data import ENVS, CacheConflictError
+from pnc.data import ENVS, CacheConflictError, behaviour
+from pnc.data.action_noise import action_noise_for
 from pnc.data.ars import (
     ARSConfig,
     Checkpoint,
@@ -21,15 +24,11 @@ from pnc.data.ars import (
     load_training_state,
     train_ars,
 )
-from pnc.data.behaviour import (
-    DEFAULT_CONFIGS,
-    POLICY_DIR,
-    load_policies,
-    reselect_behaviour_policies,
-    select_levels,
-    train_behaviour_policies,
-)
-from pnc.data.offline import action_noise_for, rollout_policy
+from pnc.data.ars_levels import reselect_behaviour_policies, train_behaviour_policies
+from pnc.data.behaviour_settings import DEFAULT_CONFIGS
+from pnc.data.level_selection import select_levels
+from pnc.data.offline import rollout_policy
+from pnc.data.policy_store import POLICY_DIR, load_policies
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -216,6 +215,37 @@ def test_default_configs_cover_every_environment():
     assert set(DEFAULT_CONFIGS) == set(ENVS)
     with pytest.raises(ValueError):
         dataclasses.replace(QUICK, top_directions=5)
+
+
+@pytest.mark.parametrize("name", ["Hopper", "Reacher"])
+def test_command_line_reuses_stored_levels_and_writes_nothing(name, tmp_path, capsys):
+    """``python -m pnc.data.behaviour ENV --out DIR`` on a copy of the stored levels (ARS: Hopper,
+    scripted controllers: Reacher) finds them made by the same request and leaves every file."""
+    shutil.copytree(POLICY_DIR / name, tmp_path / name)
+    before = {p.name: p.read_bytes() for p in (tmp_path / name).iterdir()}
+    assert behaviour.main([name, "--out", str(tmp_path)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["status"] == "reused"
+    assert summary["action_noise"] == action_noise_for(name)
+    assert (
+        summary["levels"] == json.loads((POLICY_DIR / name / "policies.json").read_text())["levels"]
+    )
+    assert {p.name: p.read_bytes() for p in (tmp_path / name).iterdir()} == before
+
+
+def test_behaviour_module_re_exports_the_names_of_its_parts():
+    from pnc.data import (
+        ars_levels,
+        behaviour_settings,
+        controller_levels,
+        level_selection,
+        policy_store,
+    )
+
+    homes = (ars_levels, behaviour_settings, controller_levels, level_selection, policy_store)
+    for name in behaviour.__all__:
+        if name != "main":
+            assert any(getattr(m, name, None) is getattr(behaviour, name) for m in homes), name
 
 
 RESUME = dataclasses.replace(QUICK, iterations=6, horizon=100, eval_episodes=2)

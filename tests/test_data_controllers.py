@@ -1,5 +1,5 @@
 """Scripted controllers (pnc.data.controllers), policy kinds (pnc.data.policy), the controller levels
-of the store (pnc.data.behaviour) and the behaviour-shift measure (pnc.data.shift)."""
+of the store (pnc.data.controller_levels) and the behaviour-shift measure (pnc.data.shift)."""
 
 import json
 
@@ -7,16 +7,14 @@ import numpy as np
 import pytest
 
 from pnc.data import CacheConflictError
+from pnc.data.action_noise import action_noise_for
 from pnc.data.ars import LinearPolicy
-from pnc.data.behaviour import (
-    CONTROLLER_LEVELS,
-    POLICY_DIR,
-    build_controller_policies,
-    load_policies,
-)
+from pnc.data.behaviour_settings import CONTROLLER_LEVELS
+from pnc.data.controller_levels import build_controller_policies
 from pnc.data.controllers import PARAMETERS, ScriptedController
-from pnc.data.offline import action_noise_for, rollout_policy
+from pnc.data.offline import rollout_policy
 from pnc.data.policy import evaluate_policy, load_policy, policy_kind, total_action_noise
+from pnc.data.policy_store import POLICY_DIR, load_policies
 from pnc.data.shift import mahalanobis_to
 
 EXPERT = CONTROLLER_LEVELS["Reacher"]["expert"][0]

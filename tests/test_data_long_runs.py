@@ -11,9 +11,10 @@ import pytest
 
 from pnc.data import long_runs, offline, shift
 from pnc.data.ars import Checkpoint, LinearPolicy, TrainingState, save_training_state
-from pnc.data.behaviour import DEFAULT_CONFIGS, load_policies
+from pnc.data.behaviour_settings import DEFAULT_CONFIGS
 from pnc.data.minari_io import file_sha256
 from pnc.data.policy_checks import PolicyMismatchError, check_policy_dims, load_checked_policies
+from pnc.data.policy_store import load_policies
 
 
 def _policy(obs: int, act: int, value: float = 0.0) -> LinearPolicy:

@@ -18,7 +18,7 @@ from pnc.data import (
     minari_io,
 )
 from pnc.data.ars import ARSConfig
-from pnc.data.behaviour import train_behaviour_policies
+from pnc.data.ars_levels import train_behaviour_policies
 from pnc.data.envs import env_spec
 from pnc.data.far import collect_random_episodes, make_far_dataset
 from pnc.data.offline import make_offline_datasets

@@ -14,8 +14,8 @@ import yaml
 
 import pnc.methods as methods
 from pnc import MLPConfig, TrainConfig
-from pnc.methods.base import MethodBase
 from pnc.methods.base_run import OnBaseRun
+from pnc.methods.contract import MethodBase
 from pnc.predictive import Predictive
 from pnc.study import results
 

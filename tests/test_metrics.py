@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import scipy.stats
 
+from pnc.mlp import gaussian_nll
 from pnc.predictive import Predictive
 from pnc.study import metrics
 from pnc.study.evaluate import evaluate_splits, summarise_split
@@ -59,11 +60,21 @@ def test_rmse_and_nll_by_hand():
     assert metrics.rmse(mean, y) == pytest.approx(math.sqrt((1 + 0 + 0 + 9) / 4))
     var = np.array([[1.0, 2.0], [0.5, 4.0]])
     expected = np.mean(0.5 * (np.log(2 * np.pi) + np.log(var) + (y - mean) ** 2 / var))
-    assert metrics.gaussian_nll(mean, var, y) == pytest.approx(expected)
+    assert metrics.mean_gaussian_nll(mean, var, y) == pytest.approx(expected)
     with pytest.raises(ValueError, match="shape mismatch"):
         metrics.rmse(mean, y[:1])
     with pytest.raises(ValueError, match="negative"):
-        metrics.gaussian_nll(mean, -var, y)
+        metrics.mean_gaussian_nll(mean, -var, y)
+
+
+def test_mean_gaussian_nll_is_the_mean_of_the_training_loss_terms():
+    """The metric (float64, one number) and pnc.gaussian_nll (elementwise, JAX) are one formula."""
+    rng = np.random.default_rng(4)
+    mean, y = rng.normal(size=(20, 3)), rng.normal(size=(20, 3))
+    var = rng.uniform(0.1, 2.0, size=(20, 3))
+    elementwise = np.asarray(gaussian_nll(mean, var, y))
+    assert elementwise.shape == (20, 3)
+    assert metrics.mean_gaussian_nll(mean, var, y) == pytest.approx(elementwise.mean(), rel=1e-6)
 
 
 def test_spearman_matches_scipy_and_handles_constants():
@@ -94,7 +105,7 @@ def test_summarise_split_units_and_mixture():
     assert out.metrics["rmse_std"] == pytest.approx(np.sqrt(np.mean((mean - y_std) ** 2)))
     raw_err = (mean * y_norm.std + y_norm.mean) - y_raw
     assert out.metrics["rmse"] == pytest.approx(np.sqrt(np.mean(raw_err**2)))
-    assert out.metrics["nll_std"] == pytest.approx(metrics.gaussian_nll(mean, var, y_std))
+    assert out.metrics["nll_std"] == pytest.approx(metrics.mean_gaussian_nll(mean, var, y_std))
     # the paper's NLL: original units, variance + 1e-6, by hand
     std = np.asarray(y_norm.std)
     mean_raw, var_raw = mean * std + y_norm.mean, var * std**2 + 1e-6

@@ -42,7 +42,7 @@ from pnc.bench.__main__ import environment
 from pnc.cifar.model import normalize
 from pnc.cifar.recipe import Recipe, init_state, train_epoch
 from pnc.conv import ConvPnCConfig, ResNetConfig, build_members, resnet
-from pnc.conv.inference import _shared
+from pnc.conv.inference import shared_prefix_logits
 
 REPEATS = 2
 OPENOOD_SIZES = {
@@ -106,7 +106,7 @@ def bench_pnc(config: ResNetConfig, variables, members: int, images: int) -> dic
     first = pnc.block_indices(config)[0]
     xb = x[:images]
     kw = dict(resnet_config=config, first=first, member_chunk=None)
-    shared = _shared.lower(variables, ens, xb, **kw).compile()
+    shared = shared_prefix_logits.lower(variables, ens, xb, **kw).compile()
     prefix_fn = jax.jit(lambda v, b: resnet.blocks(v, resnet.stem(v, b), config, 0, first))
     prefix = prefix_fn.lower(variables, xb).compile()
     shared_s = _best(lambda: shared(variables, ens, xb))

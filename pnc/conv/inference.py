@@ -64,7 +64,7 @@ def predict_logits(
         xb = xs[start : start + b]
         if share_prefix:
             outs.append(
-                _shared(
+                shared_prefix_logits(
                     variables,
                     members,
                     xb,
@@ -91,7 +91,18 @@ def _full(variables, x, resnet_config):
 
 
 @functools.partial(jax.jit, static_argnames=("resnet_config", "first", "member_chunk"))
-def _shared(variables, members, x, *, resnet_config, first, member_chunk):
+def shared_prefix_logits(variables, members, x, *, resnet_config, first, member_chunk):
+    """Logits ``[M, B, num_classes]`` of every member on one batch ``x [B, H, W, C]``, the stem and
+    blocks ``0 .. first - 1`` computed once (jitted; :func:`predict_logits` calls it per batch).
+
+    Args:
+        variables: base ``{"params", "batch_stats"}``.
+        members: the members' replaced blocks (leading ``[M]`` axis).
+        x: one batch of images.
+        resnet_config: the architecture (static).
+        first: index of the first block the members replace (:func:`first_block`; static).
+        member_chunk: members evaluated at once (``None``: all, ``vmap``; static).
+    """
     h = resnet.blocks(variables, resnet.stem(variables, x), resnet_config, 0, first)
     n_blocks = len(resnet_config.block_specs())
 

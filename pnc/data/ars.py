@@ -17,8 +17,9 @@ evaluated as a :class:`Checkpoint`, optionally with Gaussian action noise, on ep
 streams named after the environment and seed, so checkpoints are compared on the same episodes
 (:func:`evaluate_noisy`). The checkpoints of a run are written to and read back from one ``.npz``
 (:func:`save_checkpoints`, :func:`load_checkpoints`), so they can be re-evaluated without training
-again. Which settings each environment uses and how checkpoints become behaviour levels is
-:mod:`pnc.data.behaviour`.
+again. Which settings each environment uses is :mod:`pnc.data.behaviour_settings`; how
+checkpoints become behaviour levels is :mod:`pnc.data.level_selection` and
+:mod:`pnc.data.ars_levels`.
 
 Long runs are resumable: given a state file, :func:`train_ars` writes the whole training state
 (policy, normaliser statistics, random-generator states, iteration, evaluated checkpoints;
@@ -58,7 +59,7 @@ class ARSConfig:
         eval_every: evaluate a checkpoint every this many iterations (and after the last).
         eval_episodes: episodes per checkpoint evaluation.
         medium_fraction: the ``medium`` behaviour level targets ``R0 + f (R_expert - R0)``
-            (used by :func:`pnc.data.behaviour.select_levels`).
+            (used by :func:`pnc.data.level_selection.select_levels`).
         simple_fraction: ``simple`` targets the same with this (smaller) fraction.
         stop_return: stop once a checkpoint's evaluated return reaches this (``None``: never).
     """

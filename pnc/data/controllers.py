@@ -1,6 +1,6 @@
 """Scripted behaviour controllers: operational-space control of an arm's end effector.
 
-Linear ARS does not learn Reacher here (see :mod:`pnc.data.behaviour`), but the task has a
+Linear ARS does not learn Reacher here (see :mod:`pnc.data.behaviour_settings`), but the task has a
 classical expert: drive the fingertip to the target through the arm's Jacobian,
 
     tau = J^T (k_p (x_goal - x) - k_d J qdot) - k_q qdot + k_e (q_e* - q_e) e_elbow,

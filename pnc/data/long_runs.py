@@ -2,13 +2,14 @@
 
 Humanoid and HumanoidStandup have the largest observation spaces of the study (348 dimensions)
 and the most expensive steps, so their behaviour policies come from small ARS runs
-(:data:`pnc.data.behaviour.DEFAULT_CONFIGS`) that continue, one niced worker each, for as long as
-idle CPU allows. Unlike the other locomotion tasks (:data:`pnc.data.behaviour.REWARD_SHIFT`) their
-training reward keeps the per-step alive bonus (:data:`TRAIN_REWARD_SHIFT`): within a budget of a
-few CPU hours, staying up longer is the fastest way to a higher return, and the returns that order
-the levels are the true returns either way.
+(:data:`pnc.data.behaviour_settings.DEFAULT_CONFIGS`) that continue, one niced worker each, for as
+long as idle CPU allows. Unlike the other locomotion tasks
+(:data:`pnc.data.behaviour_settings.REWARD_SHIFT`) their training reward keeps the per-step alive
+bonus (:data:`TRAIN_REWARD_SHIFT`): within a budget of a few CPU hours, staying up longer is the
+fastest way to a higher return, and the returns that order the levels are the true returns either
+way.
 
-Every run keeps, in ``STATE_DIR/{Env}/`` (:data:`pnc.data.behaviour.STATE_DIR`):
+Every run keeps, in ``STATE_DIR/{Env}/`` (:data:`pnc.data.policy_store.STATE_DIR`):
 
 - ``state.npz``: the resumable ARS training state (:func:`pnc.data.ars.train_ars`);
 - ``progress.json``: one entry per training piece (iterations, CPU and wall seconds), because the
@@ -40,8 +41,14 @@ import sys
 import time
 from pathlib import Path
 
-from pnc.data.ars import train_ars
+from pnc.data.action_noise import action_noise_for
+from pnc.data.ars import RESUMABLE_FIELDS, load_training_state, save_checkpoints, train_ars
+from pnc.data.behaviour_settings import DEFAULT_CONFIGS
 from pnc.data.envs import env_spec
+from pnc.data.errors import CacheConflictError
+from pnc.data.level_selection import level_evaluation, select_levels
+from pnc.data.minari_io import file_sha256
+from pnc.data.policy_store import POLICY_DIR, STATE_DIR, write_record
 
 #: The environments run here, and the per-step reward shift of their training reward (0: the
 #: alive bonus is kept).
@@ -60,8 +67,6 @@ def _long_env(name: str) -> str:
 
 def run_dir(name: str) -> Path:
     """``STATE_DIR/{Env}``: where the run of ``name`` keeps its state, progress and curve."""
-    from pnc.data.behaviour import STATE_DIR
-
     return STATE_DIR / _long_env(name)
 
 
@@ -112,7 +117,8 @@ def train_long_run(
     log=None,
 ) -> dict:
     """Train (or resume) the ARS run of ``name`` with its settings of
-    :data:`pnc.data.behaviour.DEFAULT_CONFIGS` and reward shift :data:`TRAIN_REWARD_SHIFT`.
+    :data:`pnc.data.behaviour_settings.DEFAULT_CONFIGS` and reward shift
+    :data:`TRAIN_REWARD_SHIFT`.
 
     The state is written to ``state_path`` (default ``run_dir(name)/state.npz``) every
     ``save_every`` iterations; CPU and wall time of this piece go to ``progress.json`` beside it
@@ -121,10 +127,6 @@ def train_long_run(
     Returns:
         ``info`` of :func:`pnc.data.ars.train_ars` plus this piece's CPU seconds.
     """
-    from pnc.data.ars import load_training_state
-    from pnc.data.behaviour import DEFAULT_CONFIGS
-    from pnc.data.offline import action_noise_for
-
     name = _long_env(name)
     state_path = Path(state_path) if state_path is not None else run_dir(name) / "state.npz"
     state_path.parent.mkdir(parents=True, exist_ok=True)
@@ -160,8 +162,6 @@ def train_long_run(
 def write_learning_curve(name: str, state_path: str | Path | None = None) -> Path:
     """Write ``learning_curve.csv`` (iteration, timesteps, return_mean, return_std of every
     evaluated checkpoint) beside the state of ``name``'s run and return its path."""
-    from pnc.data.ars import load_training_state
-
     state_path = Path(state_path) if state_path is not None else run_dir(name) / "state.npz"
     state = load_training_state(state_path)
     path = state_path.parent / "learning_curve.csv"
@@ -211,11 +211,11 @@ def store_long_run(
 ) -> dict:
     """Select ``name``'s levels from the checkpoints of its run and store them when ordered.
 
-    The levels are picked by :func:`pnc.data.behaviour.select_levels` among the checkpoints up to
-    iteration ``up_to`` (default: all), evaluated afresh over ``final_eval_episodes`` episodes
+    The levels are picked by :func:`pnc.data.level_selection.select_levels` among the checkpoints
+    up to iteration ``up_to`` (default: all), evaluated afresh over ``final_eval_episodes`` episodes
     under the data's action noise (and without noise), and written to ``out/{Env}/`` (default
-    :data:`pnc.data.behaviour.POLICY_DIR`) as ``{level}.npz``, ``checkpoints.npz`` and
-    ``policies.json`` in the format of :func:`pnc.data.behaviour.train_behaviour_policies`, plus
+    :data:`pnc.data.policy_store.POLICY_DIR`) as ``{level}.npz``, ``checkpoints.npz`` and
+    ``policies.json`` in the format of :func:`pnc.data.ars_levels.train_behaviour_policies`, plus
     the run's CPU seconds. Nothing is written unless the fresh returns are ordered.
 
     Returns:
@@ -227,12 +227,6 @@ def store_long_run(
     """
     import gymnasium
     import mujoco
-
-    from pnc.data.ars import RESUMABLE_FIELDS, load_training_state, save_checkpoints
-    from pnc.data.behaviour import DEFAULT_CONFIGS, POLICY_DIR, level_evaluation, select_levels
-    from pnc.data.errors import CacheConflictError
-    from pnc.data.minari_io import file_sha256
-    from pnc.data.offline import action_noise_for
 
     name = _long_env(name)
     spec = env_spec(name)
@@ -313,7 +307,7 @@ def store_long_run(
         "train_cpu_seconds": progress.get("cpu_seconds_total"),
         "iterations_done": int(state.iteration),
     }
-    record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    write_record(record_path, record)
     return record
 
 

@@ -2,11 +2,11 @@
 
 These stand in for Minari's ``expert`` / ``medium`` / ``simple`` datasets when Minari's remote
 storage cannot be reached. Each level's policy (an ARS linear policy or a scripted controller, see
-:mod:`pnc.data.behaviour` and :mod:`pnc.data.policy`) is rolled out with small Gaussian action
+:mod:`pnc.data.policy_store` and :mod:`pnc.data.policy`) is rolled out with small Gaussian action
 noise (``action_noise`` times half the action range, clipped to the bounds; default
-:func:`action_noise_for`, the noise the levels were selected under, so the data's returns are
-ordered ``simple < medium < expert``; a policy with noise of its own adds it in quadrature,
-:func:`pnc.data.policy.total_action_noise`) from reset seeds named after
+:func:`pnc.data.action_noise.action_noise_for`, the noise the levels were selected under, so the
+data's returns are ordered ``simple < medium < expert``; a policy with noise of its own adds it in
+quadrature, :func:`pnc.data.policy.total_action_noise`) from reset seeds named after
 ``(env, seed, level)`` and written as ``pnc-offline/{env}/{level}-v0``.
 The dataset metadata records the policy file hash, how the policy was made, the seeds and the
 returns.
@@ -28,32 +28,23 @@ from pathlib import Path
 import numpy as np
 
 from pnc.data import minari_io
+from pnc.data.action_noise import DEFAULT_ACTION_NOISE, FALLBACK_ACTION_NOISE, action_noise_for
 from pnc.data.envs import env_spec
 from pnc.data.minari_io import Episode
 from pnc.data.policy import total_action_noise
+from pnc.data.policy_checks import load_checked_policies
+from pnc.data.policy_store import POLICY_DIR
 from pnc.data.rng import numpy_rng
 from pnc.data.rollout import collect_episodes
 
 __all__ = [
+    "make_offline_datasets",
+    "rollout_policy",
+    # re-exported from pnc.data.action_noise, where they live, for imports from here
     "DEFAULT_ACTION_NOISE",
     "FALLBACK_ACTION_NOISE",
     "action_noise_for",
-    "make_offline_datasets",
-    "rollout_policy",
 ]
-
-#: Gaussian action noise (std as a fraction of half the action range) of the offline datasets,
-#: per environment where it differs from :data:`FALLBACK_ACTION_NOISE`. The behaviour policies'
-#: checkpoints are evaluated and their levels selected under this same noise. HalfCheetah's linear
-#: gaits flip over under larger noise, which scrambles the returns of the intermediate checkpoints;
-#: at 0.01 the stored levels' returns are ordered.
-DEFAULT_ACTION_NOISE: dict[str, float] = {"HalfCheetah": 0.01}
-FALLBACK_ACTION_NOISE = 0.1
-
-
-def action_noise_for(name: str) -> float:
-    """The default action-noise fraction of the offline datasets of ``name``."""
-    return DEFAULT_ACTION_NOISE.get(env_spec(name).name, FALLBACK_ACTION_NOISE)
 
 
 def rollout_policy(
@@ -132,10 +123,6 @@ def make_offline_datasets(
     """
     import gymnasium
     import mujoco
-
-    # pnc.data.behaviour imports this module's action noise, hence the import here
-    from pnc.data.behaviour import POLICY_DIR
-    from pnc.data.policy_checks import load_checked_policies
 
     spec = env_spec(name)
     if action_noise is None:
@@ -249,8 +236,6 @@ def make_offline_datasets(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pnc.data.behaviour import POLICY_DIR
-
     parser = argparse.ArgumentParser(
         prog="python -m pnc.data.offline",
         description="Roll the stored behaviour policies out into offline Minari datasets.",
@@ -269,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         help="Gaussian action noise / half range (default: the noise the levels were selected "
-        f"under, {FALLBACK_ACTION_NOISE} unless pnc.data.offline.DEFAULT_ACTION_NOISE says otherwise)",
+        f"under, {FALLBACK_ACTION_NOISE} unless pnc.data.action_noise.DEFAULT_ACTION_NOISE says otherwise)",
     )
     parser.add_argument("--force", action="store_true", help="replace datasets made differently")
     args = parser.parse_args(argv)

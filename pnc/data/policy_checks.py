@@ -1,7 +1,7 @@
 """Checks of stored behaviour-policy files against their environment, made before any rollout.
 
-:func:`pnc.data.behaviour.load_policies` already refuses a file whose SHA-256 differs from the one
-in ``policies.json``; :func:`load_checked_policies` also refuses a policy whose observation or
+:func:`pnc.data.policy_store.load_policies` already refuses a file whose SHA-256 differs from the
+one in ``policies.json``; :func:`load_checked_policies` also refuses a policy whose observation or
 action size is not that of the environment (a Humanoid file stored under HumanoidStandup's name
 holds the right shapes but the wrong hash; an Ant file under Humanoid's has the wrong shapes),
 naming the file.
@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pnc.data.envs import env_spec
+from pnc.data.policy_store import POLICY_DIR, load_policies
 
 
 class PolicyMismatchError(ValueError):
@@ -46,14 +47,12 @@ def check_policy_dims(name: str, policy, path: str | Path) -> None:
 
 
 def load_checked_policies(name: str, policies: str | Path | None = None) -> tuple[dict, dict]:
-    """:func:`pnc.data.behaviour.load_policies` plus :func:`check_policy_dims` on every level.
+    """:func:`pnc.data.policy_store.load_policies` plus :func:`check_policy_dims` on every level.
 
     Raises:
         ValueError: a file does not match its SHA-256 (from ``load_policies``).
         PolicyMismatchError: a policy's sizes do not match the environment.
     """
-    from pnc.data.behaviour import POLICY_DIR, load_policies
-
     spec = env_spec(name)
     loaded, record = load_policies(spec.name, policies)
     directory = Path(policies if policies is not None else POLICY_DIR) / spec.name

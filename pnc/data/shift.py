@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pnc.data.action_noise import action_noise_for
 from pnc.data.envs import LEVEL_SPLIT, env_spec
 
 #: Ridge added to the ID covariance, as a multiple of the mean of its diagonal.
@@ -61,7 +62,7 @@ def behaviour_shift(
         a ``simple`` level) and ``far``.
     """
     from pnc.data.far import collect_random_episodes
-    from pnc.data.offline import action_noise_for, rollout_policy
+    from pnc.data.offline import rollout_policy
     from pnc.data.policy_checks import load_checked_policies
 
     spec = env_spec(name)

@@ -1,4 +1,4 @@
-"""Uncertainty methods behind one interface, looked up by id (see :mod:`pnc.methods.base`).
+"""Uncertainty methods behind one interface, looked up by id (see :mod:`pnc.methods.contract`).
 
 Every method turns standardised inputs into ``S`` Gaussian predictive samples
 (:class:`pnc.Predictive`, ``[S, N, D]``):
@@ -35,12 +35,14 @@ Usage::
 
 from __future__ import annotations
 
-from pnc.methods.base import Method, TrainingRun, TrainingSpec, config_id, make_config
 from pnc.methods.base_run import base_spec, train_base
+from pnc.methods.configs import config_id, make_config
+from pnc.methods.contract import Method
 from pnc.methods.deep_ensemble import DeepEnsemble, DeepEnsembleConfig, DeepEnsembleMixture
 from pnc.methods.laplace import Laplace, LaplaceConfig
 from pnc.methods.mc_dropout import MCDropout, MCDropoutConfig
 from pnc.methods.pnc_method import PerturbAndCorrect, PerturbNoCorrection
+from pnc.methods.runs import TrainingRun, TrainingSpec
 from pnc.methods.subspace import Subspace, SubspaceConfig
 from pnc.methods.swag import SWAG, SWAGConfig
 from pnc.perturb_correct import PnCConfig

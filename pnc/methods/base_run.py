@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from pnc.methods.base import TrainingRun, TrainingSpec
+from pnc.methods.runs import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig, Params
 from pnc.train import (
     Collection,
@@ -49,7 +49,7 @@ def base_spec() -> TrainingSpec:
 class OnBaseRun:
     """Mixin for methods built post hoc on the shared ``base`` run (SWAG, Laplace, P&C): their
     :meth:`training_spec` is :func:`base_spec` and :meth:`train` is :func:`train_base`. Put it
-    before :class:`pnc.methods.base.MethodBase` in the bases, which provides ``_check_config``
+    before :class:`pnc.methods.contract.MethodBase` in the bases, which provides ``_check_config``
     and ``_check_kind``."""
 
     run_kind: ClassVar[str] = "base"
@@ -230,7 +230,7 @@ def snapshot_problems(
     ``rank`` above the kept columns is cut (a warning).
 
     Returns:
-        ``(errors, warnings)`` (see :meth:`pnc.methods.base.MethodBase.study_problems`).
+        ``(errors, warnings)`` (see :meth:`pnc.methods.contract.MethodBase.study_problems`).
     """
     n_snap = collection.n_snapshots(run_steps)
     if n_snap < 2:

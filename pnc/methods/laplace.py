@@ -44,15 +44,11 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
-from pnc.methods.base import (
-    MethodBase,
-    TrainingRun,
-    check_inputs,
-    check_max_rows,
-    check_positive,
-    sample_predictive,
-)
 from pnc.methods.base_run import OnBaseRun
+from pnc.methods.configs import check_max_rows, check_positive
+from pnc.methods.contract import MethodBase
+from pnc.methods.runs import TrainingRun
+from pnc.methods.sampling import check_inputs, sample_predictive
 from pnc.mlp import MLPConfig, Params, forward, gaussian_nll, split_head
 from pnc.predictive import Predictive
 from pnc.train import TrainedModel

@@ -20,15 +20,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.methods.base import (
-    MethodBase,
-    TrainingRun,
-    TrainingSpec,
-    check_inputs,
-    check_positive,
-    sample_predictive,
-    standardise,
-)
+from pnc.methods.configs import check_positive
+from pnc.methods.contract import MethodBase
+from pnc.methods.runs import TrainingRun, TrainingSpec
+from pnc.methods.sampling import check_inputs, sample_predictive, standardise
 from pnc.mlp import GaussianMLP, MLPConfig, Params
 from pnc.predictive import Predictive
 from pnc.train import TrainedModel, fit, fit_summary, standardized_validation

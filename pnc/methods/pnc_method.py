@@ -22,8 +22,10 @@ from typing import Any, ClassVar
 
 import jax
 
-from pnc.methods.base import MethodBase, TrainingRun, check_inputs
 from pnc.methods.base_run import OnBaseRun
+from pnc.methods.contract import MethodBase
+from pnc.methods.runs import TrainingRun
+from pnc.methods.sampling import check_inputs
 from pnc.mlp import Params
 from pnc.perturb_correct import (
     PnCConfig,

@@ -21,7 +21,7 @@ Samples come from one elliptical slice sampling chain started at ``z = 0`` (the 
 ``burn_in`` steps, keeping every ``thin``-th state (the authors: 100 burn-in, ``thin = 1``).
 
 ``predictive`` turns the ``S`` sampled networks into the predictive
-(:data:`pnc.methods.base.PREDICTIVE_RULES`): ``mixture`` of their Gaussians, or ``sample``, one
+(:data:`pnc.methods.sampling.PREDICTIVE_RULES`): ``mixture`` of their Gaussians, or ``sample``, one
 draw from each (the authors' code), seeded by the predict key.
 """
 
@@ -36,20 +36,17 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from pnc.methods.base import (
+from pnc.methods.base_run import snapshot_problems, swag_statistics, train_base
+from pnc.methods.configs import check_choice, check_max_rows, check_positive
+from pnc.methods.contract import MethodBase
+from pnc.methods.ess import elliptical_slice_chain
+from pnc.methods.runs import TrainingRun, TrainingSpec
+from pnc.methods.sampling import (
     PREDICTIVE_RULES,
-    MethodBase,
-    TrainingRun,
-    TrainingSpec,
     apply_predictive_rule,
-    check_choice,
     check_inputs,
-    check_max_rows,
-    check_positive,
     sample_predictive,
 )
-from pnc.methods.base_run import snapshot_problems, swag_statistics, train_base
-from pnc.methods.ess import elliptical_slice_chain
 from pnc.mlp import MLPConfig, Params, forward, gaussian_nll
 from pnc.predictive import Predictive
 from pnc.train import Collection, TrainedModel
@@ -74,7 +71,7 @@ class SubspaceConfig:
         thin: keep every ``thin``-th ESS state.
         max_rows: training rows in the likelihood (``None``: all rows; otherwise a fixed random
             subset of that many rows, rescaled to ``N``).
-        predictive: ``mixture`` or ``sample`` (:data:`pnc.methods.base.PREDICTIVE_RULES`).
+        predictive: ``mixture`` or ``sample`` (:data:`pnc.methods.sampling.PREDICTIVE_RULES`).
         chunk_size: samples evaluated together in :meth:`Subspace.predict`.
     """
 

@@ -31,15 +31,11 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from pnc.methods.base import (
-    MethodBase,
-    TrainingRun,
-    check_choice,
-    check_inputs,
-    check_positive,
-    sample_predictive,
-)
 from pnc.methods.base_run import OnBaseRun, snapshot_problems, swag_statistics
+from pnc.methods.configs import check_choice, check_positive
+from pnc.methods.contract import MethodBase
+from pnc.methods.runs import TrainingRun
+from pnc.methods.sampling import check_inputs, sample_predictive
 from pnc.mlp import MLPConfig, Params, forward
 from pnc.predictive import Predictive
 from pnc.train import TrainedModel

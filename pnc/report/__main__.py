@@ -32,37 +32,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from pnc.io import write_json
-from pnc.report import costs, export, figures, pieces, render, stats, tables
+from pnc.report import costs, export, figures, pieces, stats
+from pnc.report.tables import write_tables_and_stats
 from pnc.study.results import ResultsError, load
-
-
-def write_tables_and_stats(
-    results_csv: str | Path,
-    out_dir: str | Path,
-    *,
-    alpha: float = stats.ALPHA,
-    substitutions: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Load ``results_csv``, compute the statistics and write the tables and ``stats.json``.
-
-    ``substitutions`` (``{target: source}``) shows ``source``'s rows under ``target``
-    (:func:`pnc.report.stats.substitute_methods`); they are recorded in ``stats.json`` and named
-    in the captions.
-    """
-    df = load(results_csv)
-    if substitutions:
-        df = stats.substitute_methods(df, substitutions)
-    result = stats.compute_statistics(df, alpha=alpha)
-    if substitutions:
-        result["substitutions"] = dict(substitutions)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    render.write_tables(tables.build_tables(df, result), out_dir)
-    write_json(out_dir / "stats.json", result)
-    return result
 
 
 def _parser() -> argparse.ArgumentParser:

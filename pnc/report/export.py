@@ -5,7 +5,7 @@ A *reference folder* (``docs/results/offline/`` for the study's published result
 - ``results.csv``, ``all_configs.csv`` and ``selection.json`` of a finished study;
 - ``costs.json``, the measured CPU time per (env, seed) (:mod:`pnc.report.costs`), when the study's
   ``benchmarks/`` directory is at hand;
-- ``tables/``: every table of :func:`pnc.report.__main__.write_tables_and_stats` built from
+- ``tables/``: every table of :func:`pnc.report.tables.write_tables_and_stats` built from
   ``results.csv``, plus the mechanism table (``mechanism.*``) copied from the study;
 - ``figures/``: the study's PNG figures, copied.
 
@@ -34,6 +34,7 @@ import pandas as pd
 
 from pnc.io import write_json
 from pnc.report import costs
+from pnc.report.tables import write_tables_and_stats
 from pnc.study.results import RANKED_METHODS, ResultsError, read_csv
 
 #: Data files of a reference folder (``costs.json`` is optional).
@@ -97,8 +98,6 @@ def _copy_tree_files(src: Path, dst: Path, pattern: str) -> list[Path]:
 
 def build_tables(folder: str | Path, out_dir: str | Path) -> list[Path]:
     """Build every table of the folder's ``results.csv`` into ``out_dir``; returns the files."""
-    from pnc.report.__main__ import write_tables_and_stats
-
     folder = Path(folder)
     check_complete(read_csv(folder / "results.csv"))
     write_tables_and_stats(folder / "results.csv", out_dir)

@@ -17,15 +17,18 @@ Bold marks the best seed mean among the six ranked methods (every exactly tied b
 a single seed leaves the standard deviation undefined, only the mean is printed (and the caption
 says so). Method, split and metric labels and the metric definitions in the captions come from
 :mod:`pnc.study.results`. The LaTeX needs ``\\usepackage{booktabs,longtable}``.
+:func:`write_tables_and_stats` goes from a results CSV to the written tables and ``stats.json``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from pnc.io import write_json
 from pnc.report import stats as st
 from pnc.report.render import (
     ARROW,
@@ -38,6 +41,7 @@ from pnc.report.render import (
     latex_tabular,
     markdown_table,
     mean_std_cell,
+    write_tables,
 )
 from pnc.study.results import (
     ABLATION_METHODS,
@@ -51,6 +55,7 @@ from pnc.study.results import (
     RAW,
     REPORTED_SPLITS,
     SPLIT_LABELS,
+    load,
 )
 
 #: Metrics whose definition a caption prints.
@@ -551,3 +556,29 @@ def build_tables(df: pd.DataFrame, stats: dict[str, Any]) -> list[Table]:
 
 
 TABLE_NAMES: tuple[str, ...] = ("cross_env", "wilcoxon", "hparams", "per_env", "spearman")
+
+
+def write_tables_and_stats(
+    results_csv: str | Path,
+    out_dir: str | Path,
+    *,
+    alpha: float = st.ALPHA,
+    substitutions: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Load ``results_csv``, compute the statistics and write the tables and ``stats.json``.
+
+    ``substitutions`` (``{target: source}``) shows ``source``'s rows under ``target``
+    (:func:`pnc.report.stats.substitute_methods`); they are recorded in ``stats.json`` and named
+    in the captions.
+    """
+    df = load(results_csv)
+    if substitutions:
+        df = st.substitute_methods(df, substitutions)
+    result = st.compute_statistics(df, alpha=alpha)
+    if substitutions:
+        result["substitutions"] = dict(substitutions)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_tables(build_tables(df, result), out_dir)
+    write_json(out_dir / "stats.json", result)
+    return result

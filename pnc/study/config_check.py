@@ -5,7 +5,7 @@ path, the offending value and what is allowed; :func:`integer_seeds` reads ``see
 command line (``snakemake --config seeds=[0,1]`` passes the entries as strings) as integers.
 :func:`cross_key_problems` checks a MuJoCo study config across keys (pools, log-variance bounds,
 and each method's configurations against the study, by the method's own
-:meth:`~pnc.methods.base.MethodBase.study_problems`) and returns every problem as one line.
+:meth:`~pnc.methods.contract.MethodBase.study_problems`) and returns every problem as one line.
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def cross_key_problems(config: Mapping[str, Any], points: Mapping[str, Sequence[
     """Every problem across keys of a schema-validated MuJoCo study config.
 
     :func:`data_problems`, then each method's own check of its configurations against the study
-    (:meth:`pnc.methods.base.MethodBase.study_problems`: P&C's layers, ranks and calibration size,
+    (:meth:`pnc.methods.contract.MethodBase.study_problems`: P&C's layers, ranks and calibration size,
     SWAG's and Subspace's snapshots).
 
     Args:

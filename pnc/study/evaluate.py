@@ -61,8 +61,8 @@ def nll_metrics(mean: np.ndarray, var: np.ndarray, y: np.ndarray, scale: np.ndar
     """``nll`` (original units, variance + :data:`NLL_VARIANCE_FLOOR`) and ``nll_std``
     (standardised by ``scale [D]``) of a Gaussian predictive ``mean``/``var``/``y [N, D]``."""
     return {
-        "nll": metrics.gaussian_nll(mean, var + NLL_VARIANCE_FLOOR, y),
-        "nll_std": metrics.gaussian_nll(mean / scale, var / np.square(scale), y / scale),
+        "nll": metrics.mean_gaussian_nll(mean, var + NLL_VARIANCE_FLOOR, y),
+        "nll_std": metrics.mean_gaussian_nll(mean / scale, var / np.square(scale), y / scale),
     }
 
 

@@ -22,7 +22,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from pnc.methods.base import TrainingSpec
+from pnc.methods.runs import TrainingSpec
 
 
 @dataclasses.dataclass(frozen=True)

@@ -49,7 +49,7 @@ from pnc.io import (
     write_json,
 )
 from pnc.keys import derive_key
-from pnc.methods.base import TrainingRun
+from pnc.methods.runs import TrainingRun
 from pnc.mlp import Params, forward, hidden_activations
 from pnc.perturb_correct import (
     PnCConfig,

@@ -18,7 +18,7 @@ import scipy.stats
 
 __all__ = [
     "auroc",
-    "gaussian_nll",
+    "mean_gaussian_nll",
     "rmse",
     "spearman",
 ]
@@ -51,8 +51,11 @@ def rmse(mean: np.ndarray, y: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(mean - y))))
 
 
-def gaussian_nll(mean: np.ndarray, var: np.ndarray, y: np.ndarray) -> float:
+def mean_gaussian_nll(mean: np.ndarray, var: np.ndarray, y: np.ndarray) -> float:
     """Mean Gaussian NLL ``0.5 (log 2 pi + log var + (y - mean)^2 / var)`` over all entries.
+
+    The mean, in float64, of the elementwise NLL that :func:`pnc.mlp.gaussian_nll` computes (in
+    JAX, for training).
 
     Args:
         mean: predictive means ``[N, D]``.

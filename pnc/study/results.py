@@ -123,7 +123,7 @@ CALIBRATIONS: tuple[str, ...] = tuple(CALIBRATION_INFO)
 @dataclasses.dataclass(frozen=True)
 class MethodInfo:
     """How a method appears in the results, read from its registered class
-    (:class:`pnc.methods.base.MethodBase`).
+    (:class:`pnc.methods.contract.MethodBase`).
 
     Attributes:
         id: the method id (``pnc.methods.METHOD_IDS``).

@@ -39,7 +39,7 @@ import pandas as pd
 
 from pnc.io import ArtifactError, rebuild_hint
 from pnc.keys import derive_key
-from pnc.methods.base import TrainingRun, TrainingSpec
+from pnc.methods.runs import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig
 from pnc.study import grid
 from pnc.study.calibration import check_calibrations, variant_rows
@@ -291,7 +291,7 @@ def evaluate_run(
         float64; configurations in grid order, then variants in candidate order) and one
         ``{"config", "build_s", "predict_s", "variance_scale", "built_with"}`` dict per
         configuration (``variance_scale`` is ``None`` without ``vcal``; configurations built
-        together, :meth:`pnc.methods.base.Method.build_groups`, e.g. P&C's ridge values, share one
+        together, :meth:`pnc.methods.contract.Method.build_groups`, e.g. P&C's ridge values, share one
         build whose time is split evenly, ``built_with`` of them).
 
     Raises:

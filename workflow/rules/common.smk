@@ -141,7 +141,7 @@ wildcard_constraints:
 
 def policy_dir(env):
     """Behaviour policies trained by the workflow, or None to use the stored copies in pnc/data."""
-    from pnc.data.behaviour import POLICY_DIR
+    from pnc.data.policy_store import POLICY_DIR
 
     stored = (POLICY_DIR / env / "policies.json").exists()
     if stored and not DATA.get("retrain_policies", False):

@@ -1,0 +1,162 @@
+"""Method configurations: parsing a YAML grid point into a config, and naming it.
+
+A method's hyperparameters are a frozen dataclass (``config_cls``) whose fields all have defaults.
+A method accepts the fields named in its ``config_keys`` (its ``training_fields`` and
+``posthoc_fields``, :class:`pnc.methods.contract.MethodBase`); every other field of ``config_cls``
+is pinned, to the value in the method's ``fixed`` mapping or else to the field's default. This lets
+two methods share one config class: ``pnc`` and ``pnc_nocorr`` both use
+:class:`pnc.perturb_correct.PnCConfig`, the latter pinning ``correct=False`` and
+``bootstrap_frac=None`` and not accepting ``ridge``. A workflow turns a YAML grid into configs with
+:func:`make_config` (unknown keys and ill-typed values are rejected with a message naming the key)
+and names each one by :func:`config_id`, e.g. ``"sigma=16,bootstrap_frac=0.1,ridge=0.0001"``: the
+method's swept fields (``id_fields``) always, followed by every other accepted key that differs
+from its default, so two different configurations of one method never share an id and the default
+one reads like the paper's tables. :func:`check_positive`, :func:`check_choice` and
+:func:`check_max_rows` are the value checks the methods' configs share.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+
+def _coerce(name: str, value: Any, annotation: Any) -> Any:
+    """Convert ``value`` to the field type ``annotation`` or raise ``ValueError`` naming ``name``."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(name, value, arg)
+            except ValueError as err:
+                errors.append(str(err))
+        raise ValueError("; ".join(errors))
+    if annotation is bool:
+        if isinstance(value, bool | np.bool_):
+            return bool(value)
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+        return int(value)
+    if annotation is float:
+        if isinstance(value, bool):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+        try:
+            out = float(value)  # YAML 1.1 reads "1e-4" as a string
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number, got {value!r}") from None
+        if not math.isfinite(out):
+            raise ValueError(f"{name} must be finite, got {value!r}")
+        return out
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ValueError(f"{name} must be a string, got {value!r}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"{name} must be a list, got {value!r}")
+        return tuple(_coerce(name, v, args[0]) for v in value)
+    raise TypeError(f"unsupported field type {annotation!r} for {name}")
+
+
+def field_names(config_cls: type) -> tuple[str, ...]:
+    """The field names of the dataclass ``config_cls``, in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(config_cls))
+
+
+def make_config(
+    config_cls: type,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    keys: tuple[str, ...] | None = None,
+    fixed: Mapping[str, Any] | None = None,
+) -> Any:
+    """Build a config from its defaults, ``fixed`` values and a mapping of overrides.
+
+    Args:
+        config_cls: frozen dataclass whose fields all have defaults.
+        overrides: values of accepted keys (e.g. one point of a YAML grid); converted to the
+            fields' annotated types (``int``, ``float``, ``bool``, ``tuple[...]``, optionals).
+        keys: the fields that may be overridden (default: all fields of ``config_cls``).
+        fixed: values passed for fields outside ``keys`` (used as given, not coerced).
+
+    Raises:
+        ValueError: on a key outside ``keys`` (the message lists the valid ones) or a value of the
+            wrong type or out of range (the message names the key).
+    """
+    overrides = dict(overrides or {})
+    keys = field_names(config_cls) if keys is None else tuple(keys)
+    unknown = sorted(set(overrides) - set(keys))
+    if unknown:
+        raise ValueError(
+            f"unknown {config_cls.__name__} key(s) {unknown}; valid keys: {', '.join(keys)}"
+        )
+    hints = typing.get_type_hints(config_cls)
+    kwargs = {k: _coerce(k, v, hints[k]) for k, v in overrides.items()}
+    return config_cls(**kwargs, **dict(fixed or {}))
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value)
+        return text[:-2] if text.endswith(".0") else text
+    if isinstance(value, tuple):
+        return "+".join(_format_value(v) for v in value) if value else "()"
+    return str(value)
+
+
+def config_id(
+    config: Any, id_fields: tuple[str, ...] = (), keys: tuple[str, ...] | None = None
+) -> str:
+    """Stable readable id: ``id_fields`` always, then every other key that is not at its default.
+
+    Example: ``config_id(PnCConfig(), ("sigma", "bootstrap_frac", "ridge"))`` is
+    ``"sigma=16,bootstrap_frac=0.1,ridge=0.0001"``. Only the fields in ``keys`` (default: all
+    fields) are considered, in field order after the ``id_fields``. Floats are written losslessly
+    (``repr``, without a trailing ``.0``), tuples joined by ``+``. A config with no ``id_fields``
+    and only defaults is ``"default"``.
+    """
+    keys = field_names(type(config)) if keys is None else tuple(keys)
+    parts = [f"{name}={_format_value(getattr(config, name))}" for name in id_fields]
+    for field in dataclasses.fields(config):
+        if field.name in id_fields or field.name not in keys:
+            continue
+        value = getattr(config, field.name)
+        if field.default is dataclasses.MISSING or value != field.default:
+            parts.append(f"{field.name}={_format_value(value)}")
+    return ",".join(parts) or "default"
+
+
+def check_positive(config: Any, *names: str) -> None:
+    """Raise ``ValueError`` naming the first field of ``names`` that is not ``> 0``."""
+    for name in names:
+        if not getattr(config, name) > 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(config, name)!r}")
+
+
+def check_choice(config: Any, name: str, choices: Sequence[str]) -> None:
+    """Raise ``ValueError`` naming the field ``name`` if its value is not one of ``choices``."""
+    value = getattr(config, name)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def check_max_rows(config: Any) -> None:
+    """Raise ``ValueError`` unless ``config.max_rows`` is ``None`` (all rows) or ``>= 1``."""
+    if config.max_rows is not None and config.max_rows < 1:
+        raise ValueError(f"max_rows must be >= 1 or null (all rows), got {config.max_rows!r}")

@@ -1,0 +1,288 @@
+"""The contract every uncertainty method implements: the :class:`Method` protocol and
+:class:`MethodBase`, the shared behaviour of the registered methods.
+
+A method is used in three steps, each a pure function of its inputs and an explicit PRNG key:
+
+1. **train** a :class:`~pnc.methods.runs.TrainingRun` (identified by a
+   :class:`~pnc.methods.runs.TrainingSpec`, :mod:`pnc.methods.runs`). Several method
+   configurations share one run whenever the hyperparameters that differ are post-hoc: every P&C
+   configuration, the SWAG scales, the Subspace temperatures and the Laplace prior precisions all
+   reuse the one ``base`` run (:mod:`pnc.methods.base_run`); Deep Ensembles and each MC-Dropout
+   rate have runs of their own.
+2. **build** a posterior from the run (post-hoc construction, e.g. P&C members, the KFAC factors).
+   Posteriors are pytrees whose leaves are their arrays, so ``jax.block_until_ready(posterior)``
+   waits for the construction.
+3. **predict** ``S`` Gaussian samples on standardised inputs, as a :class:`pnc.Predictive`.
+
+All arrays handled here are in *standardised* units (inputs and targets standardised with the
+training statistics stored in ``run.model``).
+
+A method's hyperparameters are a frozen dataclass; how a grid point becomes one and how it is named
+is :mod:`pnc.methods.configs`. The helpers the methods share around prediction (standardisers,
+input checks, chunked sampling, predictive rules) are :mod:`pnc.methods.sampling`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Protocol
+
+import jax
+
+from pnc.methods.configs import config_id, field_names, make_config
+from pnc.methods.runs import TrainingRun, TrainingSpec
+from pnc.mlp import MLPConfig
+from pnc.predictive import Predictive
+from pnc.train import TrainConfig
+
+Array = jax.Array
+
+
+class Method(Protocol):
+    """What the registry returns for a method id.
+
+    Attributes:
+        id: the method id (``pnc``, ``pnc_nocorr``, ``deep_ensemble``, ``mc_dropout``, ``swag``,
+            ``laplace``, ``subspace``).
+        config_cls: frozen dataclass of the method's hyperparameters (all fields have defaults).
+        training_fields: names of ``config_cls`` fields that change the training run.
+        posthoc_fields: names of the fields that only change the post-hoc construction/sampling.
+        id_fields: the fields swept in the paper's grid, always shown in :meth:`config_id`.
+        fixed: values this method pins for fields of ``config_cls`` that it does not accept.
+        config_keys: the accepted fields (``training_fields`` and ``posthoc_fields``) in
+            ``config_cls`` order; the other fields are pinned (``fixed``, else their default).
+        key_id: the name the study derives the method's construction and sampling keys from
+            (methods with equal ``key_id`` share keys).
+    """
+
+    id: ClassVar[str]
+    config_cls: ClassVar[type]
+    training_fields: ClassVar[tuple[str, ...]]
+    posthoc_fields: ClassVar[tuple[str, ...]]
+    id_fields: ClassVar[tuple[str, ...]]
+    fixed: ClassVar[Mapping[str, Any]]
+
+    @property
+    def config_keys(self) -> tuple[str, ...]: ...
+
+    @property
+    def key_id(self) -> str: ...
+
+    def make_config(self, overrides: Mapping[str, Any] | None = None) -> Any:
+        """A validated ``config_cls`` from defaults plus ``overrides`` (unknown keys raise)."""
+        ...
+
+    def config_id(self, config: Any) -> str:
+        """Stable readable id of a configuration, e.g. ``sigma=16,bootstrap_frac=0.1,ridge=0.0001``."""
+        ...
+
+    def training_spec(self, config: Any) -> TrainingSpec:
+        """The training run this configuration needs."""
+        ...
+
+    def train(
+        self,
+        spec: TrainingSpec,
+        x: Array,
+        y: Array,
+        *,
+        model_config: MLPConfig,
+        train_config: TrainConfig,
+        key: Array,
+        validation: tuple[Array, Array] | None = None,
+    ) -> TrainingRun:
+        """Run the training ``spec`` on raw (unstandardised) ``x [N, in]``, ``y [N, D]``;
+        ``validation`` is raw ``(x_val, y_val)``, required when ``train_config.patience`` is set
+        (early stopping)."""
+        ...
+
+    def build(self, run: TrainingRun, config: Any, x: Array, y: Array, *, key: Array) -> Any:
+        """Post-hoc construction from standardised training data ``x [N, in]``, ``y [N, D]``.
+
+        P&C uses ``x`` as its calibration set; Laplace and Subspace Inference use both. The result
+        is a pytree whose leaves are its arrays (configs and sizes are static metadata).
+        """
+        ...
+
+    def study_problems(self, config: Any, study: Any) -> tuple[list[str], list[str]]:
+        """This configuration checked against the study it runs in, before any job runs.
+
+        Args:
+            config: one of the method's configurations.
+            study: the study's :class:`pnc.study.config_check.StudyContext` (``hidden``,
+                ``envs``, ``input_dims``, ``train``, ``max_train_rows``, ``pool_text``).
+
+        Returns:
+            ``(errors, warnings)``, one line each, naming the keys (default: none).
+        """
+        ...
+
+    def build_groups(self, configs: Sequence[Any]) -> list[list[int]]:
+        """Partition of ``range(len(configs))`` into groups that :meth:`build_many` builds together."""
+        ...
+
+    def build_many(
+        self, run: TrainingRun, configs: Sequence[Any], x: Array, y: Array, *, key: Array
+    ) -> list[Any]:
+        """``[self.build(run, c, x, y, key=key) for c in configs]``, sharing work where it can."""
+        ...
+
+    def predict(self, posterior: Any, x: Array, *, key: Array) -> Predictive:
+        """``S`` predictive samples on standardised inputs ``x [N, in]`` (means/vars ``[S, N, D]``)."""
+        ...
+
+
+#: The channels of a method's figure style (:attr:`MethodBase.style`).
+STYLE_KEYS = ("color", "marker", "linestyle", "hatch")
+
+
+class MethodBase:
+    """Shared behaviour of the registered methods (configs, ids); subclasses set the ClassVars.
+
+    Attributes:
+        id: the method id.
+        config_cls: frozen dataclass of the hyperparameters; several methods may share one.
+        training_fields: accepted fields that change the training run.
+        posthoc_fields: accepted fields that only change the post-hoc construction/sampling.
+        id_fields: the fields swept in the paper's grid, always shown in :meth:`config_id`.
+        fixed: pinned values of fields of ``config_cls`` that are not accepted; a field neither
+            accepted nor in ``fixed`` is pinned to its default. :meth:`make_config` passes these
+            values, and every method call checks that a config carries them.
+        shares_keys_with: the id of a method whose construction and sampling keys this one uses
+            in the study (:attr:`key_id`); ``None``: its own.
+        run_kind: the :attr:`TrainingSpec.kind` its :meth:`train` trains (``"base"`` for the
+            methods built post hoc on the shared run).
+        label: display name (table rows, figure legends).
+        short_label: abbreviation (table column headers, figure axis ticks).
+        ranked: whether the method takes part in ranks and tests (ablations do not).
+        row: position in the tables' row order (ascending; the paper puts P&C last).
+        style: figure style: ``color``, ``marker``, ``linestyle`` and ``hatch``.
+        hparam_abbreviations: abbreviations of its hyperparameter names in the
+            selected-configuration table (paper Table 3).
+
+    The declarations are checked when a subclass is defined: ``training_fields`` and
+    ``posthoc_fields`` are disjoint fields of ``config_cls``, ``id_fields`` are among them, and
+    ``fixed`` names only fields that are not accepted.
+    """
+
+    id: ClassVar[str]
+    config_cls: ClassVar[type]
+    training_fields: ClassVar[tuple[str, ...]] = ()
+    posthoc_fields: ClassVar[tuple[str, ...]] = ()
+    id_fields: ClassVar[tuple[str, ...]] = ()
+    fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType({})
+    shares_keys_with: ClassVar[str | None] = None
+    run_kind: ClassVar[str]
+    label: ClassVar[str]
+    short_label: ClassVar[str]
+    ranked: ClassVar[bool] = True
+    row: ClassVar[int]
+    style: ClassVar[Mapping[str, object]]
+    hparam_abbreviations: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        names = set(field_names(cls.config_cls))
+        accepted = set(cls.training_fields) | set(cls.posthoc_fields)
+        problems = []
+        if set(cls.training_fields) & set(cls.posthoc_fields):
+            problems.append("training_fields and posthoc_fields overlap")
+        if not accepted <= names:
+            problems.append(f"fields {sorted(accepted - names)} are not in {cls.config_cls}")
+        if not set(cls.id_fields) <= accepted:
+            problems.append(f"id_fields {sorted(set(cls.id_fields) - accepted)} are not accepted")
+        if not set(cls.fixed) <= names - accepted:
+            problems.append(
+                f"fixed {sorted(set(cls.fixed))} must name fields that are not accepted"
+            )
+        missing = [
+            name
+            for name in ("run_kind", "label", "short_label", "row", "style")
+            if not hasattr(cls, name)
+        ]
+        if missing:
+            problems.append(f"no {', '.join(missing)} declared")
+        elif set(cls.style) != set(STYLE_KEYS):
+            problems.append(f"style must set exactly {', '.join(STYLE_KEYS)}")
+        if problems:
+            raise TypeError(f"method {cls.__name__}: " + "; ".join(problems))
+
+    @property
+    def key_id(self) -> str:
+        """The name the study derives this method's construction and sampling keys from.
+
+        Methods with the same ``key_id`` get the same keys for an (env, seed): ``pnc_nocorr``
+        uses P&C's, so the ablation applies exactly the perturbations of P&C.
+        """
+        return self.shares_keys_with or self.id
+
+    @property
+    def config_keys(self) -> tuple[str, ...]:
+        """The accepted fields (``training_fields`` and ``posthoc_fields``) in ``config_cls`` order."""
+        accepted = set(self.training_fields) | set(self.posthoc_fields)
+        return tuple(name for name in field_names(self.config_cls) if name in accepted)
+
+    def make_config(self, overrides: Mapping[str, Any] | None = None) -> Any:
+        """Config from the defaults, :attr:`fixed` and ``overrides`` (see :func:`make_config`)."""
+        return make_config(self.config_cls, overrides, keys=self.config_keys, fixed=self.fixed)
+
+    def config_id(self, config: Any) -> str:
+        """Readable id of ``config`` over the accepted keys (see :func:`config_id`)."""
+        self._check_config(config)
+        return config_id(config, self.id_fields, self.config_keys)
+
+    def _check_config(self, config: Any) -> None:
+        if not isinstance(config, self.config_cls):
+            raise TypeError(
+                f"{self.id} expects a {self.config_cls.__name__}, got {type(config).__name__}"
+            )
+        accepted = set(self.config_keys)
+        for field in dataclasses.fields(config):
+            if field.name in accepted:
+                continue
+            pinned = self.fixed.get(field.name, field.default)
+            value = getattr(config, field.name)
+            if value != pinned:
+                raise ValueError(f"{self.id} fixes {field.name}={pinned!r}, got {value!r}")
+
+    def study_problems(self, config: Any, study: Any) -> tuple[list[str], list[str]]:
+        """This configuration checked against the study it runs in, before any job runs.
+
+        Args:
+            config: one of the method's configurations.
+            study: the study's :class:`pnc.study.config_check.StudyContext` (``hidden``,
+                ``envs``, ``input_dims``, ``train``, ``max_train_rows``, ``pool_text``).
+
+        Returns:
+            ``(errors, warnings)``, one line each, naming the keys (default: none).
+        """
+        return [], []
+
+    def build_groups(self, configs: Sequence[Any]) -> list[list[int]]:
+        """Groups of configurations built together by :meth:`build_many` (default: one each)."""
+        return [[i] for i in range(len(configs))]
+
+    def build_many(
+        self, run: TrainingRun, configs: Sequence[Any], x: Array, y: Array, *, key: Array
+    ) -> list[Any]:
+        """The posteriors of ``configs`` built with one ``key`` (default: one :meth:`build` each)."""
+        return [self.build(run, config, x, y, key=key) for config in configs]
+
+    def parameter_samples(self, posterior: Any, key: Array) -> tuple[Any, Any]:
+        """The weight samples :meth:`predict` evaluates (same key use), a parameter pytree with a
+        leading ``[S]`` axis, and the reference network (used by the mechanism stage). Methods
+        whose samples are not weights of the MLP do not override it.
+
+        Raises:
+            ValueError: the method has no parameter samples.
+        """
+        raise ValueError(f"method {self.id!r} has no parameter samples")
+
+    def _check_kind(self, spec: TrainingSpec, kind: str) -> None:
+        if spec.kind != kind:
+            raise ValueError(f"{self.id} trains runs of kind {kind!r}, got {spec.kind!r}")
+
+    def __repr__(self) -> str:
+        return f"<method {self.id}>"
