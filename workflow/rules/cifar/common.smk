@@ -1,38 +1,19 @@
 # Config -> targets and parameters of the CIFAR-10 study. The config is checked against
 # workflow/schemas/cifar.schema.yaml (one line per violation: key path and what is wrong), then
-# validated by Snakemake, which fills in the defaults; checks across keys follow (OOD names, P&C
-# blocks against the network, SWAG start epochs against the training epochs, the Deep Ensemble
-# and calibration sizes against the training split). Every error names the key.
+# validated by Snakemake, which fills in the defaults (both in ../shared.smk, which the MuJoCo
+# study's common.smk includes too); checks across keys follow (OOD names, P&C blocks against the
+# network, SWAG start epochs against the training epochs, the Deep Ensemble and calibration sizes
+# against the training split). Every error names the key.
 
 import json
-import re
 import os
-
-from snakemake.utils import validate
-
-from pnc.study.config_check import integer_seeds, schema_problems
-
-CIFAR_SCHEMA = os.path.normpath(
-    os.path.join(workflow.current_basedir, "..", "..", "schemas", "cifar.schema.yaml")
-)
+import re
 
 
-def _check_cifar_schema(data):
-    import yaml
-
-    with open(CIFAR_SCHEMA) as f:
-        schema = yaml.safe_load(f)
-    lines = schema_problems(data, schema)
-    if lines:
-        raise WorkflowError(
-            f"invalid config ({len(lines)} problem(s); every key is documented in"
-            " workflow/schemas/cifar.schema.yaml):\n" + "\n".join(f"  {line}" for line in lines)
-        )
+include: "../shared.smk"
 
 
-integer_seeds(config)  # `--config seeds=[0]` passes strings
-_check_cifar_schema(config)
-validate(config, CIFAR_SCHEMA)
+check_config(config, "cifar.schema.yaml")
 
 DATA = config["data"]
 ID = DATA.get("id", "cifar10")
@@ -44,16 +25,8 @@ THREADS = {"data": 1, "train": 1, "posthoc": 1, "tables": 1, **(config.get("thre
 PREPARED = "resources/cifar/data"
 
 
-def _cifar_resources():
-    import yaml
-
-    with open(CIFAR_SCHEMA) as f:
-        stages = yaml.safe_load(f)["properties"]["resources"]["properties"]
-    given = config.get("resources") or {}
-    return {s: {**spec["default"], **(given.get(s) or {})} for s, spec in stages.items()}
-
-
-RES = _cifar_resources()
+# Stage -> {mem_mb, runtime, gpu}: config `resources`; a key left out keeps the schema's default.
+RES = job_resources(config, "cifar.schema.yaml")
 
 
 def _check_across_keys():
