@@ -32,6 +32,7 @@ import pandas as pd
 from pnc.cifar import ood_metrics as M
 from pnc.cifar.posthoc import METHOD_LABELS
 from pnc.io import write_csv
+from pnc.report.render import fmt, latex_escape, markdown_table, tabular_lines
 
 TABLE2_COLUMNS = ("acc", "near_auroc", "near_fpr95", "far_auroc", "far_fpr95")
 TABLE2_HEADER = ("Acc%", "Near AUROC", "Near FPR95", "Far AUROC", "Far FPR95")
@@ -148,12 +149,20 @@ def table2(metrics: pd.DataFrame, report: Report | None = None) -> pd.DataFrame:
     return summary_table(metrics, TABLE2_COLUMNS, report)
 
 
-def _cells(table: pd.DataFrame, columns=TABLE2_COLUMNS, digits: int = 2) -> list[list[str]]:
+def _cell(mean: float, std: float, digits: int, latex: bool = False) -> str:
+    """``mean ± std`` in fixed point (LaTeX: in math mode, ``\\pm``)."""
+    if latex:
+        return f"${fmt(mean, digits)} \\pm {fmt(std, digits)}$"
+    return f"{fmt(mean, digits)} ± {fmt(std, digits)}"
+
+
+def _rows(table: pd.DataFrame, columns, digits: int, latex: bool = False) -> list[list[str]]:
+    label = latex_escape if latex else str
     return [
         [
-            row["label"],
-            *(f"{row[f'{c}_mean']:.{digits}f} ± {row[f'{c}_std']:.{digits}f}" for c in columns),
-        ]  # fmt: skip
+            label(row["label"]),
+            *(_cell(row[f"{c}_mean"], row[f"{c}_std"], digits, latex) for c in columns),
+        ]
         for _, row in table.iterrows()
     ]
 
@@ -161,9 +170,7 @@ def _cells(table: pd.DataFrame, columns=TABLE2_COLUMNS, digits: int = 2) -> list
 def table_markdown(
     table: pd.DataFrame, columns=TABLE2_COLUMNS, header=TABLE2_HEADER, digits: int = 2
 ) -> str:
-    lines = ["| Method | " + " | ".join(header) + " |", "|---" * (len(header) + 1) + "|"]
-    lines += ["| " + " | ".join(cells) + " |" for cells in _cells(table, columns, digits)]
-    return "\n".join(lines) + "\n"
+    return markdown_table(None, ["Method", *header], _rows(table, columns, digits))
 
 
 def table2_markdown(table: pd.DataFrame) -> str:
@@ -171,28 +178,9 @@ def table2_markdown(table: pd.DataFrame) -> str:
 
 
 def table2_latex(table: pd.DataFrame) -> str:
-    header = " & ".join(["Method", *(h.replace("%", r"\%") for h in TABLE2_HEADER)])
-    body = [
-        " & ".join(
-            [cells[0].replace("&", r"\&"), *("$" + c.replace("±", r"\pm") + "$" for c in cells[1:])]
-        )
-        + r" \\"  # fmt: skip
-        for cells in _cells(table)
-    ]
-    return (
-        "\n".join(
-            [
-                r"\begin{tabular}{lccccc}",
-                r"\toprule",
-                header + r" \\",
-                r"\midrule",
-                *body,
-                r"\bottomrule",
-                r"\end{tabular}",
-            ]  # fmt: skip
-        )
-        + "\n"
-    )
+    header = " & ".join(latex_escape(h) for h in ("Method", *TABLE2_HEADER)) + r" \\"
+    rows = _rows(table, TABLE2_COLUMNS, 2, latex=True)
+    return "\n".join(tabular_lines("l" + "c" * len(TABLE2_COLUMNS), [header], rows)) + "\n"
 
 
 def sweep_rows(method: str, seed: int, record: Mapping) -> list[dict]:
@@ -211,7 +199,7 @@ def sweep_rows(method: str, seed: int, record: Mapping) -> list[dict]:
 
 
 def sweep_markdown(sweep: pd.DataFrame) -> str:
-    lines = ["| Method | Hyperparameter | Values | Selected (per seed) |", "|---|---|---|---|"]
+    rows = []
     for method in [m for m in METHOD_LABELS if m in set(sweep["method"])]:
         sub = sweep[sweep["method"] == method]
         configs = [json.loads(c) for c in sub["config"]]
@@ -222,8 +210,9 @@ def sweep_markdown(sweep: pd.DataFrame) -> str:
         for key in configs[0]:
             values = list(dict.fromkeys(json.dumps(c[key]) for c in configs))
             picked = ", ".join(f"{s}: {json.dumps(c[key])}" for s, c in sorted(chosen.items()))
-            lines.append(f"| {METHOD_LABELS[method]} | {key} | {', '.join(values)} | {picked} |")
-    return "\n".join(lines) + "\n"
+            rows.append([METHOD_LABELS[method], key, ", ".join(values), picked])
+    header = ["Method", "Hyperparameter", "Values", "Selected (per seed)"]
+    return markdown_table(None, header, rows)
 
 
 def write_tables(
