@@ -12,6 +12,7 @@ import numpy as np
 import optax
 import pandas as pd
 import pytest
+from jax.flatten_util import ravel_pytree
 
 from pnc.cifar import baselines as B
 from pnc.cifar import data as D
@@ -217,6 +218,55 @@ def test_dropout_and_swag_members_differ_and_swag_needs_two_epochs():
     np.testing.assert_allclose(draws.mean(0), 1, atol=0.1)
     # diag/2 + D^T D / (2 (R - 1)) with var = 5 - 1 = 4
     np.testing.assert_allclose(draws.var(0), [2.5, 2.5, 2.0], atol=0.25)
+
+
+def _former_cifar_swag_sample(moments: dict, params_template, key, rank: int | None = None):
+    """The reference: the CIFAR SWAG sampler as pnc.cifar.baselines wrote it before it took the
+    draw from pnc.swag_gaussian (copied verbatim)."""
+    n = int(moments["n"])
+    if n < 2:
+        raise ValueError(f"SWAG needs >= 2 collected epochs, got {n}")
+    mean = jnp.asarray(moments["mean"])
+    var = jnp.clip(jnp.asarray(moments["sq_mean"]) - mean**2, 1e-30, None)
+    dev = jnp.asarray(moments["dev"])[: min(n, moments["dev"].shape[0])]
+    if rank is not None:
+        dev = dev[:rank]
+    k1, k2 = jax.random.split(key)
+    z1 = jax.random.normal(k1, mean.shape)
+    z2 = jax.random.normal(k2, (dev.shape[0],))
+    w = mean + jnp.sqrt(var / 2.0) * z1 + dev.T @ z2 / jnp.sqrt(2.0 * max(dev.shape[0] - 1, 1))
+    _, unravel = ravel_pytree(params_template)
+    return unravel(w)
+
+
+@pytest.mark.parametrize(
+    ("n", "buffer", "rank"),
+    [(2, 4, None), (3, 4, 2), (9, 4, None), (9, 4, 3), (5, 4, 1), (2, 2, 20)],
+)
+def test_swag_samples_are_bit_identical_to_the_former_cifar_sampler(n, buffer, rank):
+    """Ring buffers part filled and wrapped, every rank cut (1 included), variances that round to
+    zero or below (the floor), a pytree of several leaves, several keys: the same bits."""
+    rng = np.random.default_rng(n * 10 + buffer)
+    params = {"conv": {"kernel": jnp.zeros((3, 3, 2, 4))}, "head": {"bias": jnp.zeros(5)}}
+    size = 3 * 3 * 2 * 4 + 5
+    mean = rng.normal(size=size).astype(np.float32)
+    sq_mean = (mean**2 + rng.uniform(0, 0.1, size)).astype(np.float32)
+    sq_mean[:7] = mean[:7] ** 2  # zero variance (or a rounding below it): floored
+    moments = {
+        "n": np.int32(n),
+        "mean": mean,
+        "sq_mean": sq_mean,
+        "dev": rng.normal(size=(buffer, size)).astype(np.float32),
+    }
+    for seed in range(4):
+        key = jax.random.key(seed)
+        new = jax.tree.leaves(B.swag_sample(moments, params, key, rank))
+        old = jax.tree.leaves(_former_cifar_swag_sample(moments, params, key, rank))
+        for a, b in zip(new, old, strict=True):
+            assert a.dtype == b.dtype == jnp.float32 and a.shape == b.shape
+            np.testing.assert_array_equal(
+                np.asarray(a).view(np.uint32), np.asarray(b).view(np.uint32)
+            )
 
 
 # ----------------------------------------------------------------------------- training

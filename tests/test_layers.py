@@ -22,6 +22,7 @@ CORE = {
     "pnc.io",
     "pnc.compile_cache",
     "pnc.roc",
+    "pnc.swag_gaussian",
 }
 
 
