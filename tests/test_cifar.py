@@ -488,3 +488,50 @@ def test_run_ids_and_the_runs_each_method_reads():
         run_method("odin", {}, None, {})
     with pytest.raises(ValueError, match="grid.rate"):
         runs_of("mc_dropout", {})
+
+
+def test_method_configs_state_the_defaults_the_schema_repeats():
+    """Each method's settings are its config dataclass's fields; the schema lists the same keys
+    and repeats their defaults (Snakemake fills them into the jobs' command lines)."""
+    import dataclasses
+    from pathlib import Path
+
+    import yaml
+
+    from pnc.cifar.posthoc import POSTHOC_METHODS
+
+    path = Path(__file__).resolve().parents[1] / "workflow/schemas/cifar.schema.yaml"
+    schema = yaml.safe_load(path.read_text())["properties"]["methods"]["properties"]
+    assert set(schema) == set(POSTHOC_METHODS)
+    for method_id, method in POSTHOC_METHODS.items():
+        props = dict(schema[method_id].get("properties", {}))
+        grid = props.pop("grid", {}).get("properties", {})
+        fields = [f.name for f in dataclasses.fields(method.config_cls) if f.name != "grid"]
+        assert set(props) == set(fields), method_id
+        assert set(grid) == set(method.config_cls.grid_keys), method_id
+        defaults = method.config({})
+        for name, spec in props.items():
+            value = getattr(defaults, name)
+            assert (list(value) if isinstance(value, tuple) else value) == spec["default"], name
+
+
+def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
+    from pnc.cifar.posthoc import METHOD_LABELS, POSTHOC_METHODS, method_config
+
+    assert METHOD_LABELS == {m.id: m.label for m in POSTHOC_METHODS.values()}
+    assert METHOD_LABELS["pnc"] == "P&C" and list(METHOD_LABELS)[:2] == ["mahalanobis", "react_energy"]  # fmt: skip
+    config = method_config("pnc", {"n_members": 8, "grid": {"sigma": [1.0]}})
+    assert (config.n_members, config.calibration_size, config.member_chunk) == (8, 1024, None)
+    assert config.values("sigma") == [1.0]
+    with pytest.raises(ValueError, match=r"methods\.pnc: unknown key\(s\) sigma; valid keys: n_members, rank, ridge, .*, grid"):  # fmt: skip
+        method_config("pnc", {"sigma": 1.0})
+    with pytest.raises(ValueError, match=r"methods\.swag: unknown grid key\(s\) rank; valid grid keys: start_epoch"):  # fmt: skip
+        method_config("swag", {"grid": {"rank": [2]}})
+    with pytest.raises(ValueError, match=r"methods\.msp: unknown key\(s\) grid; valid keys: none"):
+        method_config("msp", {"grid": {}})
+    with pytest.raises(ValueError, match=r"methods\.llla\.n_samples = 'many'"):
+        method_config("llla", {"n_samples": "many"})
+    with pytest.raises(ValueError, match=r"unknown method 'odin'; known: mahalanobis, react_energy, llla"):  # fmt: skip
+        method_config("odin", {})
+    epinet = method_config("epinet", {"hiddens": [16], "epochs": 2}).network(1.0)
+    assert epinet == B.EpinetConfig(prior_scale=1.0, hiddens=(16,), epochs=2)

@@ -448,10 +448,20 @@ def _to_uint8(x: np.ndarray) -> np.ndarray:
     return np.clip(np.round(255 * x), 0, 255).astype(np.uint8)
 
 
+#: Default training records per training batch file of the tiny benchmark.
+TINY_TRAIN_PER_FILE = 60
+
+
+def tiny_train_images(options: Mapping) -> int:
+    """The training images of the tiny benchmark that ``options`` (:func:`write_tiny_benchmark`
+    keywords, config ``data.tiny``) writes: ``5 * train_per_file``."""
+    return 5 * int(options.get("train_per_file", TINY_TRAIN_PER_FILE))
+
+
 def write_tiny_benchmark(
     root: str | Path,
     *,
-    train_per_file: int = 60,
+    train_per_file: int = TINY_TRAIN_PER_FILE,
     test: int = 200,
     ood: int = 100,
     ood_names: Sequence[str] | None = None,

@@ -30,9 +30,9 @@ RES = job_resources(config, "cifar.schema.yaml")
 
 
 def _check_across_keys():
-    from pnc.cifar.data import ID_DATASETS
+    from pnc.cifar.data import ID_DATASETS, tiny_train_images
     from pnc.cifar.jobs import resnet_config
-
+    from pnc.cifar.posthoc import method_config
     from pnc.cifar.recipe import Recipe
 
     known = ID_DATASETS[ID].ood
@@ -43,14 +43,19 @@ def _check_across_keys():
             f" (known: {', '.join(known)})"
         )
     net = resnet_config(MODEL)
-    epochs = int(TRAIN.get("epochs", 300))
     try:
-        Recipe(**TRAIN)
+        epochs = Recipe(**TRAIN).epochs
     except ValueError as err:
         raise WorkflowError(f"invalid config: train: {err}") from None
+    sections = {}  # method -> its config, the defaults filled in (pnc.cifar.posthoc)
+    for method in METHODS:
+        try:
+            sections[method] = method_config(method, config["methods"][method])
+        except ValueError as err:
+            raise WorkflowError(f"invalid config: {err}") from None
     n_train = None
     if DATA.get("tiny"):
-        n_train = 5 * int(DATA["tiny"].get("train_per_file", 60)) - int(DATA["val_size"])
+        n_train = tiny_train_images(DATA["tiny"]) - int(DATA["val_size"])
     pnc = config["methods"].get("pnc")
     if pnc is not None:
         for stage, block in pnc["grid"]["block"]:
@@ -61,7 +66,7 @@ def _check_across_keys():
                     f"invalid config: methods.pnc.grid.block [{stage}, {block}]: {err}"
                     f" (model.blocks_per_stage = {list(net.blocks_per_stage)})"
                 ) from None
-        size = int(pnc.get("calibration_size", 1024))
+        size = sections["pnc"].calibration_size
         if n_train is not None and size > n_train:
             raise WorkflowError(
                 f"invalid config: methods.pnc.calibration_size = {size} > the {n_train}"
