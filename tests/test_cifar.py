@@ -535,3 +535,56 @@ def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
         method_config("odin", {})
     epinet = method_config("epinet", {"hiddens": [16], "epochs": 2}).network(1.0)
     assert epinet == B.EpinetConfig(prior_scale=1.0, hiddens=(16,), epochs=2)
+
+
+# ----------------------------------------------------------------------------- stored runs
+
+
+def test_a_stored_run_is_checked_against_the_sha256_its_record_holds(tmp_path):
+    from pnc.cifar.runs import TrainedNetwork
+    from pnc.io import ArtifactError, file_sha256
+
+    folder = tmp_path / "results/cifar/runs/seed0/base"
+    variables = {"params": {"head": {"bias": np.arange(3.0, dtype=np.float32)}}, "batch_stats": {}}
+    swag = {"0": {"n": np.int32(2), "mean": np.ones(3, np.float32)}}
+    TrainedNetwork(variables, swag, {"run_id": "base"}).save(folder)
+    info = json.loads((folder / "run.json").read_text())
+    assert info == {"run_id": "base", "msgpack_sha256": file_sha256(folder / "run.msgpack")}
+    run = TrainedNetwork.load(folder / "run.msgpack")
+    assert run.checked and run.meta["run_id"] == "base"
+    np.testing.assert_array_equal(run.variables["params"]["head"]["bias"], [0, 1, 2])
+    np.testing.assert_array_equal(run.swag["0"]["mean"], 1.0)
+    data = (folder / "run.msgpack").read_bytes()
+    (folder / "run.msgpack").write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # one bit flipped
+    hint = "snakemake -s cifar.smk --forcerun results/cifar/runs/seed0/base/run.json"
+    with pytest.raises(ArtifactError, match="does not match the SHA-256") as err:
+        TrainedNetwork.load(folder)
+    assert str(folder / "run.msgpack") in str(err.value) and hint in str(err.value)
+    # a run written before the hash was recorded: read unchecked
+    (folder / "run.msgpack").write_bytes(data)
+    (folder / "run.json").write_text(json.dumps({"run_id": "base"}))
+    run = TrainedNetwork.load(folder)
+    assert not run.checked and run.swag["0"]["n"] == 2
+
+
+def test_a_checkpoint_is_checked_against_the_sha256_its_sidecar_holds(tmp_path):
+    from pnc.cifar.recipe import load_checkpoint, save_checkpoint
+    from pnc.io import ArtifactError
+
+    path = tmp_path / "checkpoint.msgpack"
+    state = {"epoch": jnp.asarray(3, jnp.int32), "params": {"w": jnp.arange(4.0)}}
+    save_checkpoint(path, state, {"identity": {"seed": 0}, "history": {"loss": [1.0]}})
+    meta = json.loads(path.with_suffix(".json").read_text())
+    assert set(meta) == {"identity", "history", "msgpack_sha256"}
+    template = jax.tree.map(jnp.zeros_like, state)
+    loaded = load_checkpoint(path, template, meta["msgpack_sha256"])
+    np.testing.assert_array_equal(loaded["params"]["w"], [0, 1, 2, 3])
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(ArtifactError, match=r"checkpoint\.msgpack does not match .* train the run from epoch 0"):  # fmt: skip
+        load_checkpoint(path, template, meta["msgpack_sha256"])
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ArtifactError, match=r"checkpoint\.msgpack is truncated or corrupt"):
+        load_checkpoint(path, template)  # an older checkpoint: no hash to check, still read whole
+    path.write_bytes(data)
+    assert int(load_checkpoint(path, template)["epoch"]) == 3  # unchecked, as before

@@ -41,13 +41,16 @@ import numpy as np
 from pnc.cifar import baselines as B
 from pnc.cifar.data import Prepared, train_val_split
 from pnc.cifar.model import features_and_logits, normalize
+from pnc.cifar.runs import TrainedNetwork, dropout_run, ensemble_runs
 from pnc.conv import ConvPnCConfig, build_members, calibration_cache, predict_logits
 from pnc.conv.classification import entropy, fit_temperature, mixture_nll, mixture_probabilities
 from pnc.conv.resnet import ResNetConfig
-from pnc.io import load_pytree
 from pnc.keys import derive_key
 
 log = logging.getLogger(__name__)
+
+#: The training runs a method reads: run id -> run.
+Runs = Mapping[str, TrainedNetwork]
 
 
 @dataclasses.dataclass
@@ -77,9 +80,10 @@ class Context:
         return {"test": self.test_x, **self.ood}
 
 
-def load_run(path: str | Path) -> dict:
-    """``{"variables", "swag"}`` of a training run (``run.msgpack``)."""
-    return load_pytree(path)
+def load_run(path: str | Path) -> TrainedNetwork:
+    """A training run (its directory or ``run.msgpack``), checked against the SHA-256 its
+    ``run.json`` records (:meth:`pnc.cifar.runs.TrainedNetwork.load`)."""
+    return TrainedNetwork.load(path)
 
 
 def _key(ctx: Context, method: str, *parts) -> jax.Array:
@@ -314,23 +318,23 @@ def _record(**kw) -> dict:
     return {"config": {}, "temperature": None, "val_nll": None, "sweep": [], **kw}
 
 
-def _msp(config: SingleScoreConfig, ctx: Context, runs: Mapping[str, dict]):
-    return _single_score(ctx, runs["base"]["variables"], lambda f, lg: B.msp(lg)), _record()
+def _msp(config: SingleScoreConfig, ctx: Context, runs: Runs):
+    return _single_score(ctx, runs["base"].variables, lambda f, lg: B.msp(lg)), _record()
 
 
-def _energy(config: SingleScoreConfig, ctx: Context, runs: Mapping[str, dict]):
-    return _single_score(ctx, runs["base"]["variables"], lambda f, lg: B.energy(lg)), _record()
+def _energy(config: SingleScoreConfig, ctx: Context, runs: Runs):
+    return _single_score(ctx, runs["base"].variables, lambda f, lg: B.energy(lg)), _record()
 
 
-def _mahalanobis(config: SingleScoreConfig, ctx: Context, runs: Mapping[str, dict]):
-    v = runs["base"]["variables"]
+def _mahalanobis(config: SingleScoreConfig, ctx: Context, runs: Runs):
+    v = runs["base"].variables
     f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
     maha = B.Mahalanobis.fit(f_train, ctx.train_y, ctx.config.num_classes)
     return _single_score(ctx, v, lambda f, lg: maha.confidence(f)), _record()
 
 
-def _react_energy(config: ReActConfig, ctx: Context, runs: Mapping[str, dict]):
-    v = runs["base"]["variables"]
+def _react_energy(config: ReActConfig, ctx: Context, runs: Runs):
+    v = runs["base"].variables
     pct = config.percentile
     f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
     c = B.react_threshold(f_train, pct)
@@ -346,8 +350,8 @@ def _ensemble_method(method, ctx, candidates):
     return out, rec
 
 
-def _llla(config: LLLAConfig, ctx: Context, runs: Mapping[str, dict]):
-    v = runs["base"]["variables"]
+def _llla(config: LLLAConfig, ctx: Context, runs: Runs):
+    v = runs["base"].variables
     f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
     laplace = B.LastLayerLaplace.fit(v, f_train)
     cache: dict[int, np.ndarray] = {}
@@ -365,11 +369,11 @@ def _llla(config: LLLAConfig, ctx: Context, runs: Mapping[str, dict]):
     return _ensemble_method("llla", ctx, candidates)
 
 
-def _mc_dropout(config: MCDropoutConfig, ctx: Context, runs: Mapping[str, dict]):
+def _mc_dropout(config: MCDropoutConfig, ctx: Context, runs: Runs):
     n = config.n_samples
     candidates = []
     for rate in config.values("rate"):
-        v = runs[dropout_run(rate)]["variables"]
+        v = runs[dropout_run(rate)].variables
 
         def logits_of(x, v=v, rate=rate):
             f, _ = features_and_logits(v, x, ctx.config, ctx.batch_size)
@@ -379,16 +383,16 @@ def _mc_dropout(config: MCDropoutConfig, ctx: Context, runs: Mapping[str, dict])
     return _ensemble_method("mc_dropout", ctx, candidates)
 
 
-def _swag(config: SWAGConfig, ctx: Context, runs: Mapping[str, dict]):
+def _swag(config: SWAGConfig, ctx: Context, runs: Runs):
     base = runs["base"]
-    v = base["variables"]
+    v = base.variables
     n_train = ctx.train_x.shape[0]
     rng = np.random.default_rng([ctx.seed, SWAG_BN_STREAM])
     bn_images = ctx.train_x[rng.choice(n_train, min(config.bn_refresh, n_train), replace=False)]
     bn_batch = min(config.bn_batch_size, bn_images.shape[0])
     candidates = []
     for start in config.values("start_epoch"):
-        moments = base["swag"].get(str(start))
+        moments = base.swag.get(str(start))
         if moments is None:
             raise ValueError(f"swag: the base run collected no moments from epoch {start}")
         samples = []
@@ -408,8 +412,8 @@ def _swag(config: SWAGConfig, ctx: Context, runs: Mapping[str, dict]):
     return _ensemble_method("swag", ctx, candidates)
 
 
-def _epinet(config: EpinetMethodConfig, ctx: Context, runs: Mapping[str, dict]):
-    v = runs["base"]["variables"]
+def _epinet(config: EpinetMethodConfig, ctx: Context, runs: Runs):
+    v = runs["base"].variables
     n = config.n_samples
     f_train, lg_train = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
     cache = {}
@@ -433,8 +437,8 @@ def _epinet(config: EpinetMethodConfig, ctx: Context, runs: Mapping[str, dict]):
     return _ensemble_method("epinet", ctx, candidates)
 
 
-def _deep_ensemble(config: DeepEnsembleConfig, ctx: Context, runs: Mapping[str, dict]):
-    members = [runs[r]["variables"] for r in ensemble_runs(config.n_models)]
+def _deep_ensemble(config: DeepEnsembleConfig, ctx: Context, runs: Runs):
+    members = [runs[r].variables for r in ensemble_runs(config.n_models)]
 
     def logits_of(x):
         return np.stack([B.network_logits(m, x, ctx.config, ctx.batch_size) for m in members])
@@ -442,8 +446,8 @@ def _deep_ensemble(config: DeepEnsembleConfig, ctx: Context, runs: Mapping[str, 
     return _ensemble_method("deep_ensemble", ctx, [({"n_models": len(members)}, logits_of)])
 
 
-def _pnc(config: PnCConfig, ctx: Context, runs: Mapping[str, dict]):
-    v = runs["base"]["variables"]
+def _pnc(config: PnCConfig, ctx: Context, runs: Runs):
+    v = runs["base"].variables
     n_cal = config.calibration_size
     if n_cal > ctx.train_x.shape[0]:
         raise ValueError(f"pnc: calibration_size {n_cal} > {ctx.train_x.shape[0]} training images")
@@ -516,17 +520,6 @@ def coordinate_descent(grids: Mapping[str, list], score: Callable[[dict], float]
 # ----------------------------------------------------------------------------- runs per method
 
 
-def dropout_run(rate) -> str:
-    return f"dropout{float(rate):g}"
-
-
-def ensemble_runs(n_models: int) -> list[str]:
-    """The Deep Ensemble's runs: the base run and ``n_models - 1`` further members."""
-    if n_models < 1:
-        raise ValueError(f"deep_ensemble.n_models must be >= 1, got {n_models}")
-    return ["base"] + [f"member{k}" for k in range(1, n_models)]
-
-
 def _base_run(config: MethodConfig) -> list[str]:
     return ["base"]
 
@@ -550,7 +543,7 @@ class PosthocMethod:
     id: str
     label: str
     config_cls: type[MethodConfig]
-    run: Callable[[Any, Context, Mapping[str, dict]], tuple[dict, dict]]
+    run: Callable[[Any, Context, Runs], tuple[dict, dict]]
     runs_of: Callable[[Any], list[str]] = _base_run
 
     def config(self, section: Mapping | None) -> MethodConfig:
@@ -608,7 +601,7 @@ def method_config(method: str, section: Mapping | None) -> MethodConfig:
     return posthoc_method(method).config(section)
 
 
-def run_method(method: str, section: Mapping, ctx: Context, runs: Mapping[str, dict]) -> tuple[dict, dict]:  # fmt: skip
+def run_method(method: str, section: Mapping, ctx: Context, runs: Runs) -> tuple[dict, dict]:  # fmt: skip
     """``(outputs, record)`` of ``method`` on ``ctx`` from its training ``runs`` (run id -> run)."""
     spec = posthoc_method(method)
     return spec.run(spec.config(section), ctx, runs)
