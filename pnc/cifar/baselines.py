@@ -126,7 +126,9 @@ class LastLayerLaplace:
         g_vals, g_vecs = np.linalg.eigh(g)
         hp = variables["params"]["head"]
         w_map = np.concatenate([np.asarray(hp["kernel"]), np.asarray(hp["bias"])[None]], axis=0)
-        return cls(np.clip(a_vals, 0, None), a_vecs, np.clip(g_vals, 0, None), g_vecs, f.shape[0], w_map)  # fmt: skip
+        return cls(
+            np.clip(a_vals, 0, None), a_vecs, np.clip(g_vals, 0, None), g_vecs, f.shape[0], w_map
+        )
 
     def sample_heads(self, prior_precision: float, n_samples: int, key: Array) -> np.ndarray:
         """``[S, D + 1, K]`` head weights from ``N(w_map, (N A (x) G + prior I)^-1)``."""
@@ -186,9 +188,11 @@ def refresh_batch_stats(params, batch_stats, x_uint8, *, config: ResNetConfig, b
 
     def one(xb):
         _, updated = model.apply(
-            {"params": params, "batch_stats": zeros}, normalize(xb), train=True,
+            {"params": params, "batch_stats": zeros},
+            normalize(xb),
+            train=True,
             mutable=["batch_stats"],
-        )  # fmt: skip
+        )
         # running = momentum * 0 + (1 - momentum) * batch statistic
         return jax.tree.map(lambda s: s / (1.0 - BN_MOMENTUM), updated["batch_stats"])
 
@@ -262,7 +266,11 @@ def _train_epinet(params, prior, f, base, y, key, *, cfg, steps, batch):
 
     def loss_fn(p, rows, z):
         def one(zi):
-            out = base[rows] + net.apply(p, f[rows], zi) + cfg.prior_scale * net.apply(prior, f[rows], zi)  # fmt: skip
+            out = (
+                base[rows]
+                + net.apply(p, f[rows], zi)
+                + cfg.prior_scale * net.apply(prior, f[rows], zi)
+            )
             return optax.softmax_cross_entropy_with_integer_labels(out, y[rows]).mean()
 
         return jnp.mean(jax.vmap(one)(z))

@@ -51,9 +51,12 @@ def tiny_data(root: str | Path, options: Mapping, id_name: str = "cifar10") -> d
 
 
 def prepare_data(
-    root: str | Path, ood: Sequence[str], out: str | Path, limit: int | None = None,
+    root: str | Path,
+    ood: Sequence[str],
+    out: str | Path,
+    limit: int | None = None,
     id_name: str = "cifar10",
-) -> dict:  # fmt: skip
+) -> dict:
     summary = D.prepare(root, ood, out, ood_limit=limit, id_name=id_name)
     write_json(Path(out) / "data.json", summary)
     return summary
@@ -81,10 +84,16 @@ def train_run(
     out = Path(out)
     start = time.perf_counter()
     state, history = train(
-        data.train_x[tr], data.train_y[tr], config, recipe, seed=seed, run_id=run_id,
-        checkpoint=out / "checkpoint.msgpack", stop_after=stop_after,
+        data.train_x[tr],
+        data.train_y[tr],
+        config,
+        recipe,
+        seed=seed,
+        run_id=run_id,
+        checkpoint=out / "checkpoint.msgpack",
+        stop_after=stop_after,
         checkpoint_every=checkpoint_every,
-    )  # fmt: skip
+    )
     if stop_after is not None and int(state["epoch"]) < recipe.epochs:
         return {"epochs_done": int(state["epoch"])}
     summary = {
@@ -137,9 +146,14 @@ def posthoc(
 
 
 def tables(
-    *, scores_dir: str | Path, data_dir: str | Path, methods: Sequence[str], seeds: Sequence[int],
-    out: str | Path, report: Mapping | None = None,
-) -> pd.DataFrame:  # fmt: skip
+    *,
+    scores_dir: str | Path,
+    data_dir: str | Path,
+    methods: Sequence[str],
+    seeds: Sequence[int],
+    out: str | Path,
+    report: Mapping | None = None,
+) -> pd.DataFrame:
     """Metrics of every (seed, method) and the tables (``report``: :class:`ood_tables.Report`
     keywords, the protocol options)."""
     options = T.Report(**(report or {}))
@@ -158,8 +172,9 @@ def tables(
                 rows.append({"seed": seed, "method": method, **row})
             sweep += T.sweep_rows(method, seed, read_json(folder / "selection.json"))
     sweep_frame = pd.DataFrame(
-        sweep, columns=["seed", "method", "config", "temperature", "val_nll", "val_accuracy", "selected"]
-    )  # fmt: skip
+        sweep,
+        columns=["seed", "method", "config", "temperature", "val_nll", "val_accuracy", "selected"],
+    )
     return T.write_tables(pd.DataFrame(rows), sweep_frame, out, options)
 
 

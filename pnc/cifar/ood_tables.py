@@ -72,9 +72,11 @@ class Report:
 
 
 def method_metrics(
-    scores: Mapping[str, np.ndarray], test_y: np.ndarray, groups: Mapping[str, str],
+    scores: Mapping[str, np.ndarray],
+    test_y: np.ndarray,
+    groups: Mapping[str, str],
     id_name: str = "cifar10",
-) -> list[dict]:  # fmt: skip
+) -> list[dict]:
     """Rows ``{dataset, group, metric, value}`` of one method's outputs on one seed.
 
     ``scores``: ``test_pred`` ``[N]``, ``test_probs`` ``[N, K]``, ``test_conf`` ``[N]``,
@@ -100,7 +102,9 @@ def method_metrics(
             "aupr_out": M.aupr_out(conf_id, conf_ood),
         }
         if "test_entropy_conf" in scores:
-            values["fpr95_entropy"] = M.fpr_at_tpr(scores["test_entropy_conf"], scores[f"{name}_entropy_conf"])  # fmt: skip
+            values["fpr95_entropy"] = M.fpr_at_tpr(
+                scores["test_entropy_conf"], scores[f"{name}_entropy_conf"]
+            )
         rows += [
             {"dataset": name, "group": group, "metric": k, "value": 100 * v}
             for k, v in values.items()
@@ -116,7 +120,9 @@ def _per_seed(metrics: pd.DataFrame, report: Report) -> pd.DataFrame:
         swap = m["method"].isin(AUTHORS_ENTROPY_FPR95)
         m = m[~(swap & (m["metric"] == "fpr95"))].copy()
         m.loc[swap & (m["metric"] == "fpr95_entropy"), "metric"] = "fpr95"
-    per_seed = m.groupby(["method", "seed", "group", "metric"], sort=False)["value"].mean().reset_index()  # fmt: skip
+    per_seed = (
+        m.groupby(["method", "seed", "group", "metric"], sort=False)["value"].mean().reset_index()
+    )
     per_seed["column"] = np.where(
         per_seed["group"] == "id",
         per_seed["metric"].replace({"accuracy": "acc"}),
@@ -193,7 +199,7 @@ def sweep_rows(method: str, seed: int, record: Mapping) -> list[dict]:
             "val_nll": r["val_nll"],
             "val_accuracy": r.get("val_accuracy"),
             "selected": bool(r.get("selected")),
-        }  # fmt: skip
+        }
         for r in record.get("sweep", [])
     ]
 
@@ -229,7 +235,9 @@ def write_tables(
     (out / "table2.tex").write_text(table2_latex(table))
     cal = summary_table(metrics, CALIBRATION_COLUMNS, report)
     write_csv(cal, out / "calibration.csv")
-    (out / "calibration.md").write_text(table_markdown(cal, CALIBRATION_COLUMNS, CALIBRATION_HEADER, 3))  # fmt: skip
+    (out / "calibration.md").write_text(
+        table_markdown(cal, CALIBRATION_COLUMNS, CALIBRATION_HEADER, 3)
+    )
     aupr = summary_table(metrics, AUPR_COLUMNS, report)
     write_csv(aupr, out / "aupr.csv")
     (out / "aupr.md").write_text(table_markdown(aupr, AUPR_COLUMNS, AUPR_HEADER))

@@ -72,9 +72,17 @@ class Context:
     def from_prepared(cls, data: Prepared, config, seed: int, val_size: int, batch_size: int = 500):
         tr, va = train_val_split(data.train_x.shape[0], val_size, seed)
         return cls(
-            config, seed, data.train_x[tr], data.train_y[tr], data.train_x[va], data.train_y[va],
-            data.test_x, data.test_y, dict(data.ood), batch_size,
-        )  # fmt: skip
+            config=config,
+            seed=seed,
+            train_x=data.train_x[tr],
+            train_y=data.train_y[tr],
+            val_x=data.train_x[va],
+            val_y=data.train_y[va],
+            test_x=data.test_x,
+            test_y=data.test_y,
+            ood=dict(data.ood),
+            batch_size=batch_size,
+        )
 
     def eval_sets(self) -> dict[str, np.ndarray]:
         return {"test": self.test_x, **self.ood}
@@ -124,7 +132,9 @@ def _validate(cfg: dict, logits_of: Callable, ctx: Context) -> dict:
     val_logits = jnp.asarray(logits_of(ctx.val_x))
     t = fit_temperature(val_logits, ctx.val_y)
     nll = float(mixture_nll(val_logits, ctx.val_y, t))
-    acc = float(np.mean(np.asarray(jnp.argmax(mixture_probabilities(val_logits, t), -1)) == ctx.val_y))  # fmt: skip
+    acc = float(
+        np.mean(np.asarray(jnp.argmax(mixture_probabilities(val_logits, t), -1)) == ctx.val_y)
+    )
     if not math.isfinite(nll):
         nll = float("inf")
     return {"config": cfg, "temperature": t, "val_nll": nll, "val_accuracy": acc}
@@ -400,9 +410,12 @@ def _swag(config: SWAGConfig, ctx: Context, runs: Runs):
             key = _key(ctx, "swag", start, s)
             params = B.swag_sample(moments, v["params"], key, config.rank)
             stats = B.refresh_batch_stats(
-                params, v["batch_stats"], jnp.asarray(bn_images), config=ctx.config,
+                params,
+                v["batch_stats"],
+                jnp.asarray(bn_images),
+                config=ctx.config,
                 batch_size=bn_batch,
-            )  # fmt: skip
+            )
             samples.append({"params": params, "batch_stats": stats})
 
         def logits_of(x, samples=samples):
@@ -454,9 +467,12 @@ def _pnc(config: PnCConfig, ctx: Context, runs: Runs):
     rng = np.random.default_rng([ctx.seed, PNC_CALIBRATION_STREAM])
     x_cal = normalize(ctx.train_x[rng.choice(ctx.train_x.shape[0], n_cal, replace=False)])
     fixed = dict(
-        n_members=config.n_members, rank=config.rank, ridge=config.ridge,
-        chunk_size=config.chunk_size, perturbation_norm=config.perturbation_norm,
-    )  # fmt: skip
+        n_members=config.n_members,
+        rank=config.rank,
+        ridge=config.ridge,
+        chunk_size=config.chunk_size,
+        perturbation_norm=config.perturbation_norm,
+    )
     member_chunk = config.member_chunk
     blocks = [tuple(b) for b in config.values("block")]
     for b in blocks:
@@ -481,9 +497,13 @@ def _pnc(config: PnCConfig, ctx: Context, runs: Runs):
 
         def logits_of(x):
             logits = predict_logits(
-                v, members, normalize(x), ctx.config, member_chunk=member_chunk,
+                v,
+                members,
+                normalize(x),
+                ctx.config,
+                member_chunk=member_chunk,
                 batch_size=ctx.batch_size,
-            )  # fmt: skip
+            )
             return np.asarray(logits)
 
         point_config = {"block": list(block), "sigma": sigma, "bootstrap_frac": bf}
@@ -567,14 +587,14 @@ POSTHOC_METHODS: dict[str, PosthocMethod] = {
             DeepEnsembleConfig,
             _deep_ensemble,
             lambda config: ensemble_runs(config.n_models),
-        ),  # fmt: skip
+        ),
         PosthocMethod(
             "mc_dropout",
             "MC Dropout",
             MCDropoutConfig,
             _mc_dropout,
             lambda config: [dropout_run(r) for r in config.values("rate")],
-        ),  # fmt: skip
+        ),
         PosthocMethod("msp", "MSP", SingleScoreConfig, _msp),
         PosthocMethod("energy", "Energy", SingleScoreConfig, _energy),
     )
@@ -601,7 +621,7 @@ def method_config(method: str, section: Mapping | None) -> MethodConfig:
     return posthoc_method(method).config(section)
 
 
-def run_method(method: str, section: Mapping, ctx: Context, runs: Runs) -> tuple[dict, dict]:  # fmt: skip
+def run_method(method: str, section: Mapping, ctx: Context, runs: Runs) -> tuple[dict, dict]:
     """``(outputs, record)`` of ``method`` on ``ctx`` from its training ``runs`` (run id -> run)."""
     spec = posthoc_method(method)
     return spec.run(spec.config(section), ctx, runs)

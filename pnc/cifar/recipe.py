@@ -314,7 +314,13 @@ def train(
         )
         history["loss"].append(float(loss))
         history["seconds"].append(time.perf_counter() - start)
-        log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, recipe.epochs, float(loss), history["seconds"][-1])  # fmt: skip
+        log.info(
+            "epoch %d/%d loss %.4f (%.1fs)",
+            epoch + 1,
+            recipe.epochs,
+            float(loss),
+            history["seconds"][-1],
+        )
         if not np.isfinite(float(loss)):
             raise FloatingPointError(f"{run_id}: non-finite training loss at epoch {epoch + 1}")
         if ckpt is not None and ((epoch + 1) % checkpoint_every == 0 or epoch + 1 == last):
