@@ -204,14 +204,14 @@ def test_tiny_cifar_workflow_end_to_end(tiny_run):
 def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch, stage, command):
     import importlib
 
-    from pnc.workflow import stages
+    from pnc.workflow import commands
 
     calls = []
     limit = lambda n: calls.append(("limit", n))
     monkeypatch.setattr(importlib.import_module("pnc.workflow"), "limit_threads", limit)
     cli = importlib.import_module("pnc.cifar.cli")
     monkeypatch.setattr(cli, "main", lambda argv: calls.append(("main", argv)) or 3)
-    assert stages.main([stage, "--threads", "2", "--seed", "1", "x"]) == 3
+    assert commands.main([stage, "--threads", "2", "--seed", "1", "x"]) == 3
     assert calls == [("limit", 2), ("main", [command, "--seed", "1", "x"])]
 
 
