@@ -27,14 +27,26 @@ class ArtifactError(ValueError):
     to rebuild it."""
 
 
-#: Workflow artifacts and the file to pass to ``snakemake --forcerun`` to rebuild them.
-_WORKFLOW_TARGETS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(results/runs/[^/]+/seed[^/]+/[^/]+)/run\.(?:json|msgpack)$"), r"\1/run.json"),
+#: Workflow artifacts, the Snakemake options that name their workflow and the file to pass to
+#: ``snakemake --forcerun`` to rebuild them (the CIFAR study's files through ``-s cifar.smk``).
+_WORKFLOW_TARGETS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (
+        re.compile(r"(results/cifar/runs/seed[^/]+/[^/]+)/run\.(?:json|msgpack)$"),
+        "-s cifar.smk ",
+        r"\1/run.json",
+    ),
+    (re.compile(r"((?:results|resources)/cifar/.+)$"), "-s cifar.smk ", r"\1"),
+    (
+        re.compile(r"(results/runs/[^/]+/seed[^/]+/[^/]+)/run\.(?:json|msgpack)$"),
+        "",
+        r"\1/run.json",
+    ),
     (
         re.compile(r"(resources/splits/[^/]+/seed[^/]+)(?:/splits\.npz|/manifest\.json)?$"),
+        "",
         r"\1/manifest.json",
     ),
-    (re.compile(r"((?:results|resources)/.+)$"), r"\1"),
+    (re.compile(r"((?:results|resources)/.+)$"), "", r"\1"),
 )
 
 
@@ -43,13 +55,15 @@ def rebuild_hint(path: str | Path) -> str:
 
     A training run (``results/runs/ENV/seedS/RUN/run.{json,msgpack}``) is rebuilt through its
     ``run.json``, the splits (``resources/splits/ENV/seedS/...``) through their ``manifest.json``,
-    any other file under ``results/`` or ``resources/`` directly.
+    any other file under ``results/`` or ``resources/`` directly; a file of the CIFAR study
+    (``results/cifar/...``, ``resources/cifar/...``; a training run through its ``run.json``)
+    with ``snakemake -s cifar.smk``.
     """
     text = Path(path).as_posix().rstrip("/")
-    for pattern, target in _WORKFLOW_TARGETS:
+    for pattern, options, target in _WORKFLOW_TARGETS:
         match = pattern.search(text)
         if match:
-            return f"rebuild it: snakemake --forcerun {match.expand(target)}"
+            return f"rebuild it: snakemake {options}--forcerun {match.expand(target)}"
     return "rebuild it with the stage that wrote it (in the workflow: snakemake --forcerun FILE)"
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import optax
 import pandas as pd
 import pytest
+from jax.flatten_util import ravel_pytree
 
 from pnc.cifar import baselines as B
 from pnc.cifar import data as D
@@ -217,6 +218,55 @@ def test_dropout_and_swag_members_differ_and_swag_needs_two_epochs():
     np.testing.assert_allclose(draws.mean(0), 1, atol=0.1)
     # diag/2 + D^T D / (2 (R - 1)) with var = 5 - 1 = 4
     np.testing.assert_allclose(draws.var(0), [2.5, 2.5, 2.0], atol=0.25)
+
+
+def _former_cifar_swag_sample(moments: dict, params_template, key, rank: int | None = None):
+    """The reference: the CIFAR SWAG sampler as pnc.cifar.baselines wrote it before it took the
+    draw from pnc.swag_gaussian (copied verbatim)."""
+    n = int(moments["n"])
+    if n < 2:
+        raise ValueError(f"SWAG needs >= 2 collected epochs, got {n}")
+    mean = jnp.asarray(moments["mean"])
+    var = jnp.clip(jnp.asarray(moments["sq_mean"]) - mean**2, 1e-30, None)
+    dev = jnp.asarray(moments["dev"])[: min(n, moments["dev"].shape[0])]
+    if rank is not None:
+        dev = dev[:rank]
+    k1, k2 = jax.random.split(key)
+    z1 = jax.random.normal(k1, mean.shape)
+    z2 = jax.random.normal(k2, (dev.shape[0],))
+    w = mean + jnp.sqrt(var / 2.0) * z1 + dev.T @ z2 / jnp.sqrt(2.0 * max(dev.shape[0] - 1, 1))
+    _, unravel = ravel_pytree(params_template)
+    return unravel(w)
+
+
+@pytest.mark.parametrize(
+    ("n", "buffer", "rank"),
+    [(2, 4, None), (3, 4, 2), (9, 4, None), (9, 4, 3), (5, 4, 1), (2, 2, 20)],
+)
+def test_swag_samples_are_bit_identical_to_the_former_cifar_sampler(n, buffer, rank):
+    """Ring buffers part filled and wrapped, every rank cut (1 included), variances that round to
+    zero or below (the floor), a pytree of several leaves, several keys: the same bits."""
+    rng = np.random.default_rng(n * 10 + buffer)
+    params = {"conv": {"kernel": jnp.zeros((3, 3, 2, 4))}, "head": {"bias": jnp.zeros(5)}}
+    size = 3 * 3 * 2 * 4 + 5
+    mean = rng.normal(size=size).astype(np.float32)
+    sq_mean = (mean**2 + rng.uniform(0, 0.1, size)).astype(np.float32)
+    sq_mean[:7] = mean[:7] ** 2  # zero variance (or a rounding below it): floored
+    moments = {
+        "n": np.int32(n),
+        "mean": mean,
+        "sq_mean": sq_mean,
+        "dev": rng.normal(size=(buffer, size)).astype(np.float32),
+    }
+    for seed in range(4):
+        key = jax.random.key(seed)
+        new = jax.tree.leaves(B.swag_sample(moments, params, key, rank))
+        old = jax.tree.leaves(_former_cifar_swag_sample(moments, params, key, rank))
+        for a, b in zip(new, old, strict=True):
+            assert a.dtype == b.dtype == jnp.float32 and a.shape == b.shape
+            np.testing.assert_array_equal(
+                np.asarray(a).view(np.uint32), np.asarray(b).view(np.uint32)
+            )
 
 
 # ----------------------------------------------------------------------------- training
@@ -438,3 +488,103 @@ def test_run_ids_and_the_runs_each_method_reads():
         run_method("odin", {}, None, {})
     with pytest.raises(ValueError, match="grid.rate"):
         runs_of("mc_dropout", {})
+
+
+def test_method_configs_state_the_defaults_the_schema_repeats():
+    """Each method's settings are its config dataclass's fields; the schema lists the same keys
+    and repeats their defaults (Snakemake fills them into the jobs' command lines)."""
+    import dataclasses
+    from pathlib import Path
+
+    import yaml
+
+    from pnc.cifar.posthoc import POSTHOC_METHODS
+
+    path = Path(__file__).resolve().parents[1] / "workflow/schemas/cifar.schema.yaml"
+    schema = yaml.safe_load(path.read_text())["properties"]["methods"]["properties"]
+    assert set(schema) == set(POSTHOC_METHODS)
+    for method_id, method in POSTHOC_METHODS.items():
+        props = dict(schema[method_id].get("properties", {}))
+        grid = props.pop("grid", {}).get("properties", {})
+        fields = [f.name for f in dataclasses.fields(method.config_cls) if f.name != "grid"]
+        assert set(props) == set(fields), method_id
+        assert set(grid) == set(method.config_cls.grid_keys), method_id
+        defaults = method.config({})
+        for name, spec in props.items():
+            value = getattr(defaults, name)
+            assert (list(value) if isinstance(value, tuple) else value) == spec["default"], name
+
+
+def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
+    from pnc.cifar.posthoc import METHOD_LABELS, POSTHOC_METHODS, method_config
+
+    assert METHOD_LABELS == {m.id: m.label for m in POSTHOC_METHODS.values()}
+    assert METHOD_LABELS["pnc"] == "P&C" and list(METHOD_LABELS)[:2] == ["mahalanobis", "react_energy"]  # fmt: skip
+    config = method_config("pnc", {"n_members": 8, "grid": {"sigma": [1.0]}})
+    assert (config.n_members, config.calibration_size, config.member_chunk) == (8, 1024, None)
+    assert config.values("sigma") == [1.0]
+    with pytest.raises(ValueError, match=r"methods\.pnc: unknown key\(s\) sigma; valid keys: n_members, rank, ridge, .*, grid"):  # fmt: skip
+        method_config("pnc", {"sigma": 1.0})
+    with pytest.raises(ValueError, match=r"methods\.swag: unknown grid key\(s\) rank; valid grid keys: start_epoch"):  # fmt: skip
+        method_config("swag", {"grid": {"rank": [2]}})
+    with pytest.raises(ValueError, match=r"methods\.msp: unknown key\(s\) grid; valid keys: none"):
+        method_config("msp", {"grid": {}})
+    with pytest.raises(ValueError, match=r"methods\.llla\.n_samples = 'many'"):
+        method_config("llla", {"n_samples": "many"})
+    with pytest.raises(ValueError, match=r"unknown method 'odin'; known: mahalanobis, react_energy, llla"):  # fmt: skip
+        method_config("odin", {})
+    epinet = method_config("epinet", {"hiddens": [16], "epochs": 2}).network(1.0)
+    assert epinet == B.EpinetConfig(prior_scale=1.0, hiddens=(16,), epochs=2)
+
+
+# ----------------------------------------------------------------------------- stored runs
+
+
+def test_a_stored_run_is_checked_against_the_sha256_its_record_holds(tmp_path):
+    from pnc.cifar.runs import TrainedNetwork
+    from pnc.io import ArtifactError, file_sha256
+
+    folder = tmp_path / "results/cifar/runs/seed0/base"
+    variables = {"params": {"head": {"bias": np.arange(3.0, dtype=np.float32)}}, "batch_stats": {}}
+    swag = {"0": {"n": np.int32(2), "mean": np.ones(3, np.float32)}}
+    TrainedNetwork(variables, swag, {"run_id": "base"}).save(folder)
+    info = json.loads((folder / "run.json").read_text())
+    assert info == {"run_id": "base", "msgpack_sha256": file_sha256(folder / "run.msgpack")}
+    run = TrainedNetwork.load(folder / "run.msgpack")
+    assert run.checked and run.meta["run_id"] == "base"
+    np.testing.assert_array_equal(run.variables["params"]["head"]["bias"], [0, 1, 2])
+    np.testing.assert_array_equal(run.swag["0"]["mean"], 1.0)
+    data = (folder / "run.msgpack").read_bytes()
+    (folder / "run.msgpack").write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # one bit flipped
+    hint = "snakemake -s cifar.smk --forcerun results/cifar/runs/seed0/base/run.json"
+    with pytest.raises(ArtifactError, match="does not match the SHA-256") as err:
+        TrainedNetwork.load(folder)
+    assert str(folder / "run.msgpack") in str(err.value) and hint in str(err.value)
+    # a run written before the hash was recorded: read unchecked
+    (folder / "run.msgpack").write_bytes(data)
+    (folder / "run.json").write_text(json.dumps({"run_id": "base"}))
+    run = TrainedNetwork.load(folder)
+    assert not run.checked and run.swag["0"]["n"] == 2
+
+
+def test_a_checkpoint_is_checked_against_the_sha256_its_sidecar_holds(tmp_path):
+    from pnc.cifar.recipe import load_checkpoint, save_checkpoint
+    from pnc.io import ArtifactError
+
+    path = tmp_path / "checkpoint.msgpack"
+    state = {"epoch": jnp.asarray(3, jnp.int32), "params": {"w": jnp.arange(4.0)}}
+    save_checkpoint(path, state, {"identity": {"seed": 0}, "history": {"loss": [1.0]}})
+    meta = json.loads(path.with_suffix(".json").read_text())
+    assert set(meta) == {"identity", "history", "msgpack_sha256"}
+    template = jax.tree.map(jnp.zeros_like, state)
+    loaded = load_checkpoint(path, template, meta["msgpack_sha256"])
+    np.testing.assert_array_equal(loaded["params"]["w"], [0, 1, 2, 3])
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(ArtifactError, match=r"checkpoint\.msgpack does not match .* train the run from epoch 0"):  # fmt: skip
+        load_checkpoint(path, template, meta["msgpack_sha256"])
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ArtifactError, match=r"checkpoint\.msgpack is truncated or corrupt"):
+        load_checkpoint(path, template)  # an older checkpoint: no hash to check, still read whole
+    path.write_bytes(data)
+    assert int(load_checkpoint(path, template)["epoch"]) == 3  # unchecked, as before

@@ -137,3 +137,151 @@ def test_write_tables_writes_the_calibration_and_aupr_tables(tmp_path):
     aupr = pd.read_csv(tmp_path / "aupr.csv")
     assert {"near_aupr_in_mean", "far_aupr_out_std"} <= set(aupr.columns)
     assert np.isfinite(aupr[[c for c in aupr.columns if c.endswith("_mean")]].to_numpy()).all()
+
+
+# ----------------------------------------------------------------------------- rendering
+
+# The tables of a fixed input, byte for byte as pnc.cifar.ood_tables wrote them before it used the
+# shared cell and layout helpers of pnc.report.render.
+TABLE2_MD = (
+    "| Method | Acc% | Near AUROC | Near FPR95 | Far AUROC | Far FPR95 |\n"
+    "|---|---|---|---|---|---|\n"
+    "| P&C | 91.87 ± 0.90 | 89.35 ± 0.49 | 29.35 ± 0.49 | 96.60 ± 0.49 | 36.60 ± 0.49 |\n"
+    "| Deep Ensemble | 93.20 ± 0.14 | 90.85 ± 0.49 | 30.85 ± 0.49 | 98.10 ± 0.49 | 38.10 ± 0.49 |\n"
+    "| MSP | 90.00 ± 0.00 | 86.35 ± 0.49 | 26.35 ± 0.49 | 93.60 ± 0.49 | 33.60 ± 0.49 |\n"
+)
+TABLE2_TEX = (
+    "\\begin{tabular}{lccccc}\n"
+    "\\toprule\n"
+    "Method & Acc\\% & Near AUROC & Near FPR95 & Far AUROC & Far FPR95 \\\\\n"
+    "\\midrule\n"
+    "P\\&C & $91.87 \\pm 0.90$ & $89.35 \\pm 0.49$ & $29.35 \\pm 0.49$ & $96.60 \\pm 0.49$ & $36.60 \\pm 0.49$ \\\\\n"
+    "Deep Ensemble & $93.20 \\pm 0.14$ & $90.85 \\pm 0.49$ & $30.85 \\pm 0.49$ & $98.10 \\pm 0.49$ & $38.10 \\pm 0.49$ \\\\\n"
+    "MSP & $90.00 \\pm 0.00$ & $86.35 \\pm 0.49$ & $26.35 \\pm 0.49$ & $93.60 \\pm 0.49$ & $33.60 \\pm 0.49$ \\\\\n"
+    "\\bottomrule\n"
+    "\\end{tabular}\n"
+)
+CALIBRATION_MD = (
+    "| Method | Acc% | NLL | ECE% | Brier |\n"
+    "|---|---|---|---|---|\n"
+    "| P&C | 91.867 ± 0.895 | 0.306 ± 0.010 | 1.875 ± 0.530 | 0.122 ± 0.002 |\n"
+    "| Deep Ensemble | 93.200 ± 0.141 | 0.255 ± 0.007 | 1.000 ± 0.141 | 0.103 ± 0.004 |\n"
+    "| MSP | 90.000 ± 0.000 | 0.405 ± 0.007 | 3.062 ± 0.088 | 0.155 ± 0.007 |\n"
+)
+AUPR_MD = (
+    "| Method | Near AUPR-In | Near AUPR-Out | Far AUPR-In | Far AUPR-Out |\n"
+    "|---|---|---|---|---|\n"
+    "| P&C | 90.35 ± 0.49 | 87.35 ± 0.49 | 97.60 ± 0.49 | 94.60 ± 0.49 |\n"
+    "| Deep Ensemble | 91.85 ± 0.49 | 88.85 ± 0.49 | 99.10 ± 0.49 | 96.10 ± 0.49 |\n"
+    "| MSP | 87.35 ± 0.49 | 84.35 ± 0.49 | 94.60 ± 0.49 | 91.60 ± 0.49 |\n"
+)
+SWEEP_MD = (
+    "| Method | Hyperparameter | Values | Selected (per seed) |\n"
+    "|---|---|---|---|\n"
+    "| LLLA | prior_precision | 1.0, 10 | 0: 10 |\n"
+    "| P&C | block | [3, 0], [3, 1] | 0: [3, 0], 1: [3, 0] |\n"
+    "| P&C | bootstrap_frac | 0.05 | 0: 0.05, 1: 0.05 |\n"
+    "| P&C | sigma | 25.0 | 0: 25.0, 1: 25.0 |\n"
+)
+
+
+def _fixed_metrics() -> pd.DataFrame:
+    """Three methods, two seeds, accuracy / NLL / ECE / Brier and the four OOD metrics on two Near
+    and two Far datasets."""
+    rows = []
+    values = {
+        "pnc": {
+            "accuracy": [91.234, 92.5],
+            "nll": [0.31234, 0.2987],
+            "ece": [1.5, 2.25],
+            "brier": [0.1234, 0.1199],
+        },
+        "msp": {
+            "accuracy": [90.0, 90.0],
+            "nll": [0.4, 0.41],
+            "ece": [3.125, 3.0],
+            "brier": [0.15, 0.16],
+        },
+        "deep_ensemble": {
+            "accuracy": [93.1, 93.3],
+            "nll": [0.25, 0.26],
+            "ece": [0.9, 1.1],
+            "brier": [0.1, 0.105],
+        },
+    }
+    ood = {"pnc": 0.0, "msp": -3.0, "deep_ensemble": 1.5}
+    sets = (
+        ("cifar100", "near", 88.0),
+        ("tin", "near", 90.0),
+        ("svhn", "far", 95.0),
+        ("mnist", "far", 97.5),
+    )
+    offsets = (("auroc", 0.0), ("fpr95", -60.0), ("aupr_in", 1.0), ("aupr_out", -2.0))
+    for method, ids in values.items():
+        for seed in (0, 1):
+            row = {"seed": seed, "method": method}
+            for metric, v in ids.items():
+                rows.append(
+                    {**row, "dataset": "cifar10", "group": "id", "metric": metric, "value": v[seed]}
+                )
+            for dataset, group, base in sets:
+                for metric, off in offsets:
+                    value = base + off + ood[method] + 0.7 * seed
+                    rows.append(
+                        {
+                            **row,
+                            "dataset": dataset,
+                            "group": group,
+                            "metric": metric,
+                            "value": value,
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def test_tables_render_byte_for_byte():
+    metrics = _fixed_metrics()
+    table = T.table2(metrics)
+    assert T.table2_markdown(table) == TABLE2_MD
+    assert T.table2_latex(table) == TABLE2_TEX
+    cal = T.summary_table(metrics, T.CALIBRATION_COLUMNS)
+    assert T.table_markdown(cal, T.CALIBRATION_COLUMNS, T.CALIBRATION_HEADER, 3) == CALIBRATION_MD
+    aupr = T.summary_table(metrics, T.AUPR_COLUMNS)
+    assert T.table_markdown(aupr, T.AUPR_COLUMNS, T.AUPR_HEADER) == AUPR_MD
+    pnc = {
+        "sweep": [
+            {
+                "config": {"block": [3, 0], "sigma": 25.0, "bootstrap_frac": 0.05},
+                "temperature": 1.25,
+                "val_nll": 0.2,
+                "val_accuracy": 0.9,
+                "selected": True,
+            },
+            {
+                "config": {"block": [3, 1], "sigma": 25.0, "bootstrap_frac": 0.05},
+                "temperature": 1.5,
+                "val_nll": 0.3,
+                "val_accuracy": 0.89,
+            },
+        ]
+    }
+    llla = {
+        "sweep": [
+            {
+                "config": {"prior_precision": 1.0},
+                "temperature": 2.0,
+                "val_nll": 0.5,
+                "val_accuracy": 0.8,
+                "selected": False,
+            },
+            {
+                "config": {"prior_precision": 10},
+                "temperature": 2.5,
+                "val_nll": 0.4,
+                "val_accuracy": 0.81,
+                "selected": True,
+            },
+        ]
+    }
+    rows = T.sweep_rows("pnc", 0, pnc) + T.sweep_rows("pnc", 1, pnc) + T.sweep_rows("llla", 0, llla)
+    assert T.sweep_markdown(pd.DataFrame(rows)) == SWEEP_MD

@@ -19,7 +19,8 @@ as for P&C):
 - MC Dropout: the features of a run trained with dropout before the head, dropped at prediction
   with a fresh mask per member and image.
 - SWAG (Maddox et al., 2019): ``w = mean + sqrt(diag / 2) z_1 + D z_2 / sqrt(2 (R - 1))`` from the
-  moments collected during training (:mod:`pnc.cifar.recipe`); the BN statistics of every sample
+  moments collected during training (:mod:`pnc.cifar.recipe`), sampled by the CIFAR rule of
+  :mod:`pnc.swag_gaussian`; the BN statistics of every sample
   are recomputed on a fixed subset of training images (the mean over batches of their batch
   statistics).
 - Epinet (Osband et al., 2023): on the frozen base, ``f(x, z) = logits(x) + e(phi(x), z) +
@@ -44,6 +45,7 @@ from jax.flatten_util import ravel_pytree
 
 from pnc.cifar.model import Classifier, batched, features, head, normalize
 from pnc.conv.resnet import BN_MOMENTUM, ResNetConfig
+from pnc.swag_gaussian import swag_sample_split_keys
 
 Array = jax.Array
 
@@ -124,7 +126,9 @@ class LastLayerLaplace:
         g_vals, g_vecs = np.linalg.eigh(g)
         hp = variables["params"]["head"]
         w_map = np.concatenate([np.asarray(hp["kernel"]), np.asarray(hp["bias"])[None]], axis=0)
-        return cls(np.clip(a_vals, 0, None), a_vecs, np.clip(g_vals, 0, None), g_vecs, f.shape[0], w_map)  # fmt: skip
+        return cls(
+            np.clip(a_vals, 0, None), a_vecs, np.clip(g_vals, 0, None), g_vecs, f.shape[0], w_map
+        )
 
     def sample_heads(self, prior_precision: float, n_samples: int, key: Array) -> np.ndarray:
         """``[S, D + 1, K]`` head weights from ``N(w_map, (N A (x) G + prior I)^-1)``."""
@@ -157,19 +161,18 @@ def dropout_logits(variables, feats, rate: float, n_samples: int, key: Array) ->
 
 
 def swag_sample(moments: dict, params_template, key: Array, rank: int | None = None):
-    """One parameter pytree ``mean + sqrt(diag/2) z1 + D^T z2 / sqrt(2 (R - 1))``."""
+    """One parameter pytree ``mean + sqrt(diag/2) z1 + D^T z2 / sqrt(2 (R - 1))`` from the moments
+    of the base run (:func:`pnc.swag_gaussian.swag_sample_split_keys`): ``diag`` from the running
+    first and second moments, ``D`` the filled rows of the deviation buffer, the first ``rank``."""
     n = int(moments["n"])
     if n < 2:
         raise ValueError(f"SWAG needs >= 2 collected epochs, got {n}")
     mean = jnp.asarray(moments["mean"])
-    var = jnp.clip(jnp.asarray(moments["sq_mean"]) - mean**2, 1e-30, None)
+    var = jnp.asarray(moments["sq_mean"]) - mean**2
     dev = jnp.asarray(moments["dev"])[: min(n, moments["dev"].shape[0])]
     if rank is not None:
         dev = dev[:rank]
-    k1, k2 = jax.random.split(key)
-    z1 = jax.random.normal(k1, mean.shape)
-    z2 = jax.random.normal(k2, (dev.shape[0],))
-    w = mean + jnp.sqrt(var / 2.0) * z1 + dev.T @ z2 / jnp.sqrt(2.0 * max(dev.shape[0] - 1, 1))
+    w = swag_sample_split_keys(mean, var, dev, key)
     _, unravel = ravel_pytree(params_template)
     return unravel(w)
 
@@ -185,9 +188,11 @@ def refresh_batch_stats(params, batch_stats, x_uint8, *, config: ResNetConfig, b
 
     def one(xb):
         _, updated = model.apply(
-            {"params": params, "batch_stats": zeros}, normalize(xb), train=True,
+            {"params": params, "batch_stats": zeros},
+            normalize(xb),
+            train=True,
             mutable=["batch_stats"],
-        )  # fmt: skip
+        )
         # running = momentum * 0 + (1 - momentum) * batch statistic
         return jax.tree.map(lambda s: s / (1.0 - BN_MOMENTUM), updated["batch_stats"])
 
@@ -261,7 +266,11 @@ def _train_epinet(params, prior, f, base, y, key, *, cfg, steps, batch):
 
     def loss_fn(p, rows, z):
         def one(zi):
-            out = base[rows] + net.apply(p, f[rows], zi) + cfg.prior_scale * net.apply(prior, f[rows], zi)  # fmt: skip
+            out = (
+                base[rows]
+                + net.apply(p, f[rows], zi)
+                + cfg.prior_scale * net.apply(prior, f[rows], zi)
+            )
             return optax.softmax_cross_entropy_with_integer_labels(out, y[rows]).mean()
 
         return jnp.mean(jax.vmap(one)(z))

@@ -35,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("root")
     f.add_argument("--ood", nargs="+", required=True)
     f.add_argument("--id", default="cifar10", help="ID dataset: cifar10 (default) or cifar100")
-    f.add_argument("--sources", type=_json, default={}, help="source overrides (name -> url, md5, sha256)")  # fmt: skip
+    f.add_argument(
+        "--sources", type=_json, default={}, help="source overrides (name -> url, md5, sha256)"
+    )
     f.add_argument("--summary", default=None, help="also write the JSON summary to this file")
 
     d = sub.add_parser("prepare", help="check the data files and write the arrays")
@@ -80,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)  # fmt: skip
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr
+    )
     if args.command == "tiny-data":
         result = jobs.tiny_data(args.root, args.options, args.id)
     elif args.command == "fetch":
@@ -95,21 +99,37 @@ def main(argv: list[str] | None = None) -> int:
         result = jobs.prepare_data(args.root, args.ood, args.out, args.limit, args.id)
     elif args.command == "train":
         result = jobs.train_run(
-            seed=args.seed, run_id=args.run_id, data_dir=args.data, out=args.out,
-            model=args.model, train_section=args.train, val_size=args.val_size,
-            swag_starts=args.swag_starts, checkpoint_every=args.checkpoint_every,
-        )  # fmt: skip
+            seed=args.seed,
+            run_id=args.run_id,
+            data_dir=args.data,
+            out=args.out,
+            model=args.model,
+            train_section=args.train,
+            val_size=args.val_size,
+            swag_starts=args.swag_starts,
+            checkpoint_every=args.checkpoint_every,
+        )
     elif args.command == "posthoc":
         result = jobs.posthoc(
-            seed=args.seed, method=args.method, section=args.section, data_dir=args.data,
-            runs_dir=args.runs, out=args.out, model=args.model, val_size=args.val_size,
+            seed=args.seed,
+            method=args.method,
+            section=args.section,
+            data_dir=args.data,
+            runs_dir=args.runs,
+            out=args.out,
+            model=args.model,
+            val_size=args.val_size,
             batch_size=args.batch_size,
-        )  # fmt: skip
+        )
     else:
         table = jobs.tables(
-            scores_dir=args.scores, data_dir=args.data, methods=args.methods, seeds=args.seeds,
-            out=args.out, report=args.report,
-        )  # fmt: skip
+            scores_dir=args.scores,
+            data_dir=args.data,
+            methods=args.methods,
+            seeds=args.seeds,
+            out=args.out,
+            report=args.report,
+        )
         result = {"methods": table["method"].tolist()}
     print(json.dumps(result, sort_keys=True, default=str))
     return 0

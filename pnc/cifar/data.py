@@ -89,7 +89,7 @@ ID_DATASETS: dict[str, IdDataset] = {
         0,
         10,
         OOD_DATASETS,
-    ),  # fmt: skip
+    ),
     "cifar100": IdDataset(
         "cifar100",
         "cifar-100-binary",
@@ -103,7 +103,7 @@ ID_DATASETS: dict[str, IdDataset] = {
             "tin": ("near", "test_tin.txt"),
             **{k: v for k, v in OOD_DATASETS.items() if v[0] == "far"},
         },
-    ),  # fmt: skip
+    ),
 }
 
 
@@ -263,13 +263,17 @@ def image_list_path(root: str | Path, name: str, id_name: str = "cifar10") -> Pa
     return Path(root) / spec.imglist_dir / spec.ood[name][1]
 
 
-def missing_images(root: str | Path, name: str, id_name: str = "cifar10", limit: int | None = None) -> list[str]:  # fmt: skip
+def missing_images(
+    root: str | Path, name: str, id_name: str = "cifar10", limit: int | None = None
+) -> list[str]:
     """``"LIST, line N: PATH"`` for every image that OOD list ``name`` names and that is absent."""
     lst = image_list_path(root, name, id_name)
     paths = read_image_list(lst)[:limit]
     return [
-        f"{lst}: {Path(root) / IMAGE_DIR / p}" for p in paths if not (Path(root) / IMAGE_DIR / p).is_file()
-    ]  # fmt: skip
+        f"{lst}: {Path(root) / IMAGE_DIR / p}"
+        for p in paths
+        if not (Path(root) / IMAGE_DIR / p).is_file()
+    ]
 
 
 def read_ood_dataset(
@@ -426,18 +430,25 @@ def _tiny_ood_images(rng: np.random.Generator, name: str, n: int) -> np.ndarray:
             ] * rng.uniform(0.3, 1.0, 3)
         elif name == "mnist":  # a bright stroke on black, grey
             y0, x0, y1, x1 = rng.uniform(6, 26, 4)
-            t = np.clip(((xx - x0) * (x1 - x0) + (yy - y0) * (y1 - y0)) / ((x1 - x0) ** 2 + (y1 - y0) ** 2 + 1e-3), 0, 1)  # fmt: skip
+            t = np.clip(
+                ((xx - x0) * (x1 - x0) + (yy - y0) * (y1 - y0))
+                / ((x1 - x0) ** 2 + (y1 - y0) ** 2 + 1e-3),
+                0,
+                1,
+            )
             d = np.hypot(xx - x0 - t * (x1 - x0), yy - y0 - t * (y1 - y0))
             img = np.repeat((d < 2.0).astype(np.float32)[..., None], 3, axis=2)
         elif name == "svhn":  # blobs on a flat coloured background
             cy, cx = rng.uniform(8, 24, 2)
             blob = np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / 30.0)
-            img = rng.uniform(0, 1, 3) * (1 - blob[..., None]) + blob[..., None] * rng.uniform(0, 1, 3)  # fmt: skip
+            background = rng.uniform(0, 1, 3)  # drawn before the blob's colour
+            img = background * (1 - blob[..., None]) + blob[..., None] * rng.uniform(0, 1, 3)
         elif name == "texture":  # checkerboards
             s = rng.integers(2, 6)
             img = np.repeat(((xx // s + yy // s) % 2)[..., None], 3, axis=2) * rng.uniform(0.4, 1.0)
         else:  # places365: smooth colour gradients
-            g = (np.cos(rng.uniform(0, 2 * np.pi)) * xx + np.sin(rng.uniform(0, 2 * np.pi)) * yy) / 45 + 0.5  # fmt: skip
+            a, b = rng.uniform(0, 2 * np.pi), rng.uniform(0, 2 * np.pi)
+            g = (np.cos(a) * xx + np.sin(b) * yy) / 45 + 0.5
             img = g[..., None] * rng.uniform(0, 1, 3) + (1 - g[..., None]) * rng.uniform(0, 1, 3)
         grey = name == "mnist"  # MNIST is grey: one noise value for the three channels
         out[i] = img + 0.08 * rng.normal(size=(32, 32, 1 if grey else 3))
@@ -448,10 +459,20 @@ def _to_uint8(x: np.ndarray) -> np.ndarray:
     return np.clip(np.round(255 * x), 0, 255).astype(np.uint8)
 
 
+#: Default training records per training batch file of the tiny benchmark.
+TINY_TRAIN_PER_FILE = 60
+
+
+def tiny_train_images(options: Mapping) -> int:
+    """The training images of the tiny benchmark that ``options`` (:func:`write_tiny_benchmark`
+    keywords, config ``data.tiny``) writes: ``5 * train_per_file``."""
+    return 5 * int(options.get("train_per_file", TINY_TRAIN_PER_FILE))
+
+
 def write_tiny_benchmark(
     root: str | Path,
     *,
-    train_per_file: int = 60,
+    train_per_file: int = TINY_TRAIN_PER_FILE,
     test: int = 200,
     ood: int = 100,
     ood_names: Sequence[str] | None = None,

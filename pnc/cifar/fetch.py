@@ -58,15 +58,15 @@ SOURCES: dict[str, Source] = {
         "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz",
         "cifar-10-binary.tar.gz",
         md5="c32a1d4ab5d03f1284b67883e8d87530",
-    ),  # fmt: skip
+    ),
     "cifar100": Source(
         "https://www.cs.toronto.edu/~kriz/cifar-100-binary.tar.gz",
         "cifar-100-binary.tar.gz",
         md5="03b5dce01913d631647c71ecec9e9cb8",
-    ),  # fmt: skip
+    ),
     "benchmark_imglist": Source(
         GDRIVE.format("1lI1j0_fDDvjIt9JlWAw09X8ks-yrR_H1"), "benchmark_imglist.zip"
-    ),  # fmt: skip
+    ),
     **{
         f"images_{name}": Source(GDRIVE.format(gid), f"{name}.zip", D.IMAGE_DIR)
         for name, gid in {

@@ -5,7 +5,8 @@
   ``data.json``.
 - :func:`train_run`: one training run of one seed on its 45k training split (``base``: also
   collects the SWAG moments; ``member<k>``: a further Deep Ensemble member; ``dropout<rate>``: an
-  MC Dropout run), resuming from its per-epoch checkpoint; writes ``run.msgpack`` + ``run.json``.
+  MC Dropout run), resuming from its per-epoch checkpoint; writes ``run.msgpack`` + ``run.json``
+  (with the SHA-256 of ``run.msgpack``; :class:`pnc.cifar.runs.TrainedNetwork`).
 - :func:`posthoc`: one method on one seed: construction, selection on validation, confidences
   on the test set and every OOD dataset (``scores.npz``) and ``selection.json``.
 - :func:`tables`: ``metrics.csv``, Table 2 and the sweep table from every method's outputs.
@@ -16,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,12 +28,12 @@ import pandas as pd
 from pnc.cifar import data as D
 from pnc.cifar import ood_tables as T
 from pnc.cifar import posthoc as P
-from pnc.cifar.recipe import Recipe, swag_moments, train, variables_of
+from pnc.cifar.recipe import swag_moments, train, variables_of
+from pnc.cifar.runs import TrainedNetwork, recipe_for
 from pnc.conv.resnet import ResNetConfig
-from pnc.io import atomic_path, read_json, save_pytree, write_json
+from pnc.io import atomic_path, read_json, write_json
 
 log = logging.getLogger(__name__)
-RUN_ID = re.compile(r"^(base|member[1-9]\d*|dropout(0(\.\d+)?|1))$")
 
 
 def resnet_config(model: Mapping, num_classes: int = D.NUM_CLASSES) -> ResNetConfig:
@@ -51,24 +51,15 @@ def tiny_data(root: str | Path, options: Mapping, id_name: str = "cifar10") -> d
 
 
 def prepare_data(
-    root: str | Path, ood: Sequence[str], out: str | Path, limit: int | None = None,
+    root: str | Path,
+    ood: Sequence[str],
+    out: str | Path,
+    limit: int | None = None,
     id_name: str = "cifar10",
-) -> dict:  # fmt: skip
+) -> dict:
     summary = D.prepare(root, ood, out, ood_limit=limit, id_name=id_name)
     write_json(Path(out) / "data.json", summary)
     return summary
-
-
-def recipe_for(run_id: str, train_section: Mapping, swag_starts: Sequence[int] = ()) -> Recipe:
-    """The recipe of run ``run_id``: the config's, plus dropout or the SWAG collection."""
-    if not RUN_ID.match(run_id):
-        raise ValueError(f"unknown run id {run_id!r} (base, member<k>, dropout<rate>)")
-    options = dict(train_section)
-    if run_id.startswith("dropout"):
-        options["dropout_rate"] = float(run_id[len("dropout") :])
-    if run_id == "base":
-        options["swag_starts"] = tuple(swag_starts)
-    return Recipe(**options)
 
 
 def train_run(
@@ -93,14 +84,18 @@ def train_run(
     out = Path(out)
     start = time.perf_counter()
     state, history = train(
-        data.train_x[tr], data.train_y[tr], config, recipe, seed=seed, run_id=run_id,
-        checkpoint=out / "checkpoint.msgpack", stop_after=stop_after,
+        data.train_x[tr],
+        data.train_y[tr],
+        config,
+        recipe,
+        seed=seed,
+        run_id=run_id,
+        checkpoint=out / "checkpoint.msgpack",
+        stop_after=stop_after,
         checkpoint_every=checkpoint_every,
-    )  # fmt: skip
+    )
     if stop_after is not None and int(state["epoch"]) < recipe.epochs:
         return {"epochs_done": int(state["epoch"])}
-    with atomic_path(out / "run.msgpack") as tmp:
-        save_pytree(tmp, {"variables": variables_of(state), "swag": swag_moments(state)})
     summary = {
         "seed": seed,
         "run_id": run_id,
@@ -111,7 +106,8 @@ def train_run(
         "seconds": time.perf_counter() - start,
         "device": str(jax.devices()[0]),
     }
-    write_json(out / "run.json", summary)
+    # run.msgpack, then run.json with its SHA-256 (checked whenever the run is read)
+    TrainedNetwork(variables_of(state), swag_moments(state), summary).save(out)
     return {k: summary[k] for k in ("seed", "run_id", "seconds", "device")}
 
 
@@ -131,7 +127,7 @@ def posthoc(
     data = D.load_prepared(data_dir)
     config = resnet_config(model, data.num_classes)
     ctx = P.Context.from_prepared(data, config, seed, val_size, batch_size)
-    runs = {r: P.load_run(Path(runs_dir) / r / "run.msgpack") for r in P.runs_of(method, section)}
+    runs = {r: P.load_run(Path(runs_dir) / r) for r in P.runs_of(method, section)}
     start = time.perf_counter()
     outputs, record = P.run_method(method, section, ctx, runs)
     record.update(method=method, seed=seed, seconds=time.perf_counter() - start)
@@ -150,9 +146,14 @@ def posthoc(
 
 
 def tables(
-    *, scores_dir: str | Path, data_dir: str | Path, methods: Sequence[str], seeds: Sequence[int],
-    out: str | Path, report: Mapping | None = None,
-) -> pd.DataFrame:  # fmt: skip
+    *,
+    scores_dir: str | Path,
+    data_dir: str | Path,
+    methods: Sequence[str],
+    seeds: Sequence[int],
+    out: str | Path,
+    report: Mapping | None = None,
+) -> pd.DataFrame:
     """Metrics of every (seed, method) and the tables (``report``: :class:`ood_tables.Report`
     keywords, the protocol options)."""
     options = T.Report(**(report or {}))
@@ -171,8 +172,9 @@ def tables(
                 rows.append({"seed": seed, "method": method, **row})
             sweep += T.sweep_rows(method, seed, read_json(folder / "selection.json"))
     sweep_frame = pd.DataFrame(
-        sweep, columns=["seed", "method", "config", "temperature", "val_nll", "val_accuracy", "selected"]
-    )  # fmt: skip
+        sweep,
+        columns=["seed", "method", "config", "temperature", "val_nll", "val_accuracy", "selected"],
+    )
     return T.write_tables(pd.DataFrame(rows), sweep_frame, out, options)
 
 

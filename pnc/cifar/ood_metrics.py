@@ -5,7 +5,7 @@ Every method gives a *confidence* per image (larger = more in-distribution): MSP
 
 - AUROC: the area under the ROC curve of the confidence with ID images as positives and the OOD
   dataset's images as negatives, ``P(c_id > c_ood) + 0.5 P(c_id = c_ood)`` (Mann-Whitney with
-  midranks; :func:`pnc.study.metrics.auroc`).
+  midranks; :func:`pnc.roc.auroc`).
 - FPR@95%TPR: on the ROC curve of the same problem (thresholds from high to low, an image is
   called ID when ``c >= threshold``), the false positive rate (fraction of OOD images called ID)
   at the first threshold where the true positive rate (fraction of ID images called ID) reaches
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pnc.study.metrics import auroc as _auroc
+from pnc.roc import auroc as _auroc
 
 
 def _scores(conf_id, conf_ood) -> tuple[np.ndarray, np.ndarray]:

@@ -32,6 +32,7 @@ import pandas as pd
 from pnc.cifar import ood_metrics as M
 from pnc.cifar.posthoc import METHOD_LABELS
 from pnc.io import write_csv
+from pnc.report.render import fmt, latex_escape, markdown_table, tabular_lines
 
 TABLE2_COLUMNS = ("acc", "near_auroc", "near_fpr95", "far_auroc", "far_fpr95")
 TABLE2_HEADER = ("Acc%", "Near AUROC", "Near FPR95", "Far AUROC", "Far FPR95")
@@ -71,9 +72,11 @@ class Report:
 
 
 def method_metrics(
-    scores: Mapping[str, np.ndarray], test_y: np.ndarray, groups: Mapping[str, str],
+    scores: Mapping[str, np.ndarray],
+    test_y: np.ndarray,
+    groups: Mapping[str, str],
     id_name: str = "cifar10",
-) -> list[dict]:  # fmt: skip
+) -> list[dict]:
     """Rows ``{dataset, group, metric, value}`` of one method's outputs on one seed.
 
     ``scores``: ``test_pred`` ``[N]``, ``test_probs`` ``[N, K]``, ``test_conf`` ``[N]``,
@@ -99,7 +102,9 @@ def method_metrics(
             "aupr_out": M.aupr_out(conf_id, conf_ood),
         }
         if "test_entropy_conf" in scores:
-            values["fpr95_entropy"] = M.fpr_at_tpr(scores["test_entropy_conf"], scores[f"{name}_entropy_conf"])  # fmt: skip
+            values["fpr95_entropy"] = M.fpr_at_tpr(
+                scores["test_entropy_conf"], scores[f"{name}_entropy_conf"]
+            )
         rows += [
             {"dataset": name, "group": group, "metric": k, "value": 100 * v}
             for k, v in values.items()
@@ -115,7 +120,9 @@ def _per_seed(metrics: pd.DataFrame, report: Report) -> pd.DataFrame:
         swap = m["method"].isin(AUTHORS_ENTROPY_FPR95)
         m = m[~(swap & (m["metric"] == "fpr95"))].copy()
         m.loc[swap & (m["metric"] == "fpr95_entropy"), "metric"] = "fpr95"
-    per_seed = m.groupby(["method", "seed", "group", "metric"], sort=False)["value"].mean().reset_index()  # fmt: skip
+    per_seed = (
+        m.groupby(["method", "seed", "group", "metric"], sort=False)["value"].mean().reset_index()
+    )
     per_seed["column"] = np.where(
         per_seed["group"] == "id",
         per_seed["metric"].replace({"accuracy": "acc"}),
@@ -148,12 +155,20 @@ def table2(metrics: pd.DataFrame, report: Report | None = None) -> pd.DataFrame:
     return summary_table(metrics, TABLE2_COLUMNS, report)
 
 
-def _cells(table: pd.DataFrame, columns=TABLE2_COLUMNS, digits: int = 2) -> list[list[str]]:
+def _cell(mean: float, std: float, digits: int, latex: bool = False) -> str:
+    """``mean ± std`` in fixed point (LaTeX: in math mode, ``\\pm``)."""
+    if latex:
+        return f"${fmt(mean, digits)} \\pm {fmt(std, digits)}$"
+    return f"{fmt(mean, digits)} ± {fmt(std, digits)}"
+
+
+def _rows(table: pd.DataFrame, columns, digits: int, latex: bool = False) -> list[list[str]]:
+    label = latex_escape if latex else str
     return [
         [
-            row["label"],
-            *(f"{row[f'{c}_mean']:.{digits}f} ± {row[f'{c}_std']:.{digits}f}" for c in columns),
-        ]  # fmt: skip
+            label(row["label"]),
+            *(_cell(row[f"{c}_mean"], row[f"{c}_std"], digits, latex) for c in columns),
+        ]
         for _, row in table.iterrows()
     ]
 
@@ -161,9 +176,7 @@ def _cells(table: pd.DataFrame, columns=TABLE2_COLUMNS, digits: int = 2) -> list
 def table_markdown(
     table: pd.DataFrame, columns=TABLE2_COLUMNS, header=TABLE2_HEADER, digits: int = 2
 ) -> str:
-    lines = ["| Method | " + " | ".join(header) + " |", "|---" * (len(header) + 1) + "|"]
-    lines += ["| " + " | ".join(cells) + " |" for cells in _cells(table, columns, digits)]
-    return "\n".join(lines) + "\n"
+    return markdown_table(None, ["Method", *header], _rows(table, columns, digits))
 
 
 def table2_markdown(table: pd.DataFrame) -> str:
@@ -171,28 +184,9 @@ def table2_markdown(table: pd.DataFrame) -> str:
 
 
 def table2_latex(table: pd.DataFrame) -> str:
-    header = " & ".join(["Method", *(h.replace("%", r"\%") for h in TABLE2_HEADER)])
-    body = [
-        " & ".join(
-            [cells[0].replace("&", r"\&"), *("$" + c.replace("±", r"\pm") + "$" for c in cells[1:])]
-        )
-        + r" \\"  # fmt: skip
-        for cells in _cells(table)
-    ]
-    return (
-        "\n".join(
-            [
-                r"\begin{tabular}{lccccc}",
-                r"\toprule",
-                header + r" \\",
-                r"\midrule",
-                *body,
-                r"\bottomrule",
-                r"\end{tabular}",
-            ]  # fmt: skip
-        )
-        + "\n"
-    )
+    header = " & ".join(latex_escape(h) for h in ("Method", *TABLE2_HEADER)) + r" \\"
+    rows = _rows(table, TABLE2_COLUMNS, 2, latex=True)
+    return "\n".join(tabular_lines("l" + "c" * len(TABLE2_COLUMNS), [header], rows)) + "\n"
 
 
 def sweep_rows(method: str, seed: int, record: Mapping) -> list[dict]:
@@ -205,13 +199,13 @@ def sweep_rows(method: str, seed: int, record: Mapping) -> list[dict]:
             "val_nll": r["val_nll"],
             "val_accuracy": r.get("val_accuracy"),
             "selected": bool(r.get("selected")),
-        }  # fmt: skip
+        }
         for r in record.get("sweep", [])
     ]
 
 
 def sweep_markdown(sweep: pd.DataFrame) -> str:
-    lines = ["| Method | Hyperparameter | Values | Selected (per seed) |", "|---|---|---|---|"]
+    rows = []
     for method in [m for m in METHOD_LABELS if m in set(sweep["method"])]:
         sub = sweep[sweep["method"] == method]
         configs = [json.loads(c) for c in sub["config"]]
@@ -222,8 +216,9 @@ def sweep_markdown(sweep: pd.DataFrame) -> str:
         for key in configs[0]:
             values = list(dict.fromkeys(json.dumps(c[key]) for c in configs))
             picked = ", ".join(f"{s}: {json.dumps(c[key])}" for s, c in sorted(chosen.items()))
-            lines.append(f"| {METHOD_LABELS[method]} | {key} | {', '.join(values)} | {picked} |")
-    return "\n".join(lines) + "\n"
+            rows.append([METHOD_LABELS[method], key, ", ".join(values), picked])
+    header = ["Method", "Hyperparameter", "Values", "Selected (per seed)"]
+    return markdown_table(None, header, rows)
 
 
 def write_tables(
@@ -240,7 +235,9 @@ def write_tables(
     (out / "table2.tex").write_text(table2_latex(table))
     cal = summary_table(metrics, CALIBRATION_COLUMNS, report)
     write_csv(cal, out / "calibration.csv")
-    (out / "calibration.md").write_text(table_markdown(cal, CALIBRATION_COLUMNS, CALIBRATION_HEADER, 3))  # fmt: skip
+    (out / "calibration.md").write_text(
+        table_markdown(cal, CALIBRATION_COLUMNS, CALIBRATION_HEADER, 3)
+    )
     aupr = summary_table(metrics, AUPR_COLUMNS, report)
     write_csv(aupr, out / "aupr.csv")
     (out / "aupr.md").write_text(table_markdown(aupr, AUPR_COLUMNS, AUPR_HEADER))

@@ -14,6 +14,13 @@ predictive probabilities ``test_probs`` ``[N, K]`` after the method's temperatur
 calibration metrics); for the single-model scores also ``<set>_entropy_conf``, minus the entropy
 of the base network's softmax (the authors' FPR95 convention for MSP, Energy and Mahalanobis);
 plus the selection record.
+
+The methods (:data:`POSTHOC_METHODS`, in Table 2's order): each is a :class:`PosthocMethod` naming
+its table label, its config class and the function that builds and scores it. A method's config
+section (``methods.<id>`` of ``config/cifar.yaml``) becomes a frozen dataclass by
+:func:`method_config`: its fixed settings are the fields, whose defaults are stated there once
+(the schema's defaults are checked against them), and its ``grid`` lists the values swept in
+selection; an unknown key fails naming the valid ones.
 """
 
 from __future__ import annotations
@@ -21,8 +28,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import types
+import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -31,28 +41,16 @@ import numpy as np
 from pnc.cifar import baselines as B
 from pnc.cifar.data import Prepared, train_val_split
 from pnc.cifar.model import features_and_logits, normalize
+from pnc.cifar.runs import TrainedNetwork, dropout_run, ensemble_runs
 from pnc.conv import ConvPnCConfig, build_members, calibration_cache, predict_logits
 from pnc.conv.classification import entropy, fit_temperature, mixture_nll, mixture_probabilities
 from pnc.conv.resnet import ResNetConfig
-from pnc.io import load_pytree
 from pnc.keys import derive_key
 
 log = logging.getLogger(__name__)
 
-#: method id -> label in the tables, in Table 2's order (then the extra single-model scores).
-METHOD_LABELS = {
-    "mahalanobis": "Mahalanobis",
-    "react_energy": "ReAct+Energy",
-    "llla": "LLLA",
-    "epinet": "Epinet",
-    "swag": "SWAG",
-    "pnc": "P&C",
-    "deep_ensemble": "Deep Ensemble",
-    "mc_dropout": "MC Dropout",
-    "msp": "MSP",
-    "energy": "Energy",
-}
-METHODS = tuple(METHOD_LABELS)
+#: The training runs a method reads: run id -> run.
+Runs = Mapping[str, TrainedNetwork]
 
 
 @dataclasses.dataclass
@@ -74,17 +72,26 @@ class Context:
     def from_prepared(cls, data: Prepared, config, seed: int, val_size: int, batch_size: int = 500):
         tr, va = train_val_split(data.train_x.shape[0], val_size, seed)
         return cls(
-            config, seed, data.train_x[tr], data.train_y[tr], data.train_x[va], data.train_y[va],
-            data.test_x, data.test_y, dict(data.ood), batch_size,
-        )  # fmt: skip
+            config=config,
+            seed=seed,
+            train_x=data.train_x[tr],
+            train_y=data.train_y[tr],
+            val_x=data.train_x[va],
+            val_y=data.train_y[va],
+            test_x=data.test_x,
+            test_y=data.test_y,
+            ood=dict(data.ood),
+            batch_size=batch_size,
+        )
 
     def eval_sets(self) -> dict[str, np.ndarray]:
         return {"test": self.test_x, **self.ood}
 
 
-def load_run(path: str | Path) -> dict:
-    """``{"variables", "swag"}`` of a training run (``run.msgpack``)."""
-    return load_pytree(path)
+def load_run(path: str | Path) -> TrainedNetwork:
+    """A training run (its directory or ``run.msgpack``), checked against the SHA-256 its
+    ``run.json`` records (:meth:`pnc.cifar.runs.TrainedNetwork.load`)."""
+    return TrainedNetwork.load(path)
 
 
 def _key(ctx: Context, method: str, *parts) -> jax.Array:
@@ -125,29 +132,171 @@ def _validate(cfg: dict, logits_of: Callable, ctx: Context) -> dict:
     val_logits = jnp.asarray(logits_of(ctx.val_x))
     t = fit_temperature(val_logits, ctx.val_y)
     nll = float(mixture_nll(val_logits, ctx.val_y, t))
-    acc = float(np.mean(np.asarray(jnp.argmax(mixture_probabilities(val_logits, t), -1)) == ctx.val_y))  # fmt: skip
+    acc = float(
+        np.mean(np.asarray(jnp.argmax(mixture_probabilities(val_logits, t), -1)) == ctx.val_y)
+    )
     if not math.isfinite(nll):
         nll = float("inf")
     return {"config": cfg, "temperature": t, "val_nll": nll, "val_accuracy": acc}
 
 
-def _grid(section: Mapping, name: str) -> list:
-    values = (section.get("grid") or {}).get(name)
-    if not values:
-        raise ValueError(f"methods: grid.{name} must list at least one value")
-    return list(values)
+# ----------------------------------------------------------------------------- configs
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodConfig:
+    """A method's config section: its fixed settings (the fields of a subclass, with their
+    defaults) and ``grid``, the lists of values selection sweeps (keys :attr:`grid_keys`), kept as
+    given (they name the configurations in ``selection.json`` and derive their keys)."""
+
+    grid_keys: ClassVar[tuple[str, ...]] = ()
+
+    grid: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_section(cls, section: Mapping | None, method: str = "") -> MethodConfig:
+        """The config of ``section`` (``{setting: value, ..., "grid": {key: [values]}}``).
+
+        Raises:
+            ValueError: an unknown setting or grid key (the message lists the valid ones), or a
+                value that is not of the setting's type.
+        """
+        section = dict(section or {})
+        where = f"methods.{method}" if method else cls.__name__
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "grid"]
+        allowed = names + (["grid"] if cls.grid_keys else [])
+        unknown = [k for k in section if k not in allowed]
+        if unknown:
+            raise ValueError(
+                f"{where}: unknown key(s) {', '.join(map(str, unknown))}; valid keys: "
+                + (", ".join(allowed) or "none")
+            )
+        grid = dict(section.pop("grid", None) or {})
+        unknown = [k for k in grid if k not in cls.grid_keys]
+        if unknown:
+            raise ValueError(
+                f"{where}: unknown grid key(s) {', '.join(map(str, unknown))}; valid grid keys: "
+                + ", ".join(cls.grid_keys)
+            )
+        hints = typing.get_type_hints(cls)
+        values = {k: _coerce(f"{where}.{k}", v, hints[k]) for k, v in section.items()}
+        return cls(grid=types.MappingProxyType(grid), **values)
+
+    def values(self, name: str) -> list:
+        """The values of ``grid.<name>``, as given."""
+        values = self.grid.get(name)
+        if not values:
+            raise ValueError(f"methods: grid.{name} must list at least one value")
+        return list(values)
+
+
+def _coerce(where: str, value: Any, annotation: Any) -> Any:
+    """``value`` converted to the field type ``annotation`` (``int``, ``float``, ``str``, a tuple
+    of one of them, or an optional one) as the settings were always read (``int(value)``, ...)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    try:
+        if typing.get_origin(annotation) is tuple:
+            return tuple(typing.get_args(annotation)[0](v) for v in value)
+        return annotation(value)
+    except (TypeError, ValueError):
+        kind = getattr(annotation, "__name__", annotation)
+        raise ValueError(f"{where} = {value!r}: not a valid {kind}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class SingleScoreConfig(MethodConfig):
+    """MSP, Energy, Mahalanobis: no settings, no selection."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReActConfig(MethodConfig):
+    """ReAct+Energy: the clip at the ``percentile``-th percentile of the training split's
+    penultimate activations (ReAct: 90)."""
+
+    percentile: float = 90.0
+
+
+@dataclasses.dataclass(frozen=True)
+class LLLAConfig(MethodConfig):
+    """Last-layer Laplace: ``n_samples`` sampled heads per prior precision (``grid``)."""
+
+    grid_keys: ClassVar[tuple[str, ...]] = ("prior_precision",)
+    n_samples: int = 50
+
+
+@dataclasses.dataclass(frozen=True)
+class MCDropoutConfig(MethodConfig):
+    """MC Dropout: ``n_samples`` masks per dropout rate (``grid``; one training run per rate)."""
+
+    grid_keys: ClassVar[tuple[str, ...]] = ("rate",)
+    n_samples: int = 50
+
+
+@dataclasses.dataclass(frozen=True)
+class SWAGConfig(MethodConfig):
+    """SWAG: ``n_samples`` weight samples from the moments collected from each start epoch
+    (``grid``), ``rank`` deviation columns, BN statistics refreshed on ``bn_refresh`` training
+    images in batches of ``bn_batch_size``."""
+
+    grid_keys: ClassVar[tuple[str, ...]] = ("start_epoch",)
+    n_samples: int = 50
+    rank: int = 20
+    bn_refresh: int = 2048
+    bn_batch_size: int = 128
+
+
+@dataclasses.dataclass(frozen=True)
+class EpinetMethodConfig(MethodConfig):
+    """Epinet: ``n_samples`` sampled indices per prior scale (``grid``); the network and its
+    training (defaults: :class:`pnc.cifar.baselines.EpinetConfig`'s)."""
+
+    grid_keys: ClassVar[tuple[str, ...]] = ("prior_scale",)
+    n_samples: int = 50
+    index_dim: int = B.EpinetConfig.index_dim
+    hiddens: tuple[int, ...] = B.EpinetConfig.hiddens
+    epochs: int = B.EpinetConfig.epochs
+    lr: float = B.EpinetConfig.lr
+    weight_decay: float = B.EpinetConfig.weight_decay
+    batch_size: int = B.EpinetConfig.batch_size
+    index_samples: int = B.EpinetConfig.index_samples
+
+    def network(self, prior_scale: float) -> B.EpinetConfig:
+        """The epinet of one configuration."""
+        fields = [f.name for f in dataclasses.fields(B.EpinetConfig) if f.name != "prior_scale"]
+        return B.EpinetConfig(prior_scale=prior_scale, **{k: getattr(self, k) for k in fields})
+
+
+@dataclasses.dataclass(frozen=True)
+class DeepEnsembleConfig(MethodConfig):
+    """Deep Ensemble: ``n_models`` runs (the base run is member 0)."""
+
+    n_models: int = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class PnCConfig(MethodConfig):
+    """P&C: the fixed settings of :class:`pnc.conv.ConvPnCConfig` and the calibration images
+    drawn once per seed; ``grid``: block, sigma, bootstrap_frac (coordinate descent)."""
+
+    grid_keys: ClassVar[tuple[str, ...]] = ("block", "sigma", "bootstrap_frac")
+    n_members: int = 50
+    rank: int = 20
+    ridge: float = 1e-3
+    calibration_size: int = 1024
+    chunk_size: int = 64
+    perturbation_norm: str = "radius"
+    member_chunk: int | None = None
 
 
 # ----------------------------------------------------------------------------- per method
 
-
-def run_method(method: str, section: Mapping, ctx: Context, runs: Mapping[str, dict]) -> tuple[dict, dict]:  # fmt: skip
-    """``(outputs, record)`` of ``method`` on ``ctx`` from its training ``runs`` (run id -> run)."""
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
-    base = runs.get("base")
-    fn = globals()[f"_{method}"]
-    return fn(section, ctx, runs, base)
+#: Fixed labels of the seeded generators that draw the SWAG BN-refresh images and the P&C
+#: calibration images from a seed's training split (stream labels, not sizes).
+SWAG_BN_STREAM = 2048
+PNC_CALIBRATION_STREAM = 1024
 
 
 def _base_features(ctx: Context, variables, names=("train", "val", "eval")) -> dict:
@@ -179,24 +328,24 @@ def _record(**kw) -> dict:
     return {"config": {}, "temperature": None, "val_nll": None, "sweep": [], **kw}
 
 
-def _msp(section, ctx, runs, base):
-    return _single_score(ctx, base["variables"], lambda f, lg: B.msp(lg)), _record()
+def _msp(config: SingleScoreConfig, ctx: Context, runs: Runs):
+    return _single_score(ctx, runs["base"].variables, lambda f, lg: B.msp(lg)), _record()
 
 
-def _energy(section, ctx, runs, base):
-    return _single_score(ctx, base["variables"], lambda f, lg: B.energy(lg)), _record()
+def _energy(config: SingleScoreConfig, ctx: Context, runs: Runs):
+    return _single_score(ctx, runs["base"].variables, lambda f, lg: B.energy(lg)), _record()
 
 
-def _mahalanobis(section, ctx, runs, base):
-    v = base["variables"]
+def _mahalanobis(config: SingleScoreConfig, ctx: Context, runs: Runs):
+    v = runs["base"].variables
     f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
     maha = B.Mahalanobis.fit(f_train, ctx.train_y, ctx.config.num_classes)
     return _single_score(ctx, v, lambda f, lg: maha.confidence(f)), _record()
 
 
-def _react_energy(section, ctx, runs, base):
-    v = base["variables"]
-    pct = float(section.get("percentile", 90.0))
+def _react_energy(config: ReActConfig, ctx: Context, runs: Runs):
+    v = runs["base"].variables
+    pct = config.percentile
     f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
     c = B.react_threshold(f_train, pct)
     clipped = lambda f: B.react_energy(v, f, c)[1]
@@ -211,11 +360,10 @@ def _ensemble_method(method, ctx, candidates):
     return out, rec
 
 
-def _llla(section, ctx, runs, base):
-    v = base["variables"]
+def _llla(config: LLLAConfig, ctx: Context, runs: Runs):
+    v = runs["base"].variables
     f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
     laplace = B.LastLayerLaplace.fit(v, f_train)
-    n = int(section.get("n_samples", 50))
     cache: dict[int, np.ndarray] = {}
 
     def feats(x):
@@ -224,17 +372,18 @@ def _llla(section, ctx, runs, base):
         return cache[id(x)]
 
     candidates = []
-    for prior in _grid(section, "prior_precision"):
-        heads = laplace.sample_heads(float(prior), n, _key(ctx, "llla", prior))
-        candidates.append(({"prior_precision": prior}, lambda x, h=heads: B.laplace_logits(feats(x), h)))  # fmt: skip
+    for prior in config.values("prior_precision"):
+        heads = laplace.sample_heads(float(prior), config.n_samples, _key(ctx, "llla", prior))
+        logits_of = lambda x, h=heads: B.laplace_logits(feats(x), h)
+        candidates.append(({"prior_precision": prior}, logits_of))
     return _ensemble_method("llla", ctx, candidates)
 
 
-def _mc_dropout(section, ctx, runs, base):
-    n = int(section.get("n_samples", 50))
+def _mc_dropout(config: MCDropoutConfig, ctx: Context, runs: Runs):
+    n = config.n_samples
     candidates = []
-    for rate in _grid(section, "rate"):
-        v = runs[dropout_run(rate)]["variables"]
+    for rate in config.values("rate"):
+        v = runs[dropout_run(rate)].variables
 
         def logits_of(x, v=v, rate=rate):
             f, _ = features_and_logits(v, x, ctx.config, ctx.batch_size)
@@ -244,26 +393,29 @@ def _mc_dropout(section, ctx, runs, base):
     return _ensemble_method("mc_dropout", ctx, candidates)
 
 
-def _swag(section, ctx, runs, base):
-    n = int(section.get("n_samples", 50))
-    rank = int(section.get("rank", 20))
-    n_bn = int(section.get("bn_refresh", 2048))
-    bn_batch = int(section.get("bn_batch_size", 128))
-    v = base["variables"]
-    rng = np.random.default_rng([ctx.seed, 2048])
-    bn_images = ctx.train_x[rng.choice(ctx.train_x.shape[0], min(n_bn, ctx.train_x.shape[0]), replace=False)]  # fmt: skip
+def _swag(config: SWAGConfig, ctx: Context, runs: Runs):
+    base = runs["base"]
+    v = base.variables
+    n_train = ctx.train_x.shape[0]
+    rng = np.random.default_rng([ctx.seed, SWAG_BN_STREAM])
+    bn_images = ctx.train_x[rng.choice(n_train, min(config.bn_refresh, n_train), replace=False)]
+    bn_batch = min(config.bn_batch_size, bn_images.shape[0])
     candidates = []
-    for start in _grid(section, "start_epoch"):
-        moments = base["swag"].get(str(start))
+    for start in config.values("start_epoch"):
+        moments = base.swag.get(str(start))
         if moments is None:
             raise ValueError(f"swag: the base run collected no moments from epoch {start}")
         samples = []
-        for s in range(n):
-            params = B.swag_sample(moments, v["params"], _key(ctx, "swag", start, s), rank)
+        for s in range(config.n_samples):
+            key = _key(ctx, "swag", start, s)
+            params = B.swag_sample(moments, v["params"], key, config.rank)
             stats = B.refresh_batch_stats(
-                params, v["batch_stats"], jnp.asarray(bn_images), config=ctx.config,
-                batch_size=min(bn_batch, bn_images.shape[0]),
-            )  # fmt: skip
+                params,
+                v["batch_stats"],
+                jnp.asarray(bn_images),
+                config=ctx.config,
+                batch_size=bn_batch,
+            )
             samples.append({"params": params, "batch_stats": stats})
 
         def logits_of(x, samples=samples):
@@ -273,12 +425,9 @@ def _swag(section, ctx, runs, base):
     return _ensemble_method("swag", ctx, candidates)
 
 
-def _epinet(section, ctx, runs, base):
-    v = base["variables"]
-    n = int(section.get("n_samples", 50))
-    fixed = {k: section[k] for k in ("index_dim", "epochs", "lr", "weight_decay", "batch_size", "index_samples") if k in section}  # fmt: skip
-    if "hiddens" in section:
-        fixed["hiddens"] = tuple(section["hiddens"])
+def _epinet(config: EpinetMethodConfig, ctx: Context, runs: Runs):
+    v = runs["base"].variables
+    n = config.n_samples
     f_train, lg_train = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
     cache = {}
 
@@ -288,9 +437,10 @@ def _epinet(section, ctx, runs, base):
         return cache[id(x)]
 
     candidates = []
-    for scale in _grid(section, "prior_scale"):
-        cfg = B.EpinetConfig(prior_scale=float(scale), **fixed)
-        params, prior = B.train_epinet(f_train, lg_train, ctx.train_y, cfg, _key(ctx, "epinet", scale))  # fmt: skip
+    for scale in config.values("prior_scale"):
+        cfg = config.network(float(scale))
+        key = _key(ctx, "epinet", scale)
+        params, prior = B.train_epinet(f_train, lg_train, ctx.train_y, cfg, key)
 
         def logits_of(x, params=params, prior=prior, cfg=cfg):
             f, lg = base_of(x)
@@ -300,8 +450,8 @@ def _epinet(section, ctx, runs, base):
     return _ensemble_method("epinet", ctx, candidates)
 
 
-def _deep_ensemble(section, ctx, runs, base):
-    members = [runs[r]["variables"] for r in ensemble_runs(int(section.get("n_models", 5)))]
+def _deep_ensemble(config: DeepEnsembleConfig, ctx: Context, runs: Runs):
+    members = [runs[r].variables for r in ensemble_runs(config.n_models)]
 
     def logits_of(x):
         return np.stack([B.network_logits(m, x, ctx.config, ctx.batch_size) for m in members])
@@ -309,23 +459,25 @@ def _deep_ensemble(section, ctx, runs, base):
     return _ensemble_method("deep_ensemble", ctx, [({"n_models": len(members)}, logits_of)])
 
 
-def _pnc(section, ctx, runs, base):
-    v = base["variables"]
-    n_cal = int(section.get("calibration_size", 1024))
+def _pnc(config: PnCConfig, ctx: Context, runs: Runs):
+    v = runs["base"].variables
+    n_cal = config.calibration_size
     if n_cal > ctx.train_x.shape[0]:
         raise ValueError(f"pnc: calibration_size {n_cal} > {ctx.train_x.shape[0]} training images")
-    rng = np.random.default_rng([ctx.seed, 1024])
+    rng = np.random.default_rng([ctx.seed, PNC_CALIBRATION_STREAM])
     x_cal = normalize(ctx.train_x[rng.choice(ctx.train_x.shape[0], n_cal, replace=False)])
     fixed = dict(
-        n_members=int(section.get("n_members", 50)), rank=int(section.get("rank", 20)),
-        ridge=float(section.get("ridge", 1e-3)), chunk_size=int(section.get("chunk_size", 64)),
-        perturbation_norm=str(section.get("perturbation_norm", "radius")),
-    )  # fmt: skip
-    member_chunk = section.get("member_chunk")
-    blocks = [tuple(b) for b in _grid(section, "block")]
+        n_members=config.n_members,
+        rank=config.rank,
+        ridge=config.ridge,
+        chunk_size=config.chunk_size,
+        perturbation_norm=config.perturbation_norm,
+    )
+    member_chunk = config.member_chunk
+    blocks = [tuple(b) for b in config.values("block")]
     for b in blocks:
         ctx.config.block_index(*b)  # a clear error for a block outside the network
-    sigmas, fracs = _grid(section, "sigma"), _grid(section, "bootstrap_frac")
+    sigmas, fracs = config.values("sigma"), config.values("bootstrap_frac")
     caches: dict[tuple, dict] = {}
     tried: dict[tuple, tuple[dict, Callable]] = {}
     sweep: list[dict] = []
@@ -338,21 +490,24 @@ def _pnc(section, ctx, runs, base):
         index = cfg.block_indices(ctx.config)
         if index not in caches:
             caches[index] = calibration_cache(v, x_cal, ctx.config, index)
+        key = _key(ctx, "pnc", *point)
         members = build_members(
-            v, ctx.config, x_cal, cfg, key=_key(ctx, "pnc", *point), cache=caches[index],
-            member_chunk=member_chunk,
-        )  # fmt: skip
-        logits_of = lambda x: np.asarray(
-            predict_logits(
+            v, ctx.config, x_cal, cfg, key=key, cache=caches[index], member_chunk=member_chunk
+        )
+
+        def logits_of(x):
+            logits = predict_logits(
                 v,
                 members,
                 normalize(x),
                 ctx.config,
                 member_chunk=member_chunk,
                 batch_size=ctx.batch_size,
-            )  # fmt: skip
-        )
-        rec = _validate({"block": list(block), "sigma": sigma, "bootstrap_frac": bf}, logits_of, ctx)  # fmt: skip
+            )
+            return np.asarray(logits)
+
+        point_config = {"block": list(block), "sigma": sigma, "bootstrap_frac": bf}
+        rec = _validate(point_config, logits_of, ctx)
         log.info("pnc %s: T %.3f val NLL %.4f", rec["config"], rec["temperature"], rec["val_nll"])
         sweep.append(rec)
         tried[point] = (rec, logits_of)
@@ -366,7 +521,8 @@ def _pnc(section, ctx, runs, base):
     for r in sweep:
         r["selected"] = r is rec
     out = _ensemble_outputs(logits_of, ctx, rec["temperature"])
-    return out, _record(config=rec["config"], temperature=rec["temperature"], val_nll=rec["val_nll"], sweep=sweep)  # fmt: skip
+    t, nll = rec["temperature"], rec["val_nll"]
+    return out, _record(config=rec["config"], temperature=t, val_nll=nll, sweep=sweep)
 
 
 def coordinate_descent(grids: Mapping[str, list], score: Callable[[dict], float]) -> dict:
@@ -384,21 +540,94 @@ def coordinate_descent(grids: Mapping[str, list], score: Callable[[dict], float]
 # ----------------------------------------------------------------------------- runs per method
 
 
-def dropout_run(rate) -> str:
-    return f"dropout{float(rate):g}"
+def _base_run(config: MethodConfig) -> list[str]:
+    return ["base"]
 
 
-def ensemble_runs(n_models: int) -> list[str]:
-    """The Deep Ensemble's runs: the base run and ``n_models - 1`` further members."""
-    if n_models < 1:
-        raise ValueError(f"deep_ensemble.n_models must be >= 1, got {n_models}")
-    return ["base"] + [f"member{k}" for k in range(1, n_models)]
+# ----------------------------------------------------------------------------- the methods
+
+
+@dataclasses.dataclass(frozen=True)
+class PosthocMethod:
+    """One method of the CIFAR study.
+
+    Attributes:
+        id: the method id (``methods.<id>`` in the config, ``--method`` of the post-hoc job).
+        label: its name in the tables.
+        config_cls: its config section's dataclass (:class:`MethodConfig`).
+        run: ``run(config, ctx, runs) -> (outputs, record)``: construction, selection and the
+            confidences of every evaluation set from the training ``runs`` (run id -> run).
+        runs_of: ``runs_of(config)``: the ids of the training runs it reads.
+    """
+
+    id: str
+    label: str
+    config_cls: type[MethodConfig]
+    run: Callable[[Any, Context, Runs], tuple[dict, dict]]
+    runs_of: Callable[[Any], list[str]] = _base_run
+
+    def config(self, section: Mapping | None) -> MethodConfig:
+        """Its config from its section (see :meth:`MethodConfig.from_section`)."""
+        return self.config_cls.from_section(section, self.id)
+
+
+#: method id -> method, in Table 2's order (then the extra single-model scores).
+POSTHOC_METHODS: dict[str, PosthocMethod] = {
+    m.id: m
+    for m in (
+        PosthocMethod("mahalanobis", "Mahalanobis", SingleScoreConfig, _mahalanobis),
+        PosthocMethod("react_energy", "ReAct+Energy", ReActConfig, _react_energy),
+        PosthocMethod("llla", "LLLA", LLLAConfig, _llla),
+        PosthocMethod("epinet", "Epinet", EpinetMethodConfig, _epinet),
+        PosthocMethod("swag", "SWAG", SWAGConfig, _swag),
+        PosthocMethod("pnc", "P&C", PnCConfig, _pnc),
+        PosthocMethod(
+            "deep_ensemble",
+            "Deep Ensemble",
+            DeepEnsembleConfig,
+            _deep_ensemble,
+            lambda config: ensemble_runs(config.n_models),
+        ),
+        PosthocMethod(
+            "mc_dropout",
+            "MC Dropout",
+            MCDropoutConfig,
+            _mc_dropout,
+            lambda config: [dropout_run(r) for r in config.values("rate")],
+        ),
+        PosthocMethod("msp", "MSP", SingleScoreConfig, _msp),
+        PosthocMethod("energy", "Energy", SingleScoreConfig, _energy),
+    )
+}
+#: method id -> label in the tables (read from :data:`POSTHOC_METHODS`).
+METHOD_LABELS: dict[str, str] = {m.id: m.label for m in POSTHOC_METHODS.values()}
+METHODS = tuple(POSTHOC_METHODS)
+
+
+def posthoc_method(method: str) -> PosthocMethod:
+    """The method ``method``.
+
+    Raises:
+        ValueError: an unknown id (the message lists the valid ones).
+    """
+    try:
+        return POSTHOC_METHODS[method]
+    except KeyError:
+        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}") from None
+
+
+def method_config(method: str, section: Mapping | None) -> MethodConfig:
+    """The config of ``method`` from its section (defaults filled in; unknown keys raise)."""
+    return posthoc_method(method).config(section)
+
+
+def run_method(method: str, section: Mapping, ctx: Context, runs: Runs) -> tuple[dict, dict]:
+    """``(outputs, record)`` of ``method`` on ``ctx`` from its training ``runs`` (run id -> run)."""
+    spec = posthoc_method(method)
+    return spec.run(spec.config(section), ctx, runs)
 
 
 def runs_of(method: str, section: Mapping) -> list[str]:
     """The training runs (ids) ``method`` reads."""
-    if method == "mc_dropout":
-        return [dropout_run(r) for r in _grid(section, "rate")]
-    if method == "deep_ensemble":
-        return ensemble_runs(int(section.get("n_models", 5)))
-    return ["base"]
+    spec = posthoc_method(method)
+    return spec.runs_of(spec.config(section))

@@ -13,8 +13,9 @@ Keys: the run key is :func:`pnc.keys.derive_key` of ``("cifar", seed, run_id)``;
 (0-based) shuffles, augments and draws dropout masks from ``fold_in(run_key, e)``. After every
 epoch (or every ``checkpoint_every``-th) the whole state (parameters, BN statistics, optimiser
 state with its step count, SWAG moments, the epoch) is written to ``checkpoint.msgpack`` (flax
-msgpack) with a JSON sidecar, atomically; :func:`train` resumes from it, and a resumed run
-equals an uninterrupted one.
+msgpack) with a JSON sidecar that records its SHA-256, atomically; :func:`train` resumes from it
+(refusing a checkpoint that does not match its hash), and a resumed run equals an uninterrupted
+one.
 
 SWAG (Maddox et al., 2019) moments are collected on the same run from the end of epoch
 ``start + 1`` on, once per epoch (``swag_collect_freq = 1``), for every ``start`` in
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import logging
 import time
@@ -40,7 +42,7 @@ from jax.flatten_util import ravel_pytree
 
 from pnc.cifar.model import Classifier, normalize
 from pnc.conv.resnet import ResNetConfig
-from pnc.io import atomic_path
+from pnc.io import ArtifactError, atomic_path
 from pnc.keys import derive_key
 
 log = logging.getLogger(__name__)
@@ -206,16 +208,38 @@ def _swag_update(m: dict, w: jax.Array) -> dict:
 
 
 def save_checkpoint(path: Path, state: dict, meta: dict) -> None:
-    """``path`` (msgpack of the state) and ``path.json`` (meta), each written atomically."""
+    """``path`` (msgpack of the state) and ``path.json`` (``meta`` with the SHA-256 of the msgpack,
+    ``msgpack_sha256``), each written atomically."""
     tree = jax.tree.map(np.asarray, flax.serialization.to_state_dict(state))
+    data = flax.serialization.msgpack_serialize(tree)
     with atomic_path(path) as tmp:
-        tmp.write_bytes(flax.serialization.msgpack_serialize(tree))
+        tmp.write_bytes(data)
+    meta = {**meta, "msgpack_sha256": hashlib.sha256(data).hexdigest()}
     with atomic_path(path.with_suffix(".json")) as tmp:
         tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
 
 
-def load_checkpoint(path: Path, template: dict) -> dict:
-    raw = flax.serialization.msgpack_restore(path.read_bytes())
+def load_checkpoint(path: Path, template: dict, sha256: str | None = None) -> dict:
+    """The state in checkpoint ``path``, in the structure of ``template``.
+
+    Raises:
+        pnc.io.ArtifactError: ``path`` does not match ``sha256`` (the hash its JSON records; a
+            checkpoint written before it was recorded is read unchecked), or is truncated or
+            corrupt; the message names the file and how to start the run over.
+    """
+    data = path.read_bytes()
+    start_over = f"delete it and {path.with_suffix('.json').name} to train the run from epoch 0"
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise ArtifactError(
+            f"{path} does not match the SHA-256 recorded in {path.with_suffix('.json')} "
+            f"(truncated, corrupt or replaced); {start_over}"
+        )
+    try:
+        raw = flax.serialization.msgpack_restore(data)
+    except Exception as err:  # msgpack raises several unrelated types on bad input
+        raise ArtifactError(
+            f"{path} is truncated or corrupt ({type(err).__name__}: {err}); {start_over}"
+        ) from err
     return jax.tree.map(jnp.asarray, flax.serialization.from_state_dict(template, raw))
 
 
@@ -271,7 +295,7 @@ def train(
             raise ValueError(
                 f"checkpoint {ckpt} belongs to another run or recipe; delete it to start over"
             )
-        state = load_checkpoint(ckpt, state)
+        state = load_checkpoint(ckpt, state, meta.get("msgpack_sha256"))
         history = meta["history"]
         history["resumed_from"] = int(state["epoch"])
         log.info("resumed %s from epoch %d", run_id, int(state["epoch"]))
@@ -290,7 +314,13 @@ def train(
         )
         history["loss"].append(float(loss))
         history["seconds"].append(time.perf_counter() - start)
-        log.info("epoch %d/%d loss %.4f (%.1fs)", epoch + 1, recipe.epochs, float(loss), history["seconds"][-1])  # fmt: skip
+        log.info(
+            "epoch %d/%d loss %.4f (%.1fs)",
+            epoch + 1,
+            recipe.epochs,
+            float(loss),
+            history["seconds"][-1],
+        )
         if not np.isfinite(float(loss)):
             raise FloatingPointError(f"{run_id}: non-finite training loss at epoch {epoch + 1}")
         if ckpt is not None and ((epoch + 1) % checkpoint_every == 0 or epoch + 1 == last):

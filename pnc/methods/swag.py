@@ -18,6 +18,8 @@ sqrt(0.5 var) eps); it is swept post hoc over {0.1, 0.3, 1, 3, 10} (paper, Appen
 ``covariance`` picks the Gaussian: ``diag_lowrank`` (both terms; the sampler the paper names,
 Appendix C) or ``diag`` (the first term only, ``D`` dropped; the authors' MuJoCo code, which
 collected no deviation columns).
+
+The sampler is :func:`pnc.swag_gaussian.swag_sample` (re-exported here), beside the CIFAR study's.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pnc.methods.runs import TrainingRun
 from pnc.methods.sampling import check_inputs, sample_predictive
 from pnc.mlp import MLPConfig, Params, forward
 from pnc.predictive import Predictive
+from pnc.swag_gaussian import swag_sample
 from pnc.train import TrainedModel
 
 Array = jax.Array
@@ -98,26 +101,6 @@ class SWAGPosterior:
     model: TrainedModel
     n_samples: int
     chunk_size: int
-
-
-def swag_sample(mean: Array, std: Array, deviations: Array, scale: float, key: Array) -> Array:
-    """One flat sample ``mean + scale sqrt(1/2) (std * z1 + D^T z2 / sqrt(K - 1))``, ``[P]``.
-
-    Args:
-        mean: ``[P]``; std: ``diag^{1/2}``, ``[P]``; deviations: ``D``, ``[K, P]`` (``K = 0``: the
-            diagonal sampler; otherwise ``K >= 2``); scale: multiplier of the standard deviation.
-
-    The covariance of the samples is ``scale^2 (diag + D^T D / (K - 1)) / 2`` (module docstring).
-    """
-    n_params, rank = mean.shape[0], deviations.shape[0]
-    if rank == 1:
-        raise ValueError("the low-rank SWAG term needs at least 2 deviation columns, got 1")
-    z = jax.random.normal(key, (n_params + rank,), mean.dtype)
-    z1, z2 = z[:n_params], z[n_params:]
-    noise = std * z1
-    if rank:
-        noise = noise + z2 @ deviations / jnp.sqrt(rank - 1.0)
-    return mean + scale * jnp.sqrt(0.5) * noise
 
 
 @functools.partial(jax.jit, static_argnames=("model_config", "n_samples", "chunk_size"))

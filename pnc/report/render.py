@@ -5,6 +5,10 @@ A :class:`Table` holds one table in all three forms; :func:`write_tables` writes
 Markdown escaping, fixed-point numbers with a chosen minus sign, ``mean ± std`` cells with bold or
 italic markup, and the booktabs ``tabular``/``longtable`` and Markdown pipe-table layouts. The
 LaTeX needs ``\\usepackage{booktabs,longtable}``.
+
+It imports nothing of the package: the MuJoCo study's tables (:mod:`pnc.report.tables`) and the
+CIFAR study's (:mod:`pnc.cifar.ood_tables`: escaping, fixed-point numbers, the bare ``tabular``
+of :func:`tabular_lines`, Markdown tables without a caption) are both laid out here.
 """
 
 from __future__ import annotations
@@ -129,6 +133,24 @@ def best_mask(values: pd.Series, higher_is_better: bool) -> pd.Series:
 # --------------------------------------------------------------------------------------------
 
 
+def tabular_lines(
+    colspec: str, header: list[str], rows: list[list[str]], *, indent: str = "", inner: str = ""
+) -> list[str]:
+    """A booktabs ``tabular`` environment as lines: ``header`` (finished LaTeX header lines) and
+    ``rows`` (cells, joined by ``&``) between the rules; ``indent`` before the environment and
+    ``indent + inner`` before its contents."""
+    pad = indent + inner
+    return [
+        f"{indent}\\begin{{tabular}}{{{colspec}}}",
+        f"{pad}\\toprule",
+        *[f"{pad}{h}" for h in header],
+        f"{pad}\\midrule",
+        *[f"{pad}" + " & ".join(r) + r" \\" for r in rows],
+        f"{pad}\\bottomrule",
+        f"{indent}\\end{{tabular}}",
+    ]
+
+
 def latex_tabular(
     caption: str,
     label: str,
@@ -139,7 +161,6 @@ def latex_tabular(
     size: str = r"\small",
 ) -> str:
     """A floating booktabs ``tabular`` (``header``: finished LaTeX header lines; ``rows``: cells)."""
-    body = [" & ".join(r) + r" \\" for r in rows]
     return "\n".join(
         [
             r"% requires \usepackage{booktabs}",
@@ -148,13 +169,7 @@ def latex_tabular(
             f"  {size}",
             f"  \\caption{{{latex_escape(caption)}}}",
             f"  \\label{{{label}}}",
-            f"  \\begin{{tabular}}{{{colspec}}}",
-            r"    \toprule",
-            *[f"    {h}" for h in header],
-            r"    \midrule",
-            *[f"    {b}" for b in body],
-            r"    \bottomrule",
-            r"  \end{tabular}",
+            *tabular_lines(colspec, header, rows, indent="  ", inner="  "),
             r"\end{table}",
             "",
         ]
@@ -197,9 +212,9 @@ def latex_longtable(
     return "\n".join(lines)
 
 
-def markdown_table(caption: str, header: list[str], rows: list[list[str]]) -> str:
-    """A Markdown pipe table preceded by ``Table: caption``."""
-    lines = [f"Table: {md_escape(caption)}", ""]
+def markdown_table(caption: str | None, header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown pipe table preceded by ``Table: caption`` (no caption line when ``None``)."""
+    lines = [] if caption is None else [f"Table: {md_escape(caption)}", ""]
     lines.append("| " + " | ".join(md_escape(h) for h in header) + " |")
     lines.append("|" + "|".join(["---"] * len(header)) + "|")
     lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in rows]

@@ -6,7 +6,8 @@ dimensions); per-point scores are ``[N]``.
 
 The results tables name these metrics ``rmse``, ``rmse_std``, ``nll``, ``auroc``,
 ``auroc_epistemic`` and ``spearman``; their definitions are :data:`pnc.study.results.METRIC_INFO`,
-and :mod:`pnc.study.evaluate` computes them from a prediction with the functions here.
+and :mod:`pnc.study.evaluate` computes them from a prediction with the functions here. The AUROC
+is :func:`pnc.roc.auroc` (shared with the CIFAR study), re-exported here.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import math
 
 import numpy as np
 import scipy.stats
+
+from pnc.roc import auroc
 
 __all__ = [
     "auroc",
@@ -76,38 +79,6 @@ def mean_gaussian_nll(mean: np.ndarray, var: np.ndarray, y: np.ndarray) -> float
     with np.errstate(divide="ignore", invalid="ignore"):
         nll = 0.5 * (math.log(2.0 * math.pi) + np.log(var) + np.square(y - mean) / var)
     return float(np.mean(nll))
-
-
-def auroc(score_negative: np.ndarray, score_positive: np.ndarray) -> float:
-    """AUROC of a score separating positives (shifted data) from negatives (ID data).
-
-    Equals ``P(s_pos > s_neg) + 0.5 P(s_pos = s_neg)`` for independent draws, computed from the
-    Mann-Whitney U statistic with midranks: ``(R_pos - n_pos (n_pos + 1) / 2) / (n_pos n_neg)``,
-    where ``R_pos`` is the sum of the positives' ranks in the pooled sample.
-
-    Args:
-        score_negative: scores of the negatives ``[N_neg]`` (ID evaluation points).
-        score_positive: scores of the positives ``[N_pos]`` (shifted points).
-
-    Returns:
-        The AUROC in ``[0, 1]`` (``nan`` if any score is ``nan``).
-
-    Raises:
-        ValueError: if either sample is empty or not one-dimensional.
-    """
-    neg = _as_float64(score_negative)
-    pos = _as_float64(score_positive)
-    if neg.ndim != 1 or pos.ndim != 1 or neg.size == 0 or pos.size == 0:
-        raise ValueError(
-            f"need two non-empty 1-D score arrays, got shapes {neg.shape}, {pos.shape}"
-        )
-    pooled = np.concatenate([neg, pos])
-    if np.any(np.isnan(pooled)):
-        return math.nan
-    ranks = scipy.stats.rankdata(pooled, method="average")
-    n_pos, n_neg = pos.size, neg.size
-    u_pos = float(np.sum(ranks[n_neg:])) - n_pos * (n_pos + 1) / 2.0
-    return u_pos / (n_pos * n_neg)
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:

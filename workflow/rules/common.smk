@@ -1,7 +1,8 @@
 # Config -> targets and paths. Every target list, path helper and parameter string of the rules is
 # defined here, derived from `config`. The config is first checked against
 # workflow/schemas/config.schema.yaml (one line per violation: key path, offending value, what is
-# allowed), then validated again by Snakemake, which fills in the schema's defaults. Checks across
+# allowed), then validated again by Snakemake, which fills in the schema's defaults (both in
+# shared.smk, which the CIFAR study's common.smk includes too). Checks across
 # keys follow (pool sizes, log-variance bounds, P&C layers and ranks against the network, the SWAG
 # and Subspace snapshots); method grids are expanded with pnc.study.grid, so an unknown
 # hyperparameter fails while the DAG is built, before any job runs. Every config error found here is
@@ -11,41 +12,14 @@ import json
 import os
 import re
 
-from snakemake.utils import validate
-
 from pnc.study import grid as pnc_grid
-from pnc.study.config_check import cross_key_problems, integer_seeds, schema_problems
-
-SCHEMA = "workflow/schemas/config.schema.yaml"
-# the schema next to this file, wherever the including Snakefile lives
-SCHEMA_PATH = os.path.normpath(
-    os.path.join(workflow.current_basedir, "..", "schemas", "config.schema.yaml")
-)
+from pnc.study.config_check import cross_key_problems
 
 
-# ----------------------------------------------------------------------------- schema
+include: "shared.smk"
 
 
-def load_schema(schema_path):
-    import yaml
-
-    with open(schema_path) as f:
-        return yaml.safe_load(f)
-
-
-def check_schema(data, schema):
-    """Raise a WorkflowError listing every violation of ``schema``, one line each."""
-    lines = schema_problems(data, schema)
-    if lines:
-        raise WorkflowError(
-            f"invalid config ({len(lines)} problem(s); every key is documented in {SCHEMA}):\n"
-            + "\n".join(f"  {line}" for line in lines)
-        )
-
-
-integer_seeds(config)  # `--config seeds=[0,1]` passes strings
-check_schema(config, load_schema(SCHEMA_PATH))
-validate(config, SCHEMA_PATH)  # passes now; fills in the defaults
+check_config(config, "config.schema.yaml")
 
 
 # The schema has filled in every default by now (validate above), and it requires non-empty
@@ -113,16 +87,8 @@ envvars:
     "PNC_COMPILE_CACHE",
 
 
-def _job_resources():
-    """Stage -> {mem_mb, runtime}: config `resources`; a key left out keeps the schema's default."""
-    stages = load_schema(SCHEMA_PATH)["properties"]["resources"]["properties"]
-    given = config.get("resources") or {}
-    return {
-        stage: {**spec["default"], **(given.get(stage) or {})} for stage, spec in stages.items()
-    }
-
-
-RESOURCES = _job_resources()
+# Stage -> {mem_mb, runtime}: config `resources`; a key left out keeps the schema's default.
+RESOURCES = job_resources(config, "config.schema.yaml")
 
 
 def _alternatives(values):

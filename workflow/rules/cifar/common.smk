@@ -1,38 +1,19 @@
 # Config -> targets and parameters of the CIFAR-10 study. The config is checked against
 # workflow/schemas/cifar.schema.yaml (one line per violation: key path and what is wrong), then
-# validated by Snakemake, which fills in the defaults; checks across keys follow (OOD names, P&C
-# blocks against the network, SWAG start epochs against the training epochs, the Deep Ensemble
-# and calibration sizes against the training split). Every error names the key.
+# validated by Snakemake, which fills in the defaults (both in ../shared.smk, which the MuJoCo
+# study's common.smk includes too); checks across keys follow (OOD names, P&C blocks against the
+# network, SWAG start epochs against the training epochs, the Deep Ensemble and calibration sizes
+# against the training split). Every error names the key.
 
 import json
-import re
 import os
-
-from snakemake.utils import validate
-
-from pnc.study.config_check import integer_seeds, schema_problems
-
-CIFAR_SCHEMA = os.path.normpath(
-    os.path.join(workflow.current_basedir, "..", "..", "schemas", "cifar.schema.yaml")
-)
+import re
 
 
-def _check_cifar_schema(data):
-    import yaml
-
-    with open(CIFAR_SCHEMA) as f:
-        schema = yaml.safe_load(f)
-    lines = schema_problems(data, schema)
-    if lines:
-        raise WorkflowError(
-            f"invalid config ({len(lines)} problem(s); every key is documented in"
-            " workflow/schemas/cifar.schema.yaml):\n" + "\n".join(f"  {line}" for line in lines)
-        )
+include: "../shared.smk"
 
 
-integer_seeds(config)  # `--config seeds=[0]` passes strings
-_check_cifar_schema(config)
-validate(config, CIFAR_SCHEMA)
+check_config(config, "cifar.schema.yaml")
 
 DATA = config["data"]
 ID = DATA.get("id", "cifar10")
@@ -44,22 +25,14 @@ THREADS = {"data": 1, "train": 1, "posthoc": 1, "tables": 1, **(config.get("thre
 PREPARED = "resources/cifar/data"
 
 
-def _cifar_resources():
-    import yaml
-
-    with open(CIFAR_SCHEMA) as f:
-        stages = yaml.safe_load(f)["properties"]["resources"]["properties"]
-    given = config.get("resources") or {}
-    return {s: {**spec["default"], **(given.get(s) or {})} for s, spec in stages.items()}
-
-
-RES = _cifar_resources()
+# Stage -> {mem_mb, runtime, gpu}: config `resources`; a key left out keeps the schema's default.
+RES = job_resources(config, "cifar.schema.yaml")
 
 
 def _check_across_keys():
-    from pnc.cifar.data import ID_DATASETS
+    from pnc.cifar.data import ID_DATASETS, tiny_train_images
     from pnc.cifar.jobs import resnet_config
-
+    from pnc.cifar.posthoc import method_config
     from pnc.cifar.recipe import Recipe
 
     known = ID_DATASETS[ID].ood
@@ -70,14 +43,19 @@ def _check_across_keys():
             f" (known: {', '.join(known)})"
         )
     net = resnet_config(MODEL)
-    epochs = int(TRAIN.get("epochs", 300))
     try:
-        Recipe(**TRAIN)
+        epochs = Recipe(**TRAIN).epochs
     except ValueError as err:
         raise WorkflowError(f"invalid config: train: {err}") from None
+    sections = {}  # method -> its config, the defaults filled in (pnc.cifar.posthoc)
+    for method in METHODS:
+        try:
+            sections[method] = method_config(method, config["methods"][method])
+        except ValueError as err:
+            raise WorkflowError(f"invalid config: {err}") from None
     n_train = None
     if DATA.get("tiny"):
-        n_train = 5 * int(DATA["tiny"].get("train_per_file", 60)) - int(DATA["val_size"])
+        n_train = tiny_train_images(DATA["tiny"]) - int(DATA["val_size"])
     pnc = config["methods"].get("pnc")
     if pnc is not None:
         for stage, block in pnc["grid"]["block"]:
@@ -88,7 +66,7 @@ def _check_across_keys():
                     f"invalid config: methods.pnc.grid.block [{stage}, {block}]: {err}"
                     f" (model.blocks_per_stage = {list(net.blocks_per_stage)})"
                 ) from None
-        size = int(pnc.get("calibration_size", 1024))
+        size = sections["pnc"].calibration_size
         if n_train is not None and size > n_train:
             raise WorkflowError(
                 f"invalid config: methods.pnc.calibration_size = {size} > the {n_train}"

@@ -1,0 +1,47 @@
+"""The AUROC of a score separating two samples, shared by the MuJoCo study
+(:mod:`pnc.study.metrics`: shifted points against ID points) and the CIFAR study
+(:mod:`pnc.cifar.ood_metrics`: ID images against OOD images, ID positive).
+
+Computes in float64 and returns a Python ``float``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.stats
+
+__all__ = ["auroc"]
+
+
+def auroc(score_negative: np.ndarray, score_positive: np.ndarray) -> float:
+    """AUROC of a score separating positives (shifted data) from negatives (ID data).
+
+    Equals ``P(s_pos > s_neg) + 0.5 P(s_pos = s_neg)`` for independent draws, computed from the
+    Mann-Whitney U statistic with midranks: ``(R_pos - n_pos (n_pos + 1) / 2) / (n_pos n_neg)``,
+    where ``R_pos`` is the sum of the positives' ranks in the pooled sample.
+
+    Args:
+        score_negative: scores of the negatives ``[N_neg]`` (ID evaluation points).
+        score_positive: scores of the positives ``[N_pos]`` (shifted points).
+
+    Returns:
+        The AUROC in ``[0, 1]`` (``nan`` if any score is ``nan``).
+
+    Raises:
+        ValueError: if either sample is empty or not one-dimensional.
+    """
+    neg = np.asarray(score_negative, dtype=np.float64)
+    pos = np.asarray(score_positive, dtype=np.float64)
+    if neg.ndim != 1 or pos.ndim != 1 or neg.size == 0 or pos.size == 0:
+        raise ValueError(
+            f"need two non-empty 1-D score arrays, got shapes {neg.shape}, {pos.shape}"
+        )
+    pooled = np.concatenate([neg, pos])
+    if np.any(np.isnan(pooled)):
+        return math.nan
+    ranks = scipy.stats.rankdata(pooled, method="average")
+    n_pos, n_neg = pos.size, neg.size
+    u_pos = float(np.sum(ranks[n_neg:])) - n_pos * (n_pos + 1) / 2.0
+    return u_pos / (n_pos * n_neg)
