@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -272,3 +274,462 @@ def test_wilcoxon_normal_approximation_with_ties_by_hand():
     z = (min(r_plus, r_minus) - n * (n + 1) / 4) / np.sqrt(var)
     assert out["p"] == pytest.approx(2 * sps.norm.cdf(z), rel=1e-9)
     assert out["favours"] == "pnc"
+
+
+# ---------------------------------------------------------------------------------------------
+# Order of the summary and mean tables
+# ---------------------------------------------------------------------------------------------
+
+
+def _long(rows, data_source=None) -> pd.DataFrame:
+    """Validated long table from ``(env, method, split, metric, {seed: value})`` tuples."""
+    records = [
+        {"env": env, "method": m, "seed": s, "split": split, "metric": metric, "value": v}
+        | ({"data_source": data_source[env]} if data_source else {})
+        for env, m, split, metric, per_seed in rows
+        for s, v in per_seed.items()
+    ]
+    return vocab.validate(pd.DataFrame(records))
+
+
+def test_summary_and_mean_table_keep_the_order_of_first_appearance():
+    # environments and methods deliberately out of alphabetical order
+    df = _long(
+        [
+            ("Walker", "swag", "far", "nll", {0: 1.0, 1: 3.0}),
+            ("Walker", "deep_ensemble", "far", "nll", {0: 5.0, 1: 5.0}),
+            ("Ant", "swag", "far", "nll", {0: 2.0, 1: 2.0}),
+            ("Ant", "deep_ensemble", "far", "nll", {0: 0.0, 1: 4.0}),
+        ]
+    )
+    summary = st.summarise(df)
+    assert list(zip(summary.env, summary.method, strict=True)) == [
+        ("Walker", "swag"),
+        ("Walker", "deep_ensemble"),
+        ("Ant", "swag"),
+        ("Ant", "deep_ensemble"),
+    ]
+    assert list(summary["mean"]) == [2.0, 5.0, 2.0, 2.0]
+    # sample std of (1, 3) and (0, 4): sqrt(2) and sqrt(8)
+    np.testing.assert_allclose(summary["std"], [np.sqrt(2.0), 0.0, 0.0, np.sqrt(8.0)])
+    assert list(summary["n_seeds"]) == [2, 2, 2, 2]
+    table = st.mean_table(summary, "far", "nll", ["deep_ensemble", "swag"])
+    assert list(table.index) == ["Walker", "Ant"]
+    assert list(table.columns) == ["deep_ensemble", "swag"]
+    np.testing.assert_array_equal(table.to_numpy(), [[5.0, 2.0], [2.0, 2.0]])
+
+
+def test_missing_method_error_names_the_split_and_metric():
+    df = _table({"E1": {"pnc": 1.0, "swag": 2.0}, "E2": {"pnc": 1.0}}, split="mid", metric="auroc")
+    with pytest.raises(
+        vocab.ResultsError,
+        match=r"^mid/auroc is missing for method\(s\) in env\(s\): \['E2: swag'\]$",
+    ):
+        st.mean_table(st.summarise(df), "mid", "auroc", ["swag", "pnc"])
+
+
+def test_rank_row_reads_the_values_as_floats():
+    # unsigned integers: negating them in their own type would wrap around (0 stays 0, 1 -> 255)
+    values = np.array([0, 1, 2], dtype=np.uint8)
+    np.testing.assert_array_equal(st.rank_row(values, True), [3, 2, 1])
+    np.testing.assert_array_equal(st.rank_row(values, False), [1, 2, 3])
+
+
+def test_wins_are_integers():
+    ranks = pd.DataFrame({"a": [1.0, 2.0], "b": [2.0, 1.0]}, index=["A", "B"])
+    wins = st.rank_summary(ranks)["wins"]
+    assert wins.dtype.kind == "i" and list(wins) == [1, 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Attainable p-values
+# ---------------------------------------------------------------------------------------------
+
+
+def test_min_attainable_p_edges():
+    # no pairs: no test, p = 1
+    assert st.min_wilcoxon_p(0) == 1.0 and st.min_wilcoxon_p(-3) == 1.0
+    # beyond 50 pairs scipy's default switches to the normal approximation; this stays exact
+    for n in (51, 52, 53):
+        assert st.min_wilcoxon_p(n) == pytest.approx(2.0 ** (1 - n), rel=1e-9)
+    # Holm-adjusted p-values are capped at 1: 5 x 1 and 5 x 1/2
+    assert st.min_holm_p(1, 5) == 1.0 and st.min_holm_p(2, 5) == 1.0 and st.min_holm_p(0, 3) == 1.0
+    assert st.min_holm_p(3, 1) == 0.25
+    # no comparison to correct: one environment suffices
+    assert st.min_envs_for_significance(0) == 1
+    # alpha equal to the attainable minimum counts as reachable (p <= alpha)
+    assert st.min_envs_for_significance(1, 2.0**-4) == 5  # 2^(1-5)
+    assert st.min_envs_for_significance(5, 5 * 2.0**-7) == 8
+    # alpha = 0.01, five baselines: 5 x 2^-8 = 0.0195 > 0.01 >= 5 x 2^-9 = 0.00977
+    assert st.min_envs_for_significance(5, 0.01) == 10
+
+
+def test_significance_note_text():
+    assert st.significance_note(7, 5) == (
+        "With 7 environment(s) and 5 baseline(s), the smallest Holm-adjusted p-value a two-sided "
+        "exact Wilcoxon signed-rank test can reach is min(1, 5 x 2^(1-7)) = 0.0781 > alpha = 0.05 "
+        "(all differences of one sign); at least 8 environments are needed, so no comparison can "
+        "be significant and no arrows are shown."
+    )
+    # 5 x 2^-8 = 0.01953; with alpha = 0.01 ten environments are needed (5 x 2^-9 = 0.00977)
+    note = st.significance_note(9, 5, 0.01)
+    assert "min(1, 5 x 2^(1-9)) = 0.0195 > alpha = 0.01 " in note
+    assert "at least 10 environments are needed" in note
+
+
+# ---------------------------------------------------------------------------------------------
+# Wilcoxon signed-rank: edge cases
+# ---------------------------------------------------------------------------------------------
+
+
+def test_wilcoxon_all_zero_result_in_full():
+    assert st.wilcoxon_test(np.zeros(3)) == {
+        "n_nonzero": 0,
+        "statistic": None,
+        "r_plus": 0.0,
+        "r_minus": 0.0,
+        "p": 1.0,
+        "test": "none (all differences zero)",
+        "favours": None,
+    }
+
+
+def test_wilcoxon_reads_object_arrays_as_floats():
+    # |d| ranks 1..4, baseline better at rank 3: R+ = 7, R- = 3; subsets of {1,2,3,4} with sum <= 3
+    # are {}, {1}, {2}, {3}, {1,2}: p = 2 * 5 / 16
+    out = st.wilcoxon_test(np.array([1.0, 2, -3, 4, 0], dtype=object))
+    assert out == {
+        "n_nonzero": 4,
+        "statistic": 3.0,
+        "r_plus": 7.0,
+        "r_minus": 3.0,
+        "p": pytest.approx(0.625),
+        "test": "exact",
+        "favours": "pnc",
+    }
+
+
+def test_wilcoxon_favours_follows_the_rank_sums():
+    # R+ = 1 + 2 = 3 = R-: no side; subsets of {1,2,3} with sum <= 3: 5 of 8, p = min(1, 10/8)
+    even = st.wilcoxon_test(np.array([1.0, 2.0, -3.0]))
+    assert (even["r_plus"], even["r_minus"], even["favours"]) == (3.0, 3.0, None)
+    assert even["p"] == 1.0
+    tied = st.wilcoxon_test(np.array([1.0, -1.0]))
+    assert (tied["r_plus"], tied["r_minus"], tied["favours"]) == (1.5, 1.5, None)
+    worse = st.wilcoxon_test(np.array([-1.0, -2.0, 3.0, -4.0]))
+    assert (worse["r_plus"], worse["r_minus"], worse["favours"]) == (3.0, 7.0, "baseline")
+
+
+def _exact_permutation_p(d: np.ndarray) -> float:
+    """Two-sided p of the signed-rank statistic by enumerating every sign flip of the midranks."""
+    ranks = sps.rankdata(np.abs(d))
+    signs = (np.arange(2**d.size)[:, None] >> np.arange(d.size)) & 1  # every 0/1 sign pattern
+    sums = signs @ ranks
+    centre = ranks.sum() / 2
+    observed = abs(ranks[d > 0].sum() - centre)
+    return float(np.mean(np.abs(sums - centre) >= observed - 1e-9))
+
+
+def test_wilcoxon_tied_thirteen_pairs_exact_fourteen_normal():
+    d13 = np.array([1.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, -11.0, -12.0])
+    out = st.wilcoxon_test(d13)
+    assert out["n_nonzero"] == 13
+    assert out["test"] == "exact permutation (tied |differences|)"
+    assert out["p"] == pytest.approx(_exact_permutation_p(d13), rel=1e-9)
+    d14 = np.append(d13, 13.0)
+    out = st.wilcoxon_test(d14)
+    assert out["n_nonzero"] == 14
+    assert out["test"] == "normal approximation (tied |differences|)"
+    n = 14
+    r_minus = 12.0 + 13.0  # midranks of |d|: 1, 1 -> 1.5; 2 -> 3; ...; 11 -> 12; 12 -> 13
+    assert out["r_minus"] == r_minus and out["r_plus"] == n * (n + 1) / 2 - r_minus
+    var = n * (n + 1) * (2 * n + 1) / 24 - (2**3 - 2) / 48  # one pair of tied |d|
+    z = (r_minus - n * (n + 1) / 4) / np.sqrt(var)
+    assert out["p"] == pytest.approx(2 * sps.norm.cdf(z), rel=1e-9)
+
+
+def test_wilcoxon_exact_beyond_fifty_distinct_pairs():
+    # 52 distinct |d| = 1..52, the baseline better at every third: R- = 3 (1 + ... + 17) = 459
+    d = np.arange(1.0, 53.0)
+    d[2::3] *= -1
+    out = st.wilcoxon_test(d)
+    assert out["test"] == "exact" and out["r_minus"] == 459.0 and out["statistic"] == 459.0
+    # exact null distribution of the rank sum: number of subsets of {1..52} with each sum
+    counts = [1] + [0] * (52 * 53 // 2)
+    for r in range(1, 53):
+        for s in range(len(counts) - 1, r - 1, -1):
+            counts[s] += counts[s - r]
+    p = 2 * sum(counts[:460]) / 2**52
+    assert out["p"] == pytest.approx(p, rel=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# Holm: edge cases
+# ---------------------------------------------------------------------------------------------
+
+
+def test_holm_edge_cases():
+    reject, adjusted = st.holm([])
+    assert reject.shape == (0,) and reject.dtype == bool
+    assert adjusted.shape == (0,) and adjusted.dtype == np.float64
+    # one comparison: nothing to correct
+    reject, adjusted = st.holm([0.03])
+    np.testing.assert_array_equal(reject, [True])
+    np.testing.assert_array_equal(adjusted, [0.03])
+    # the level is the one given: adjusted 0.03, 0.06, 0.06, 0.02 all <= 0.1
+    reject, adjusted = st.holm([0.01, 0.04, 0.03, 0.005], alpha=0.1)
+    np.testing.assert_array_equal(reject, [True, True, True, True])
+    # p-values given as integers (1 for an all-zero comparison) give float adjusted p-values
+    reject, adjusted = st.holm([1, 0, 1])
+    assert adjusted.dtype == np.float64
+    np.testing.assert_array_equal(adjusted, [1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(reject, [False, True, False])
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparisons against the reference
+# ---------------------------------------------------------------------------------------------
+
+
+def _six_envs() -> pd.DataFrame:
+    """Far NLL in six environments: ``swag - pnc`` = 1, 2, 3, -4, 5, 6 (the baseline better once)
+    and ``laplace - pnc`` = 1..6 (P&C better everywhere)."""
+    means = {}
+    for e, gap in enumerate([1.0, 2.0, 3.0, -4.0, 5.0, 6.0]):
+        means[f"E{e}"] = {"swag": 10.0 + gap, "laplace": 10.0 + (e + 1.0), "pnc": 10.0}
+    return _table(means, metric="nll")
+
+
+def test_compare_to_reference_values():
+    summary = st.summarise(_six_envs())
+    out = st.compare_to_reference(summary, "far", "nll", ["swag", "laplace", "pnc"])
+    assert {k: v for k, v in out.items() if k != "tests"} == {
+        "n_envs": 6,
+        "n_comparisons": 2,
+        "alpha": 0.05,
+        "min_attainable_p_holm": pytest.approx(2 * 2.0**-5),
+        "significance_attainable": False,  # 0.0625 > 0.05
+    }
+    swag, laplace = out["tests"]["swag"], out["tests"]["laplace"]
+    # swag: R- = 4 (the rank of |-4|); subsets of {1..6} with sum <= 4: {}, 1, 2, 3, 4, 12, 13
+    assert (swag["r_plus"], swag["r_minus"], swag["statistic"]) == (17.0, 4.0, 4.0)
+    assert swag["p"] == pytest.approx(2 * 7 / 64)
+    assert (laplace["r_plus"], laplace["r_minus"]) == (21.0, 0.0)
+    assert laplace["p"] == pytest.approx(2 / 64)
+    # Holm by hand: 2 x 1/32 = 0.0625, then max(0.0625, 1 x 0.21875)
+    assert laplace["p_holm"] == pytest.approx(0.0625)
+    assert swag["p_holm"] == pytest.approx(0.21875)
+    assert not laplace["significant"] and laplace["arrow"] is None
+    # at alpha = 0.1 the Holm-adjusted 0.0625 is significant
+    out = st.compare_to_reference(summary, "far", "nll", ["swag", "laplace", "pnc"], alpha=0.1)
+    assert out["alpha"] == 0.1 and out["significance_attainable"]
+    assert out["tests"]["laplace"]["significant"] and out["tests"]["laplace"]["arrow"] == "up"
+    assert not out["tests"]["swag"]["significant"] and out["tests"]["swag"]["arrow"] is None
+
+
+def test_compare_to_reference_one_and_no_baseline():
+    summary = st.summarise(_six_envs())
+    one = st.compare_to_reference(summary, "far", "nll", ["laplace", "pnc"])
+    # one comparison: 2^(1-6) = 0.03125 <= 0.05, reached by laplace
+    assert one["n_comparisons"] == 1 and one["significance_attainable"]
+    assert one["min_attainable_p_holm"] == pytest.approx(2.0**-5)
+    assert one["tests"]["laplace"]["p_holm"] == pytest.approx(2.0**-5)
+    assert one["tests"]["laplace"]["arrow"] == "up"
+    none = st.compare_to_reference(summary, "far", "nll", ["pnc"])
+    assert none["n_comparisons"] == 0 and none["tests"] == {}
+    assert not none["significance_attainable"]
+
+
+def test_significance_attainable_when_min_p_equals_alpha():
+    summary = st.summarise(_dominant(8, True))
+    alpha = 5 * 2.0**-7  # exactly the smallest Holm-adjusted p with 8 envs and 5 baselines
+    out = st.compare_to_reference(summary, "far", "nll", vocab.RANKED_METHODS, alpha=alpha)
+    assert out["significance_attainable"]
+    assert all(t["significant"] and t["arrow"] == "up" for t in out["tests"].values())
+
+
+# ---------------------------------------------------------------------------------------------
+# compute_statistics: the JSON record
+# ---------------------------------------------------------------------------------------------
+
+
+def test_compute_statistics_record():
+    # Walker (3 seeds, minari) before Ant (2 seeds, offline); pnc_nocorr is carried, never ranked
+    rows = []
+    for env, seeds in (("Walker", (0, 1, 2)), ("Ant", (0, 1))):
+        for split, metric, vals in (
+            ("far", "nll", {"swag": 2.0, "pnc": 1.0, "pnc_nocorr": 0.5}),
+            ("id", "rmse", {"swag": 1.0, "pnc": 3.0, "pnc_nocorr": 9.0}),
+        ):
+            if env == "Ant" and metric == "rmse":
+                vals = {"swag": 1.0, "pnc": 1.0, "pnc_nocorr": 9.0}  # tie: both win
+            for m, v in vals.items():
+                rows.append((env, m, split, metric, {s: v + s for s in seeds}))
+    df = _long(rows, data_source={"Walker": "minari", "Ant": "offline"})
+    out = st.compute_statistics(df)
+    assert json.loads(json.dumps(out, allow_nan=False)) == out
+    assert list(out) == [
+        "alpha",
+        "reference",
+        "tie_rule",
+        "std",
+        "envs",
+        "data_sources",
+        "seeds",
+        "methods",
+        "ranked_methods",
+        "summary",
+        "ranks",
+        "wilcoxon",
+    ]
+    assert out["alpha"] == 0.05 and out["reference"] == "pnc"
+    assert out["tie_rule"] == "every method tied for the best rank counts a win"
+    assert out["std"] == "sample standard deviation over seeds (ddof=1); null where a single seed"
+    assert out["envs"] == ["Walker", "Ant"]
+    assert list(out["data_sources"].items()) == [("Walker", "minari"), ("Ant", "offline")]
+    assert list(out["seeds"].items()) == [("Walker", 3), ("Ant", 2)]
+    assert all(type(v) is int for v in out["seeds"].values())
+    assert out["methods"] == ["swag", "pnc", "pnc_nocorr"]
+    assert out["ranked_methods"] == ["swag", "pnc"]
+    assert len(out["summary"]) == 2 * 3 * 2
+    first = out["summary"][0]
+    assert first == {
+        "env": "Walker",
+        "method": "swag",
+        "config": "default",
+        "calibration": "raw",
+        "split": "far",
+        "metric": "nll",
+        "mean": 3.0,  # 2 + mean of seeds 0, 1, 2
+        "std": 1.0,
+        "n_seeds": 3,
+    }
+    assert list(out["ranks"]) == ["id/rmse", "far/nll"]  # split order of the study, then metric
+    nll = out["ranks"]["far/nll"]
+    assert nll == {
+        "per_env": {"Walker": {"swag": 2.0, "pnc": 1.0}, "Ant": {"swag": 2.0, "pnc": 1.0}},
+        "mean_rank": {"swag": 2.0, "pnc": 1.0},
+        "rank_std": {"swag": 0.0, "pnc": 0.0},
+        "wins": {"swag": 0, "pnc": 2},
+        "n_envs": 2,
+        "higher_is_better": False,
+    }
+    rmse = out["ranks"]["id/rmse"]
+    assert rmse["per_env"] == {
+        "Walker": {"swag": 1.0, "pnc": 2.0},
+        "Ant": {"swag": 1.5, "pnc": 1.5},
+    }
+    assert rmse["mean_rank"] == {"swag": 1.25, "pnc": 1.75}
+    assert rmse["rank_std"]["swag"] == pytest.approx(np.sqrt(0.125))  # (1, 1.5), ddof=1
+    assert rmse["wins"] == {"swag": 2, "pnc": 1}
+    assert all(type(v) is int for v in rmse["wins"].values())
+    # tests only for the headline pairs present: id/rmse and far/nll
+    assert set(out["wilcoxon"]) == {"id/rmse", "far/nll"}
+    w = out["wilcoxon"]["far/nll"]
+    assert (w["n_envs"], w["n_comparisons"], w["alpha"]) == (2, 1, 0.05)
+    assert w["min_attainable_p_holm"] == 0.5 and not w["significance_attainable"]
+    assert w["tests"]["swag"]["r_plus"] == 3.0 and w["tests"]["swag"]["p"] == 0.5
+
+
+def test_compute_statistics_tests_only_headline_pairs_with_pnc_and_a_baseline():
+    def stats_of(methods, split="far", metric="nll", **kw):
+        means = {f"E{e}": {m: float(i + e) for i, m in enumerate(methods)} for e in range(3)}
+        return st.compute_statistics(_table(means, split=split, metric=metric), **kw)
+
+    # no ranked method: nothing is ranked or tested, the rest is still recorded
+    out = stats_of(["pnc_nocorr"])
+    assert out["ranks"] == {} and out["wilcoxon"] == {} and out["methods"] == ["pnc_nocorr"]
+    # P&C alone: ranked, not tested
+    out = stats_of(["pnc"])
+    assert out["ranks"]["far/nll"]["wins"] == {"pnc": 3} and out["wilcoxon"] == {}
+    # baselines without P&C: ranked, not tested
+    out = stats_of(["swag", "laplace"])
+    assert out["ranks"]["far/nll"]["mean_rank"] == {"swag": 1.0, "laplace": 2.0}
+    assert out["wilcoxon"] == {}
+    # P&C and one baseline: tested
+    out = stats_of(["swag", "pnc"])
+    assert list(out["wilcoxon"]) == ["far/nll"]
+    assert out["wilcoxon"]["far/nll"]["tests"]["swag"]["favours"] == "baseline"
+    # not a headline pair: ranked, not tested
+    out = stats_of(["swag", "pnc"], split="mid", metric="nll")
+    assert list(out["ranks"]) == ["mid/nll"] and out["wilcoxon"] == {}
+
+
+def test_compute_statistics_uses_the_given_alpha():
+    out = st.compute_statistics(_six_envs(), alpha=0.1)
+    assert out["alpha"] == 0.1
+    w = out["wilcoxon"]["far/nll"]
+    assert w["alpha"] == 0.1 and w["significance_attainable"]
+    assert w["tests"]["laplace"]["p_holm"] == pytest.approx(0.0625)
+    assert w["tests"]["laplace"]["significant"] and w["tests"]["laplace"]["arrow"] == "up"
+
+
+def test_clean_makes_strict_json():
+    raw = {
+        1: [np.int64(2), (np.float64(1.5), float("nan"))],
+        "b": np.bool_(True),
+        "c": np.float32("nan"),
+        "d": "x",
+        "e": None,
+    }
+    out = st._clean(raw)
+    assert out == {"1": [2, [1.5, None]], "b": True, "c": None, "d": "x", "e": None}
+    assert type(out["1"][0]) is int and type(out["1"][1][0]) is float and out["b"] is True
+    # one environment: the rank standard deviation is undefined and written as null
+    single = st.compute_statistics(_table({"E": {"swag": 1.0, "pnc": 2.0}}))
+    assert single["ranks"]["far/nll"]["rank_std"] == {"swag": None, "pnc": None}
+
+
+# ---------------------------------------------------------------------------------------------
+# substitute_methods
+# ---------------------------------------------------------------------------------------------
+
+
+def _with_mixture() -> pd.DataFrame:
+    return _table(
+        {
+            "E1": {"deep_ensemble": 1.0, "pnc": 2.0, "deep_ensemble_mixture": 3.0},
+            "E2": {"deep_ensemble_mixture": 6.0, "deep_ensemble": 4.0, "pnc": 5.0},
+        }
+    )
+
+
+def test_substitute_methods_replaces_the_target_rows_by_the_source_rows():
+    df = _with_mixture()
+    before = df.copy()
+    out = st.substitute_methods(df, {"deep_ensemble": "deep_ensemble_mixture"})
+    pd.testing.assert_frame_equal(df, before)  # the input is left alone
+    assert list(out.columns) == list(df.columns)
+    pd.testing.assert_index_equal(out.index, pd.RangeIndex(4))
+    assert list(zip(out.env, out.method, out.value, strict=True)) == [
+        ("E1", "pnc", 2.0),
+        ("E1", "deep_ensemble", 3.0),
+        ("E2", "deep_ensemble", 6.0),
+        ("E2", "pnc", 5.0),
+    ]
+    pd.testing.assert_frame_equal(st.substitute_methods(df, {}), df)
+
+
+@pytest.mark.parametrize(
+    "substitutions,message",
+    [
+        (
+            {"swag": "laplace"},
+            "target method 'swag' has no rows; source method 'laplace' has no rows",
+        ),
+        ({"deep_ensemble": "swag"}, "source method 'swag' has no rows"),
+        (
+            {"deep_ensemble": "pnc", "pnc": "deep_ensemble_mixture"},
+            "a method is both a target and a source",
+        ),
+        (
+            {"deep_ensemble": "deep_ensemble_mixture", "pnc": "deep_ensemble_mixture"},
+            "a source method serves two targets",
+        ),
+    ],
+)
+def test_substitute_methods_refuses_naming_every_problem(substitutions, message):
+    with pytest.raises(
+        ValueError, match="^" + re.escape("cannot substitute methods: " + message) + "$"
+    ):
+        st.substitute_methods(_with_mixture(), substitutions)
