@@ -87,6 +87,77 @@ def test_spearman_matches_scipy_and_handles_constants():
     assert math.isnan(metrics.spearman(a[:1], b[:1]))
 
 
+def test_metric_edges_zero_variance_nan_and_empty():
+    mean, y = np.zeros((3, 2)), np.ones((3, 2))
+    var = np.ones((3, 2))
+    var[0, 0] = 0.0  # allowed (no error); -inf + inf: the NLL is undefined
+    assert math.isnan(metrics.mean_gaussian_nll(mean, var, y))
+    assert math.isnan(metrics.mean_gaussian_nll(y, var, y))  # 0 / 0
+    var[0, 0] = np.nan
+    assert math.isnan(metrics.mean_gaussian_nll(mean, var, y))
+    var[0, 0], var[1, 1] = -1.0, -2.0
+    with pytest.raises(ValueError, match="^2 negative predictive variances$"):
+        metrics.mean_gaussian_nll(mean, var, y)
+    with pytest.raises(ValueError, match="shape mismatch.*'var': \\(3, 1\\)"):
+        metrics.mean_gaussian_nll(mean, np.ones((3, 1)), y)
+    for empty in (np.zeros((0, 2)), np.zeros(0)):
+        with pytest.raises(ValueError, match="^need at least one point, got an empty array$"):
+            metrics.rmse(empty, empty)
+    assert metrics.rmse([1.0], [1.0]) == 0.0 and metrics.rmse([3.0], [-1.0]) == 4.0
+    assert math.isnan(metrics.rmse([np.nan, 0.0], [0.0, 0.0]))
+
+
+def test_metrics_compute_in_float64_from_float32_inputs():
+    """float32 rounding would change these: 1 + 2^-30 and its square are not representable."""
+    big = np.float32(2.0**12)
+    mean = np.array([big, big], np.float32)
+    y = mean + np.array([1.0, 3.0], np.float32)
+    assert metrics.rmse(mean, y) == math.sqrt(5.0)
+    var = np.array([[1e-30]], np.float32)
+    got = metrics.mean_gaussian_nll(
+        np.zeros((1, 1), np.float32), var, np.full((1, 1), 1e-15, np.float32)
+    )
+    assert math.isfinite(
+        got
+    )  # (1e-15)^2 / 1e-30 overflows nothing in float64 but is 0/0 in float32
+    expected = 0.5 * (
+        math.log(2 * math.pi)
+        + math.log(float(var[0, 0]))
+        + float(np.float32(1e-15)) ** 2 / float(var[0, 0])
+    )
+    assert got == pytest.approx(expected, rel=1e-12)
+    a = np.array([1.0, 1.0 + 2.0**-30, 2.0])
+    assert metrics.spearman(a, np.array([3.0, 2.0, 1.0])) == pytest.approx(-1.0)
+    assert metrics.auroc(np.array([1.0]), np.array([1.0 + 2.0**-30])) == 1.0
+
+
+def test_spearman_shapes_and_undefined_cases():
+    a = np.arange(5.0)
+    for x, z in ((a[:, None], a[:, None]), (a, a[:4]), (a[None], a)):
+        with pytest.raises(ValueError, match="need two 1-D arrays of equal length"):
+            metrics.spearman(x, z)
+    assert metrics.spearman([0.0, 1.0], [5.0, 7.0]) == pytest.approx(1.0)  # two points suffice
+    assert metrics.spearman([0.0, 1.0], [7.0, 5.0]) == pytest.approx(-1.0)
+    assert math.isnan(metrics.spearman(np.ones(5), a))  # constant first argument
+    assert math.isnan(metrics.spearman(a, np.full(5, 2.0)))  # constant second argument
+    assert metrics.spearman([0.0, 0.0, 1.0], [1.0, 2.0, 3.0]) == pytest.approx(
+        scipy.stats.spearmanr([0.0, 0.0, 1.0], [1.0, 2.0, 3.0]).statistic
+    )  # ties, not constant
+    for bad in ((np.array([np.nan, 1.0, 2.0]), a[:3]), (a[:3], np.array([0.0, np.nan, 1.0]))):
+        assert math.isnan(metrics.spearman(*bad))
+    assert math.isnan(metrics.spearman([], []))
+
+
+def test_auroc_needs_one_dimensional_scores():
+    for neg, pos in ((np.ones((2, 2)), np.ones(2)), (np.ones(2), np.ones((2, 1)))):
+        with pytest.raises(ValueError, match=r"need two non-empty 1-D score arrays, got shapes"):
+            metrics.auroc(neg, pos)
+    with pytest.raises(ValueError):
+        metrics.auroc([1.0], [])
+    assert math.isnan(metrics.auroc([0.0], [np.nan]))
+    assert metrics.auroc([0.0, 2.0], [1.0]) == 0.5 and metrics.auroc([0.0], [1.0, -1.0]) == 0.5
+
+
 def _predictive(rng, s, n, d, shift=0.0, spread=1.0):
     means = rng.normal(shift, 0.1 * spread, size=(s, n, d))
     variances = np.full((s, n, d), 0.5)

@@ -66,8 +66,8 @@ def mean_gaussian_nll(mean: np.ndarray, var: np.ndarray, y: np.ndarray) -> float
         y: targets ``[N, D]``.
 
     Returns:
-        The mean NLL per point and dimension (``inf`` where a variance is zero, ``nan`` if an
-        input is ``nan``).
+        The mean NLL per point and dimension; ``nan`` if a variance is zero (``log 0 = -inf`` meets
+        ``r^2 / 0 = inf``, or ``0 / 0``) or an input is ``nan``.
 
     Raises:
         ValueError: on shape mismatch or a negative variance.
