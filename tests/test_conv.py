@@ -9,7 +9,7 @@ import pytest
 
 from pnc import conv as C
 from pnc.conv import resnet
-from pnc.conv.correction import design_rows
+from pnc.conv.correction import design_rows, use_dual
 
 PAD1 = ((1, 1), (1, 1))
 TINY = C.ResNetConfig(num_classes=3, widths=(4, 8), blocks_per_stage=(2, 1))
@@ -336,3 +336,45 @@ def test_fit_temperature_recovers_the_generating_temperature():
     logits = rng.normal(size=(1, 4000, 4)).astype(np.float32) * 3
     labels = np.argmax(logits[0] / 2.0 + rng.gumbel(size=logits.shape[1:]), axis=-1)  # T = 2
     assert abs(C.fit_temperature(logits, labels) - 2.0) < 0.2
+
+
+def test_stack_chunks_indices_and_mask():
+    index, mask = C.stack_chunks(7, 3)
+    np.testing.assert_array_equal(index, [[0, 1, 2], [3, 4, 5], [6, 0, 0]])
+    np.testing.assert_array_equal(mask, [[1, 1, 1], [1, 1, 1], [1, 0, 0]])
+    assert mask.dtype == jnp.float32
+    index, mask = C.stack_chunks(3, 1)  # one row per chunk
+    np.testing.assert_array_equal(index, [[0], [1], [2]])
+    np.testing.assert_array_equal(mask, [[1], [1], [1]])
+    index, mask = C.stack_chunks(2, 64)  # the chunk shrinks to the rows
+    np.testing.assert_array_equal(index, [[0, 1]])
+
+
+def test_use_dual_follows_the_system_and_the_row_count():
+    shape = (3, 3, 2, 5)  # 1 + 3 * 3 * 2 = 19 columns
+    assert use_dual("dual", 1000, shape) and not use_dual("primal", 1, shape)
+    assert use_dual("auto", 19, shape) and not use_dual("auto", 20, shape)
+    with pytest.raises(
+        ValueError, match=r"^system must be one of \('auto', 'primal', 'dual'\), got 'Dual'$"
+    ):
+        use_dual("Dual", 1, shape)
+
+
+@pytest.mark.parametrize("system", [None, "primal", "dual", "auto"])
+def test_correction_keeps_float64_and_float32_inputs_precision(system):
+    """Under x64 the solve follows its inputs' dtype: float64 inputs match the float64 reference
+    to rounding (non-square images, the default system when None), float32 inputs stay float32."""
+    kwargs = {} if system is None else {"system": system}
+    with jax.enable_x64(True):
+        u = jax.nn.relu(jax.random.normal(jax.random.key(3), (3, 4, 5, 2), jnp.float64))
+        targets = jax.random.normal(jax.random.key(4), (3, 4, 5, 3), jnp.float64)
+        w2 = jax.random.normal(jax.random.key(5), (3, 3, 2, 3), jnp.float64)
+        kernel, bias = C.conv_ridge_correction(u, targets, w2, 0.7, chunk_size=2, **kwargs)
+        assert kernel.dtype == bias.dtype == jnp.float64
+        kernel_ref, bias_ref = _ridge_reference_float64(u, targets, w2, 0.7)
+        np.testing.assert_allclose(kernel, kernel_ref, rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(bias, bias_ref, rtol=1e-9, atol=1e-10)
+        low = [a.astype(jnp.float32) for a in (u, targets, w2)]
+        kernel, bias = C.conv_ridge_correction(*low, 0.7, chunk_size=2, **kwargs)
+        assert kernel.dtype == bias.dtype == jnp.float32
+        np.testing.assert_allclose(kernel, kernel_ref, rtol=1e-3, atol=1e-3)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -95,11 +96,13 @@ def test_metric_edges_zero_variance_nan_and_empty():
     assert math.isnan(metrics.mean_gaussian_nll(y, var, y))  # 0 / 0
     var[0, 0] = np.nan
     assert math.isnan(metrics.mean_gaussian_nll(mean, var, y))
-    var[0, 0], var[1, 1] = -1.0, -2.0
+    var = np.array([[-1.0, 0.0], [0.5, -2.0], [0.25, 1.0]])  # two negative, one zero, two below 1
     with pytest.raises(ValueError, match="^2 negative predictive variances$"):
         metrics.mean_gaussian_nll(mean, var, y)
-    with pytest.raises(ValueError, match="shape mismatch.*'var': \\(3, 1\\)"):
-        metrics.mean_gaussian_nll(mean, np.ones((3, 1)), y)
+    narrow = np.ones((3, 1))  # would broadcast against [3, 2]
+    for args in ((mean, narrow, y), (narrow, np.ones((3, 2)), y), (mean, np.ones((3, 2)), narrow)):
+        with pytest.raises(ValueError, match=r"shape mismatch.*\(3, 1\)"):
+            metrics.mean_gaussian_nll(*args)
     for empty in (np.zeros((0, 2)), np.zeros(0)):
         with pytest.raises(ValueError, match="^need at least one point, got an empty array$"):
             metrics.rmse(empty, empty)
@@ -129,6 +132,25 @@ def test_metrics_compute_in_float64_from_float32_inputs():
     a = np.array([1.0, 1.0 + 2.0**-30, 2.0])
     assert metrics.spearman(a, np.array([3.0, 2.0, 1.0])) == pytest.approx(-1.0)
     assert metrics.auroc(np.array([1.0]), np.array([1.0 + 2.0**-30])) == 1.0
+
+
+def test_undefined_metrics_return_nan_without_warnings():
+    """Zero variances and constant or nan Spearman inputs give ``nan`` quietly (no RuntimeWarning
+    from NumPy, no ConstantInputWarning from SciPy) for any warnings filter."""
+    a = np.arange(4.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert math.isnan(
+            metrics.mean_gaussian_nll(np.zeros((2, 1)), np.zeros((2, 1)), np.ones((2, 1)))
+        )
+        assert math.isnan(
+            metrics.mean_gaussian_nll(np.ones((2, 1)), np.zeros((2, 1)), np.ones((2, 1)))
+        )
+        for x, z in ((np.ones(4), a), (a, np.ones(4)), (a, a * np.nan), (a * np.nan, a)):
+            assert math.isnan(metrics.spearman(x, z))
+            assert math.isnan(metrics.spearman(z, x))
+        assert math.isnan(metrics.spearman([1.0, 2.0, np.nan, 3.0], [2.0, 2.0, 2.0, 1.0]))
+        assert math.isnan(metrics.spearman([2.0, 2.0, 2.0, 1.0], [1.0, np.nan, 2.0, 3.0]))
 
 
 def test_spearman_shapes_and_undefined_cases():
