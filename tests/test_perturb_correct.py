@@ -1,5 +1,6 @@
 import dataclasses
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -648,3 +649,73 @@ def test_mlp_and_conv_configs_reject_the_same_shared_fields(field, value):
     for config_type in (PnCConfig, ConvPnCConfig):
         with pytest.raises(ValueError, match=field):
             config_type(**{field: value})
+
+
+def test_config_messages_boundaries_and_integer_fields():
+    with pytest.raises(
+        ValueError, match="^layers must be None or a non-empty tuple of hidden-layer indices$"
+    ):
+        PnCConfig(layers=())
+    for layers in ((1, 1), (0, -1)):
+        with pytest.raises(
+            ValueError,
+            match=f"^{re.escape(f'layers must be distinct non-negative indices, got {layers}')}$",
+        ):
+            PnCConfig(layers=layers)
+    with pytest.raises(
+        ValueError, match=r"^layers \(0, 3\) out of range for a network with 3 hidden layers$"
+    ):
+        PnCConfig(layers=(0, 3)).perturbed_layers(3)
+    assert PnCConfig(layers=(0, 2)).perturbed_layers(3) == (0, 2)
+    assert PnCConfig().perturbed_layers(3) == (0, 1, 2)
+    assert PnCConfig(calibration_size=1).calibration_size == 1  # the smallest allowed
+    assert PnCConfig(bootstrap_frac=1.0).bootstrap_frac == 1.0  # the interval is (0, 1]
+    config = PnCConfig(
+        n_members=np.int64(3), rank=np.int32(2), min_subset=np.int64(4), calibration_size=5.0
+    )
+    for name, value in (("n_members", 3), ("rank", 2), ("min_subset", 4), ("calibration_size", 5)):
+        assert type(getattr(config, name)) is int and getattr(config, name) == value
+
+
+def test_perturbation_basis_rank_bounds_and_sign_convention():
+    shape = (2, 3)  # 6 flat entries
+    assert perturbation_basis(jax.random.key(0), shape, 1).shape == (6, 1)
+    assert perturbation_basis(jax.random.key(0), shape, 6).shape == (6, 6)
+    for rank in (0, 7):
+        with pytest.raises(
+            ValueError,
+            match=rf"^rank must be in \[1, 6\] for a kernel of shape \(2, 3\), got {rank}$",
+        ):
+            perturbation_basis(jax.random.key(0), shape, rank)
+    # U = Q diag(sign(diag R)): U^T G is upper triangular with a positive diagonal, for the same
+    # Gaussian G; small diagonal entries (below 1) occur among these keys and must stay positive
+    smallest = np.inf
+    for seed in range(20):
+        key = jax.random.key(seed)
+        basis = np.asarray(perturbation_basis(key, shape, 4), np.float64)
+        g = np.asarray(jax.random.normal(key, (6, 4), jnp.float32), np.float64)
+        r = basis.T @ g
+        np.testing.assert_allclose(np.tril(r, -1), 0.0, atol=1e-5)
+        assert np.all(np.diag(r) > 0)
+        smallest = min(smallest, float(np.min(np.diag(r))))
+    assert smallest < 1.0
+
+
+def test_bases_and_predictions_stay_float32_under_x64(net):
+    params, x_cal = net
+    config = PnCConfig(n_members=2, rank=3, sigma=0.5, bootstrap_frac=0.4, layers=(1,))
+    members = build_members(params, CFG, x_cal, config, key=jax.random.key(0))
+    reference = predict_members(members, x_cal[:5], CFG)
+    with jax.enable_x64(True):
+        assert perturbation_basis(jax.random.key(0), (4, 3), 2).dtype == jnp.float32
+        pred = predict_members(members, np.asarray(x_cal[:5], np.float64), CFG)
+        assert pred.means.dtype == pred.variances.dtype == jnp.float32
+    np.testing.assert_array_equal(pred.means, reference.means)
+
+
+def test_ridge_path_accepts_one_ridge_and_ridge_zero(net):
+    params, x_cal = net
+    config = PnCConfig(n_members=2, rank=3, sigma=0.5, bootstrap_frac=0.4, layers=(1,))
+    for ridges in ((0.0,), (0.0, 1e-2)):
+        path = build_members_ridge_path(params, CFG, x_cal, config, ridges, key=jax.random.key(0))
+        assert {leaf.shape[0] for leaf in jax.tree.leaves(path)} == {len(ridges)}
