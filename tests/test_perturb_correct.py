@@ -312,6 +312,22 @@ def test_build_members_rejects_bad_input(net):
         build_members(params, CFG, x_cal, PnCConfig(layers=(4,)), key=jax.random.key(0))
     with pytest.raises(ValueError):
         build_members(params, CFG, x_cal, PnCConfig(), key=jax.random.key(0), member_chunk=0)
+    small = PnCConfig(n_members=2, rank=2, layers=(1,))
+    cases = (
+        (x_cal[:, :2], {}, "x_cal has 2 columns, the network expects 3"),
+        (x_cal[0], {}, "x_cal must be [N, in_dim] with N >= 1, got shape (3,)"),
+        (x_cal[:0], {}, "x_cal must be [N, in_dim] with N >= 1, got shape (0, 3)"),
+        (x_cal.at[3, 1].set(jnp.nan), {}, "x_cal holds non-finite values (NaN or inf); members would be non-finite"),
+        (x_cal, {"member_chunk": 0}, "member_chunk must be >= 1 or None, got 0"),
+    )  # fmt: skip
+    for x, kwargs, message in cases:
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            build_members(params, CFG, x, small, key=jax.random.key(0), **kwargs)
+    # the smallest accepted: one calibration row, one member per chunk
+    one = build_members(params, CFG, x_cal[:1], small, key=jax.random.key(0))
+    chunked = build_members(params, CFG, x_cal, small, key=jax.random.key(0), member_chunk=1)
+    for tree in (one, chunked):
+        assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(tree))
 
 
 # ----------------------------------------------------------------------------- protocol options
@@ -719,3 +735,41 @@ def test_ridge_path_accepts_one_ridge_and_ridge_zero(net):
     for ridges in ((0.0,), (0.0, 1e-2)):
         path = build_members_ridge_path(params, CFG, x_cal, config, ridges, key=jax.random.key(0))
         assert {leaf.shape[0] for leaf in jax.tree.leaves(path)} == {len(ridges)}
+
+
+@pytest.mark.parametrize("center", ["original", "zero"])
+@pytest.mark.parametrize("b,d,q", [(60, 4, 6), (60, 6, 6), (60, 6, 4), (5, 6, 4), (7, 6, 6)])
+def test_ridge_correction_in_float64_matches_the_normal_equations_on_every_path(b, d, q, center):
+    """Wide (q >= d) and narrow (q < d) primal layers and the dual, in float64 under x64: the
+    solution equals the float64 normal equations to rounding and keeps its inputs' dtype;
+    float32 inputs under x64 stay float32."""
+    h, hv, kernel, bias = _problem(b=b, d=d, q=q, seed=3)
+    k_ref, b_ref = _normal_equations(h, hv, kernel, bias, 0.3, center)
+    with jax.enable_x64(True):
+        wide = [np.asarray(a, np.float64) for a in (h, hv, kernel, bias)]
+        k_new, b_new = _ridge_correction(*wide, 0.3, center=center)
+        assert k_new.dtype == b_new.dtype == jnp.float64
+        np.testing.assert_allclose(k_new, k_ref, rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(b_new, b_ref, rtol=1e-9, atol=1e-10)
+        k32, b32 = _ridge_correction(h, hv, kernel, bias, 0.3, center=center)
+        assert k32.dtype == b32.dtype == jnp.float32
+        np.testing.assert_allclose(k32, k_ref, rtol=1e-4, atol=1e-4)
+
+
+def test_ridge_correction_messages():
+    h, hv, kernel, bias = _problem()
+    with pytest.raises(
+        ValueError,
+        match=re.escape("h_cal and h_cal_perturbed must both be [B, d], got (60, 6) and (59, 6)"),
+    ):
+        _ridge_correction(h, hv[:59], kernel, bias, 0.1)
+    with pytest.raises(
+        ValueError, match=re.escape("kernel [d, q] / bias [q] do not match d=6: (6, 4), (3,)")
+    ):
+        _ridge_correction(h, hv, kernel, bias[:3], 0.1)
+    with pytest.raises(ValueError, match="^center must be one of 'original', 'zero', got 'Zero'$"):
+        _ridge_correction(h, hv, kernel, bias, 0.1, center="Zero")
+    # the default centre is the original layer: a large ridge returns it
+    k_new, b_new = _ridge_correction(h, hv, kernel, bias, 1e9)
+    np.testing.assert_allclose(k_new, kernel, atol=1e-4)
+    np.testing.assert_allclose(b_new, bias, atol=1e-4)
