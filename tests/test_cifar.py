@@ -541,7 +541,7 @@ def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
 
 
 def test_a_stored_run_is_checked_against_the_sha256_its_record_holds(tmp_path):
-    from pnc.cifar.runs import TrainedNetwork
+    from pnc.cifar.trained import TrainedNetwork
     from pnc.io import ArtifactError, file_sha256
 
     folder = tmp_path / "results/cifar/runs/seed0/base"

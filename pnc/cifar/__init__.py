@@ -5,7 +5,7 @@ Read in order: :mod:`~pnc.cifar.data` (CIFAR-10 / CIFAR-100 binary files, OpenOO
 lists, the tiny generated benchmark), :mod:`~pnc.cifar.fetch` (downloads from the official
 sources, checksums verified), :mod:`~pnc.cifar.model` (the classifier and its features),
 :mod:`~pnc.cifar.recipe` (the training recipe with per-epoch checkpoints and SWAG moments),
-:mod:`~pnc.cifar.runs` (run ids, and the trained network's files checked against their SHA-256),
+:mod:`~pnc.cifar.trained` (run ids, and the trained network's files checked against their SHA-256),
 :mod:`~pnc.cifar.baselines` (MSP, Energy, Mahalanobis, ReAct, LLLA, MC Dropout, SWAG, Epinet),
 :mod:`~pnc.cifar.posthoc` (the method registry with each method's config; construction,
 temperature and selection per method, P&C's coordinate descent), :mod:`~pnc.cifar.ood_metrics`

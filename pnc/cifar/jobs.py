@@ -6,7 +6,7 @@
 - :func:`train_run`: one training run of one seed on its 45k training split (``base``: also
   collects the SWAG moments; ``member<k>``: a further Deep Ensemble member; ``dropout<rate>``: an
   MC Dropout run), resuming from its per-epoch checkpoint; writes ``run.msgpack`` + ``run.json``
-  (with the SHA-256 of ``run.msgpack``; :class:`pnc.cifar.runs.TrainedNetwork`).
+  (with the SHA-256 of ``run.msgpack``; :class:`pnc.cifar.trained.TrainedNetwork`).
 - :func:`posthoc`: one method on one seed: construction, selection on validation, confidences
   on the test set and every OOD dataset (``scores.npz``) and ``selection.json``.
 - :func:`tables`: ``metrics.csv``, Table 2 and the sweep table from every method's outputs.
@@ -29,7 +29,7 @@ from pnc.cifar import data as D
 from pnc.cifar import ood_tables as T
 from pnc.cifar import posthoc as P
 from pnc.cifar.recipe import swag_moments, train, variables_of
-from pnc.cifar.runs import TrainedNetwork, recipe_for
+from pnc.cifar.trained import TrainedNetwork, recipe_for
 from pnc.conv.resnet import ResNetConfig
 from pnc.io import atomic_path, read_json, write_json
 

@@ -41,7 +41,7 @@ import numpy as np
 from pnc.cifar import baselines as B
 from pnc.cifar.data import Prepared, train_val_split
 from pnc.cifar.model import features_and_logits, normalize
-from pnc.cifar.runs import TrainedNetwork, dropout_run, ensemble_runs
+from pnc.cifar.trained import TrainedNetwork, dropout_run, ensemble_runs
 from pnc.conv import ConvPnCConfig, build_members, calibration_cache, predict_logits
 from pnc.conv.classification import entropy, fit_temperature, mixture_nll, mixture_probabilities
 from pnc.conv.resnet import ResNetConfig
@@ -90,7 +90,7 @@ class Context:
 
 def load_run(path: str | Path) -> TrainedNetwork:
     """A training run (its directory or ``run.msgpack``), checked against the SHA-256 its
-    ``run.json`` records (:meth:`pnc.cifar.runs.TrainedNetwork.load`)."""
+    ``run.json`` records (:meth:`pnc.cifar.trained.TrainedNetwork.load`)."""
     return TrainedNetwork.load(path)
 
 
