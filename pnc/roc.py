@@ -1,5 +1,5 @@
 """The AUROC of a score separating two samples, shared by the MuJoCo study
-(:mod:`pnc.study.metrics`: shifted points against ID points) and the CIFAR study
+(:mod:`pnc.mujoco.metrics`: shifted points against ID points) and the CIFAR study
 (:mod:`pnc.cifar.ood_metrics`: ID images against OOD images, ID positive).
 
 Computes in float64 and returns a Python ``float``.

@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pnc.mujoco import calibration as cal
+from pnc.mujoco import metrics
+from pnc.mujoco.evaluate import metric_rows, summarise_split
+from pnc.mujoco.results import RESULT_COLUMNS, SHIFT_METRICS, SPLIT_METRICS
 from pnc.predictive import Predictive
-from pnc.study import calibration as cal
-from pnc.study import metrics
-from pnc.study.evaluate import metric_rows, summarise_split
-from pnc.study.results import RESULT_COLUMNS, SHIFT_METRICS, SPLIT_METRICS
 from pnc.train import Standardizer
 
 
@@ -151,7 +151,7 @@ def _write_splits(directory, splits):
 def study(tmp_path_factory):
     """Splits, a moved copy (other Near/Far targets) and a trained base run."""
     from pnc.methods.runs import TrainingSpec
-    from pnc.study.stages import train_run
+    from pnc.mujoco.stages import train_run
 
     rng = np.random.default_rng(0)
     shifts = {"train": 0.0, "val": 0.0, "id": 0.0, "near": 0.5, "far": 1.5}
@@ -178,7 +178,7 @@ PNC_GRID = {"fixed": {"n_members": 4, "rank": 2}, "grid": {"sigma": [1.0, 4.0]}}
 
 
 def _evaluate(study, splits="splits", method="pnc", grid=PNC_GRID, **kwargs):
-    from pnc.study.stages import evaluate_run
+    from pnc.mujoco.stages import evaluate_run
 
     return evaluate_run(
         env="Toy",
@@ -247,7 +247,7 @@ def test_evaluate_run_without_val_names_the_directory(study):
 
 def test_ablation_shares_the_keys_of_pnc(study, monkeypatch):
     from pnc import methods as registry
-    from pnc.study import stages
+    from pnc.mujoco import stages
 
     assert getattr(registry.get("pnc_nocorr"), "key_id", "pnc_nocorr") == "pnc"
     seen = []
@@ -265,9 +265,9 @@ def test_ablation_shares_the_keys_of_pnc(study, monkeypatch):
 
 def test_evaluation_tables_through_selection_and_frontier(study, tmp_path):
     from pnc.io import write_csv
+    from pnc.mujoco.results import load
+    from pnc.mujoco.selection import select_and_write
     from pnc.report.figures import frontier_points
-    from pnc.study.results import load
-    from pnc.study.selection import select_and_write
 
     frame, _ = _evaluate(study)
     write_csv(frame, tmp_path / "metrics.csv")

@@ -1,4 +1,4 @@
-"""Cross-key checks of the MuJoCo study config, as Python functions (pnc.study.config_check), each
+"""Cross-key checks of the MuJoCo study config, as Python functions (pnc.mujoco.config_check), each
 method checking its own configurations (MethodBase.study_problems)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from pnc.study import grid
-from pnc.study.config_check import cross_key_problems, data_problems, study_context
+from pnc.mujoco import grid
+from pnc.mujoco.config_check import cross_key_problems, data_problems, study_context
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"

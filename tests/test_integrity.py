@@ -12,7 +12,7 @@ import pytest
 from test_calibration import PNC_GRID, _evaluate, _write_splits, study  # noqa: F401
 
 from pnc.io import ArtifactError, read_json, rebuild_hint, write_csv, write_json
-from pnc.study.selection import select_and_write
+from pnc.mujoco.selection import select_and_write
 
 CALIBRATIONS = ("raw", "vcal")
 
@@ -125,7 +125,7 @@ def test_non_finite_table_values_are_refused(table, tmp_path):
 
 
 def test_aggregate_names_cut_outputs(table, tmp_path):
-    from pnc.study.selection import concatenate_outputs
+    from pnc.mujoco.selection import concatenate_outputs
 
     _select(tmp_path, [table])
     out = tmp_path / "out"
@@ -142,7 +142,7 @@ def test_aggregate_names_cut_outputs(table, tmp_path):
 
 
 def test_nan_in_a_split_fails_the_evaluation_naming_config_and_split(study, tmp_path):  # noqa: F811
-    from pnc.study.stages import NonFiniteMetricError, load_split_arrays
+    from pnc.mujoco.stages import NonFiniteMetricError, load_split_arrays
 
     splits, _ = load_split_arrays(study / "splits")
     x, y = splits["near"]
@@ -171,8 +171,8 @@ def test_json_outputs_are_strict(tmp_path):
 
 
 def test_selection_record_writes_non_finite_as_null(tmp_path):
-    from pnc.study.results import RESULT_COLUMNS
-    from pnc.study.selection import select
+    from pnc.mujoco.results import RESULT_COLUMNS
+    from pnc.mujoco.selection import select
 
     rows = [
         ("Hopper", "swag", c, "raw", 0, s, "nll", v, "offline")
@@ -243,7 +243,7 @@ def test_truncated_run_json_names_the_file(run_copy):
 
 
 def test_damaged_splits_name_the_directory_and_the_rebuild(study, tmp_path):  # noqa: F811
-    from pnc.study.stages import load_split_arrays
+    from pnc.mujoco.stages import load_split_arrays
 
     target = tmp_path / "resources/splits/Toy/seed0"
     target.mkdir(parents=True)

@@ -43,11 +43,11 @@ CORE_PACKAGES = ("pnc.conv",)
 def _layer(module: str) -> str:
     if module in CORE or any(module == p or module.startswith(f"{p}.") for p in CORE_PACKAGES):
         return "core"
-    if module == "pnc.study.results":
+    if module == "pnc.mujoco.results":
         return "results"
     if module == "pnc.report.render":
         return "render"
-    for layer in ("methods", "data", "study", "report", "workflow", "bench", "cifar"):
+    for layer in ("methods", "data", "mujoco", "report", "workflow", "bench", "cifar"):
         if module == f"pnc.{layer}" or module.startswith(f"pnc.{layer}."):
             return layer
     raise AssertionError(f"module {module} belongs to no layer; add it to the layer map")
@@ -61,14 +61,14 @@ ALLOWED = {
     "render": set(),
     "methods": {"core", "methods"},
     "data": {"data"},
-    "study": {"core", "methods", "data", "study", "results"},
+    "mujoco": {"core", "methods", "data", "mujoco", "results"},
     "report": {"core", "results", "render", "report"},
     "bench": {"core", "methods", "bench", "cifar"},
     "workflow": {
         "core",
         "methods",
         "data",
-        "study",
+        "mujoco",
         "results",
         "render",
         "report",
@@ -208,8 +208,8 @@ def test_no_module_name_repeats():
 
 def test_layer_map_catches_a_forbidden_import(tmp_path):
     path = tmp_path / "mod.py"
-    path.write_text("def f():\n    from pnc.report import tables\n    import pnc.study.grid\n")
-    assert _imports(path) == {"pnc.report.tables", "pnc.study.grid"}
+    path.write_text("def f():\n    from pnc.report import tables\n    import pnc.mujoco.grid\n")
+    assert _imports(path) == {"pnc.report.tables", "pnc.mujoco.grid"}
     assert _layer("pnc.report.tables") not in ALLOWED["core"]
 
 
@@ -217,4 +217,4 @@ def test_conv_subpackage_is_core_and_imports_only_core():
     conv = sorted(m for m in MODULES if m == "pnc.conv" or m.startswith("pnc.conv."))
     assert {"pnc.conv", "pnc.conv.patches", "pnc.conv.correction", "pnc.conv.resnet"} <= set(conv)
     assert all(_layer(m) == "core" for m in conv)
-    assert _layer("pnc.study.grid") not in ALLOWED[_layer("pnc.conv.block_pnc")]
+    assert _layer("pnc.mujoco.grid") not in ALLOWED[_layer("pnc.conv.block_pnc")]

@@ -20,10 +20,10 @@ from pnc import Collection, MLPConfig, PnCConfig, TrainConfig, build_members, in
 from pnc import diagnostics as dg
 from pnc.io import ArtifactError, file_sha256, save_pytree, write_json
 from pnc.mlp import forward
+from pnc.mujoco import mechanism as sm
 from pnc.perturb_correct import perturbation_bases
 from pnc.predictive import Predictive, epistemic_variance
 from pnc.report import mechanism_table as rm
-from pnc.study import mechanism as sm
 
 CFG = MLPConfig(out_dim=2, hidden=(8, 6, 5))
 

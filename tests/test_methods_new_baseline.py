@@ -16,8 +16,8 @@ import pnc.methods as methods
 from pnc import MLPConfig, TrainConfig
 from pnc.methods.base_run import OnBaseRun
 from pnc.methods.contract import MethodBase
+from pnc.mujoco import results
 from pnc.predictive import Predictive
-from pnc.study import results
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 

@@ -11,11 +11,11 @@ import pytest
 import scipy.stats
 
 from pnc.mlp import gaussian_nll
+from pnc.mujoco import metrics
+from pnc.mujoco.evaluate import evaluate_splits, summarise_split
+from pnc.mujoco.results import RESULT_COLUMNS, ResultsError
+from pnc.mujoco.selection import apply_selection, select
 from pnc.predictive import Predictive
-from pnc.study import metrics
-from pnc.study.evaluate import evaluate_splits, summarise_split
-from pnc.study.results import RESULT_COLUMNS, ResultsError
-from pnc.study.selection import apply_selection, select
 from pnc.train import Standardizer
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from synthetic_results import make_results
 
+from pnc.mujoco.results import ResultsError
 from pnc.report import export
 from pnc.report.__main__ import main
-from pnc.study.results import ResultsError
 
 REPO = Path(__file__).resolve().parents[1]
 #: Committed reference folders: each one's tables must equal those rebuilt from its results.csv.

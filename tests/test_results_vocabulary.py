@@ -13,11 +13,11 @@ import yaml
 from synthetic_results import make_results
 
 from pnc.methods import METHOD_IDS
+from pnc.mujoco import results as vocab
+from pnc.mujoco.evaluate import evaluate_splits
+from pnc.mujoco.selection import METRIC_TABLE_CHECKS
 from pnc.predictive import Predictive
 from pnc.report import figures, stats, tables
-from pnc.study import results as vocab
-from pnc.study.evaluate import evaluate_splits
-from pnc.study.selection import METRIC_TABLE_CHECKS
 from pnc.train import Standardizer
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"

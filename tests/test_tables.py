@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from synthetic_results import make_results
 
+from pnc.mujoco import results as vocab
 from pnc.report import render
 from pnc.report import stats as st
 from pnc.report import tables as tb
-from pnc.study import results as vocab
 
 ENVS = ("Ant-v5", "Hopper-v5", "Swimmer-v5")
 

@@ -11,6 +11,7 @@ import scipy.linalg
 
 from pnc import MLPConfig, diagnostics, ridge_correction
 from pnc.mlp import hidden_activations, init_params
+from pnc.mujoco.mechanism import BOOTSTRAP_QUANTITIES, bootstrap_rank_frame
 from pnc.perturb_correct import (
     PnCConfig,
     build_members,
@@ -18,7 +19,6 @@ from pnc.perturb_correct import (
     member_subsets,
     perturbation_bases,
 )
-from pnc.study.mechanism import BOOTSTRAP_QUANTITIES, bootstrap_rank_frame
 
 
 def _by_matrices(a: np.ndarray) -> dict[str, np.ndarray]:

@@ -24,7 +24,7 @@ from workflow_copy import copy_workflow
 from workflow_copy import run_snakemake as _snakemake
 
 from pnc.io import atomic_path
-from pnc.study.results import RESULT_COLUMNS
+from pnc.mujoco.results import RESULT_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 RULE_FILES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))

@@ -111,7 +111,7 @@ class Method(Protocol):
 
         Args:
             config: one of the method's configurations.
-            study: the study's :class:`pnc.study.config_check.StudyContext` (``hidden``,
+            study: the study's :class:`pnc.mujoco.config_check.StudyContext` (``hidden``,
                 ``envs``, ``input_dims``, ``train``, ``max_train_rows``, ``pool_text``).
 
         Returns:
@@ -252,7 +252,7 @@ class MethodBase:
 
         Args:
             config: one of the method's configurations.
-            study: the study's :class:`pnc.study.config_check.StudyContext` (``hidden``,
+            study: the study's :class:`pnc.mujoco.config_check.StudyContext` (``hidden``,
                 ``envs``, ``input_dims``, ``train``, ``max_train_rows``, ``pool_text``).
 
         Returns:

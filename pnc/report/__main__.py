@@ -34,9 +34,9 @@ import sys
 from pathlib import Path
 
 from pnc.io import write_json
+from pnc.mujoco.results import ResultsError, load
 from pnc.report import costs, export, figures, pieces, stats
 from pnc.report.tables import write_tables_and_stats
-from pnc.study.results import ResultsError, load
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from pnc.mujoco.results import MECHANISM_METHODS, MECHANISM_SPLITS, METHOD_INFO, load
 from pnc.report.figures import METHOD_STYLE, RC_PARAMS, save
 from pnc.report.mechanism_table import (
     LOG_FLOOR,
@@ -37,7 +38,6 @@ from pnc.report.mechanism_table import (
     sketch_regression,
     split_label,
 )
-from pnc.study.results import MECHANISM_METHODS, MECHANISM_SPLITS, METHOD_INFO, load
 
 #: The figures of one environment: file stem -> what it shows.
 MECHANISM_FIGURES = ("magnitudes", "frontier_sigma", "distance", "sketch")

@@ -1,6 +1,6 @@
 """The mechanism evidence (paper Figures 1 B/C and 3) as statistics and the mechanism table.
 
-Reads the per-(env, seed) mechanism files (:data:`pnc.study.results.MECHANISM_COLUMNS`) and the
+Reads the per-(env, seed) mechanism files (:data:`pnc.mujoco.results.MECHANISM_COLUMNS`) and the
 ``all_configs`` table, and computes per environment (seeds pooled):
 
 - **3B** (:func:`distance_regression`): OLS of the P&C disagreement ``D(x)`` on
@@ -29,15 +29,7 @@ import numpy as np
 import pandas as pd
 
 from pnc.io import ArtifactError, rebuild_hint
-from pnc.report.render import (
-    Table,
-    fmt,
-    latex_escape,
-    latex_tabular,
-    markdown_table,
-    write_tables,
-)
-from pnc.study.results import (
+from pnc.mujoco.results import (
     MECHANISM_COLUMNS,
     MECHANISM_METHODS,
     METHOD_INFO,
@@ -46,6 +38,14 @@ from pnc.study.results import (
     SPLIT_LABELS,
     load,
     select_candidate,
+)
+from pnc.report.render import (
+    Table,
+    fmt,
+    latex_escape,
+    latex_tabular,
+    markdown_table,
+    write_tables,
 )
 
 #: Added to disagreement and sketch before the logarithm of the 3C regression.

@@ -1,7 +1,7 @@
 """The paper's MuJoCo tables, each as LaTeX (booktabs), Markdown and CSV of the same numbers.
 
 Five :class:`pnc.report.render.Table` objects are built from a validated results table
-(:func:`pnc.study.results.validate`) and the statistics of
+(:func:`pnc.mujoco.results.validate`) and the statistics of
 :func:`pnc.report.stats.compute_statistics`; :func:`pnc.report.render.write_tables` writes them:
 
 - ``cross_env`` (paper Table 1): mean rank +- standard deviation and wins per headline metric
@@ -16,7 +16,7 @@ Five :class:`pnc.report.render.Table` objects are built from a validated results
 Bold marks the best seed mean among the six ranked methods (every exactly tied best is bold). Where
 a single seed leaves the standard deviation undefined, only the mean is printed (and the caption
 says so). Method, split and metric labels and the metric definitions in the captions come from
-:mod:`pnc.study.results`. The LaTeX needs ``\\usepackage{booktabs,longtable}``.
+:mod:`pnc.mujoco.results`. The LaTeX needs ``\\usepackage{booktabs,longtable}``.
 :func:`write_tables_and_stats` goes from a results CSV to the written tables and ``stats.json``.
 """
 
@@ -29,6 +29,20 @@ from typing import Any
 import pandas as pd
 
 from pnc.io import write_json
+from pnc.mujoco.results import (
+    ABLATION_METHODS,
+    BOUNDED_METRICS,
+    CALIBRATION_INFO,
+    HEADLINE,
+    HPARAM_ABBREVIATIONS,
+    METHOD_INFO,
+    METRIC_INFO,
+    RANKED_METHODS,
+    RAW,
+    REPORTED_SPLITS,
+    SPLIT_LABELS,
+    load,
+)
 from pnc.report import stats as st
 from pnc.report.render import (
     ARROW,
@@ -42,20 +56,6 @@ from pnc.report.render import (
     markdown_table,
     mean_std_cell,
     write_tables,
-)
-from pnc.study.results import (
-    ABLATION_METHODS,
-    BOUNDED_METRICS,
-    CALIBRATION_INFO,
-    HEADLINE,
-    HPARAM_ABBREVIATIONS,
-    METHOD_INFO,
-    METRIC_INFO,
-    RANKED_METHODS,
-    RAW,
-    REPORTED_SPLITS,
-    SPLIT_LABELS,
-    load,
 )
 
 #: Metrics whose definition a caption prints.

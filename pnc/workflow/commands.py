@@ -51,7 +51,7 @@ class Forward:
 
 
 def train_run(argv: list[str]) -> int:
-    """Train one shared training run on the train split of (env, seed) (pnc.study.stages.train_run)."""
+    """Train one shared training run on the train split of (env, seed) (pnc.mujoco.stages.train_run)."""
     p = parser("Train one shared training run on the train split of (env, seed).")
     p.add_argument("--env", required=True)
     p.add_argument("--seed", type=int, required=True)
@@ -68,7 +68,7 @@ def train_run(argv: list[str]) -> int:
     log = setup_logging()
     log.info("train %s seed %d run %s on CPUs %s", args.env, args.seed, args.run_id, cpus)
 
-    from pnc.study.stages import spec_from_dict, train_run
+    from pnc.mujoco.stages import spec_from_dict, train_run
 
     spec = spec_from_dict(args.spec)
     if spec.run_id != args.run_id:
@@ -87,7 +87,7 @@ def train_run(argv: list[str]) -> int:
 
 
 def evaluate_run(argv: list[str]) -> int:
-    """Construct, predict and score every configuration of one (env, seed, method, run) (pnc.study.stages.evaluate_run)."""
+    """Construct, predict and score every configuration of one (env, seed, method, run) (pnc.mujoco.stages.evaluate_run)."""
     p = parser("Post-hoc construction, prediction and metrics for one method on one training run.")
     p.add_argument("--env", required=True)
     p.add_argument("--seed", type=int, required=True)
@@ -100,7 +100,7 @@ def evaluate_run(argv: list[str]) -> int:
         "--calibrations",
         nargs="+",
         metavar="VARIANT",
-        help="calibration variants to score (pnc.study.results.CALIBRATIONS): raw (as "
+        help="calibration variants to score (pnc.mujoco.results.CALIBRATIONS): raw (as "
         "constructed), vcal (variance scaled on val); default: all",
     )
     p.add_argument("--out", required=True, help="metric table (CSV)")
@@ -117,8 +117,8 @@ def evaluate_run(argv: list[str]) -> int:
     )
 
     from pnc.io import write_csv
-    from pnc.study.results import CALIBRATIONS
-    from pnc.study.stages import evaluate_run
+    from pnc.mujoco.results import CALIBRATIONS
+    from pnc.mujoco.stages import evaluate_run
 
     calibrations = CALIBRATIONS if args.calibrations is None else tuple(args.calibrations)
     frame, timings = evaluate_run(
@@ -145,7 +145,7 @@ def evaluate_run(argv: list[str]) -> int:
 
 
 def select(argv: list[str]) -> int:
-    """Select per (env, method) by seed-mean validation NLL and write the results tables (pnc.study.selection)."""
+    """Select per (env, method) by seed-mean validation NLL and write the results tables (pnc.mujoco.selection)."""
     p = parser(
         "Select the (configuration, calibration) pair with the lowest seed-mean validation NLL "
         "per (env, method)."
@@ -178,7 +178,7 @@ def select(argv: list[str]) -> int:
     limit_threads(args.threads)
     log = setup_logging()
 
-    from pnc.study.selection import select_and_write
+    from pnc.mujoco.selection import select_and_write
 
     selection = select_and_write(
         args.tables,
@@ -204,7 +204,7 @@ def select(argv: list[str]) -> int:
 
 
 def aggregate(argv: list[str]) -> int:
-    """Concatenate the per-environment results tables and selection records (pnc.study.selection)."""
+    """Concatenate the per-environment results tables and selection records (pnc.mujoco.selection)."""
     p = parser("Concatenate per-environment results tables and selection records.")
     p.add_argument("--all-configs", nargs="+", required=True, help="per-env all_configs.csv files")
     p.add_argument("--results", nargs="+", required=True, help="per-env results.csv files")
@@ -216,7 +216,7 @@ def aggregate(argv: list[str]) -> int:
     limit_threads(args.threads)
     log = setup_logging()
 
-    from pnc.study.selection import concatenate_outputs
+    from pnc.mujoco.selection import concatenate_outputs
 
     sizes = concatenate_outputs(args.all_configs, args.results, args.selection, args.out_dir)
     log.info("wrote %s", sizes)
@@ -224,7 +224,7 @@ def aggregate(argv: list[str]) -> int:
 
 
 def minari_data(argv: list[str]) -> int:
-    """Check (with --download, fetch) one environment's Minari datasets (pnc.study.stages.fetch_minari)."""
+    """Check (with --download, fetch) one environment's Minari datasets (pnc.mujoco.stages.fetch_minari)."""
     p = parser("Make sure the Minari datasets of one environment are present.")
     p.add_argument("env")
     p.add_argument(
@@ -237,7 +237,7 @@ def minari_data(argv: list[str]) -> int:
     log = setup_logging()
 
     from pnc.io import atomic_path, write_json
-    from pnc.study.stages import fetch_minari
+    from pnc.mujoco.stages import fetch_minari
 
     record = fetch_minari(args.env, root=args.minari_root, download=args.download)
     with atomic_path(args.out) as tmp:
@@ -247,7 +247,7 @@ def minari_data(argv: list[str]) -> int:
 
 
 def pnc_members(argv: list[str]) -> int:
-    """Build and store the selected P&C members of one (env, seed) (pnc.study.mechanism)."""
+    """Build and store the selected P&C members of one (env, seed) (pnc.mujoco.mechanism)."""
     p = parser("Build and store the selected P&C members of one (env, seed).")
     p.add_argument("--env", required=True)
     p.add_argument("--seed", type=int, required=True)
@@ -262,7 +262,7 @@ def pnc_members(argv: list[str]) -> int:
     log.info("P&C members of %s seed %d (CPUs %s)", args.env, args.seed, cpus)
 
     from pnc.io import read_json
-    from pnc.study.mechanism import write_pnc_members
+    from pnc.mujoco.mechanism import write_pnc_members
 
     record = write_pnc_members(
         env=args.env,
@@ -285,7 +285,7 @@ def pnc_members(argv: list[str]) -> int:
 
 
 def mechanism_diagnostics(argv: list[str]) -> int:
-    """Per-point mechanism diagnostics of one (env, seed) (pnc.study.mechanism)."""
+    """Per-point mechanism diagnostics of one (env, seed) (pnc.mujoco.mechanism)."""
     p = parser("Mechanism diagnostics (paper Figures 1 B/C and 3) of one (env, seed).")
     p.add_argument("--env", required=True)
     p.add_argument("--seed", type=int, required=True)
@@ -303,7 +303,7 @@ def mechanism_diagnostics(argv: list[str]) -> int:
     log.info("mechanism diagnostics of %s seed %d (CPUs %s)", args.env, args.seed, cpus)
 
     from pnc.io import read_json, write_json
-    from pnc.study.mechanism import MechanismSettings, mechanism_frame, write_mechanism
+    from pnc.mujoco.mechanism import MechanismSettings, mechanism_frame, write_mechanism
 
     settings = {k: v for k, v in args.settings.items() if k not in ("enabled", "seeds")}
     frame, info = mechanism_frame(
@@ -368,7 +368,7 @@ STAGES: dict[str, Callable[[list[str]], int]] = {
         "pnc.data.__main__",
         "Train/val/id/near/mid/far episode splits of one (env, seed) (pnc.data).",
     ),
-    # MuJoCo study (pnc.study)
+    # MuJoCo study (pnc.mujoco)
     "train_run": train_run,
     "evaluate_run": evaluate_run,
     "select": select,

@@ -4,7 +4,7 @@
 # allowed), then validated again by Snakemake, which fills in the schema's defaults (both in
 # shared.smk, which the CIFAR study's common.smk includes too). Checks across
 # keys follow (pool sizes, log-variance bounds, P&C layers and ranks against the network, the SWAG
-# and Subspace snapshots); method grids are expanded with pnc.study.grid, so an unknown
+# and Subspace snapshots); method grids are expanded with pnc.mujoco.grid, so an unknown
 # hyperparameter fails while the DAG is built, before any job runs. Every config error found here is
 # a WorkflowError naming the key and its value.
 
@@ -12,8 +12,8 @@ import json
 import os
 import re
 
-from pnc.study import grid as pnc_grid
-from pnc.study.config_check import cross_key_problems
+from pnc.mujoco import grid as pnc_grid
+from pnc.mujoco.config_check import cross_key_problems
 
 
 include: "shared.smk"
@@ -40,7 +40,7 @@ DATA = config["data"]
 
 
 def _check_across_keys(points):
-    """Every cross-key problem (pnc.study.config_check.cross_key_problems) in one error."""
+    """Every cross-key problem (pnc.mujoco.config_check.cross_key_problems) in one error."""
     found = cross_key_problems(config, points)
     for line in found.warnings:
         logger.warning(f"config: {line}")

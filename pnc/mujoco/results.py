@@ -97,7 +97,7 @@ class CalibrationInfo:
 
 #: The variants every configuration may be evaluated in, in candidate order (on equal validation
 #: NLL the earlier wins). ``vcal`` multiplies the moment-matched predictive variance by one scalar
-#: fitted on the validation split (:mod:`pnc.study.calibration`).
+#: fitted on the validation split (:mod:`pnc.mujoco.calibration`).
 RAW = "raw"
 VCAL = "vcal"
 CALIBRATION_INFO: dict[str, CalibrationInfo] = {

@@ -3,12 +3,12 @@
 The Snakemake workflow calls each stage through a thin entry point (``python -m pnc.workflow STAGE``):
 
 1. :func:`train_run` -- one training run per (env, seed, run id) on the ``train`` split; the run is
-   shared by every configuration whose differing hyperparameters are post-hoc (:mod:`pnc.study.grid`).
+   shared by every configuration whose differing hyperparameters are post-hoc (:mod:`pnc.mujoco.grid`).
 2. :func:`evaluate_run` -- for one (env, seed, method, run): post-hoc construction of every
    configuration using that run, prediction on ``val`` and every evaluation split, metric rows
-   (:mod:`pnc.study.evaluate`) of the raw predictive and of its post-hoc variance-calibrated
-   variant (:mod:`pnc.study.calibration`, fitted on ``val``). Posteriors are never written to disk.
-3. selection and the results tables: :mod:`pnc.study.selection`.
+   (:mod:`pnc.mujoco.evaluate`) of the raw predictive and of its post-hoc variance-calibrated
+   variant (:mod:`pnc.mujoco.calibration`, fitted on ``val``). Posteriors are never written to disk.
+3. selection and the results tables: :mod:`pnc.mujoco.selection`.
 
 Randomness is a pure function of names (:func:`pnc.keys.derive_key`): training uses
 ``derive_key(env, seed, run_id, "train")``; construction and sampling use
@@ -41,10 +41,10 @@ from pnc.io import ArtifactError, rebuild_hint
 from pnc.keys import derive_key
 from pnc.methods.runs import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig
-from pnc.study import grid
-from pnc.study.calibration import check_calibrations, variant_rows
-from pnc.study.evaluate import metric_rows, summarise_split
-from pnc.study.results import (
+from pnc.mujoco import grid
+from pnc.mujoco.calibration import check_calibrations, variant_rows
+from pnc.mujoco.evaluate import metric_rows, summarise_split
+from pnc.mujoco.results import (
     CALIBRATIONS,
     EVAL_SPLITS,
     OPTIONAL_DEFAULTS,
@@ -161,7 +161,7 @@ def train_run(
 
     Args:
         env, seed: which splits (and the key ``derive_key(env, seed, spec.run_id, "train")``).
-        spec: the training run (``pnc.study.grid`` derives it from a method configuration).
+        spec: the training run (``pnc.mujoco.grid`` derives it from a method configuration).
         splits_dir: directory holding ``splits.npz`` + ``manifest.json``.
         out_dir: where the run is written.
         model: ``MLPConfig`` fields except ``out_dim`` (e.g. ``{"hidden": [200, 200, 200, 200]}``).
@@ -274,7 +274,7 @@ def evaluate_run(
     statistics); predictions are made for ``val``, ``id``, ``near``, ``mid`` (if present) and
     ``far``; shifted splits only ever enter the metrics. Each configuration is predicted once and
     scored in every variant of ``calibrations``: ``raw`` (the predictive as constructed) and
-    ``vcal`` (its variance times the scale fitted on ``val``, :mod:`pnc.study.calibration`).
+    ``vcal`` (its variance times the scale fitted on ``val``, :mod:`pnc.mujoco.calibration`).
 
     Args:
         env, seed: which splits, and the keys ``derive_key(env, seed, key_id, "build"|"predict")``.
@@ -282,12 +282,12 @@ def evaluate_run(
         run_id: the training run the configurations share.
         run_dir: directory of the saved run.
         splits_dir: directory holding ``splits.npz`` + ``manifest.json``.
-        method_entry: the method's grid entry (:func:`pnc.study.grid.expand`).
+        method_entry: the method's grid entry (:func:`pnc.mujoco.grid.expand`).
         calibrations: the variants to score, a non-empty subset of
-            :data:`pnc.study.results.CALIBRATIONS`.
+            :data:`pnc.mujoco.results.CALIBRATIONS`.
 
     Returns:
-        ``(rows, timings)``: a long table with :data:`pnc.study.results.RESULT_COLUMNS` (``value``
+        ``(rows, timings)``: a long table with :data:`pnc.mujoco.results.RESULT_COLUMNS` (``value``
         float64; configurations in grid order, then variants in candidate order) and one
         ``{"config", "build_s", "predict_s", "variance_scale", "built_with"}`` dict per
         configuration (``variance_scale`` is ``None`` without ``vcal``; configurations built

@@ -13,12 +13,12 @@ fitted on the validation split with the moment-matched predictive (mixture mean 
 mixture variance ``var``, in original target units as the study's NLL). The calibrated
 predictive keeps the mean and multiplies the variance by ``s`` on every split, the validation
 split included. The raw and the calibrated variant of a configuration then compete in the
-validation-NLL selection (:mod:`pnc.study.selection`).
+validation-NLL selection (:mod:`pnc.mujoco.selection`).
 
 Multiplying every variance by one positive constant changes no ranking and no mean, so RMSE,
 AUROC and Spearman of the calibrated predictive equal those of the raw one; only the NLLs change.
 :func:`calibrated_rows` therefore derives the calibrated metric rows from the raw rows and the
-per-split summaries (:class:`pnc.study.evaluate.SplitSummary`) of one prediction. Only the
+per-split summaries (:class:`pnc.mujoco.evaluate.SplitSummary`) of one prediction. Only the
 ``val`` summary enters the fit: the shifted splits never influence the scale.
 """
 
@@ -29,8 +29,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from pnc.study.evaluate import SplitSummary, nll_metrics
-from pnc.study.results import CALIBRATIONS, RAW, SELECTION_SPLIT, VCAL
+from pnc.mujoco.evaluate import SplitSummary, nll_metrics
+from pnc.mujoco.results import CALIBRATIONS, RAW, SELECTION_SPLIT, VCAL
 
 #: Added to the predictive variance in the fit (not in the calibrated predictive).
 VARIANCE_FLOOR = 1e-6
@@ -92,7 +92,7 @@ def calibrated_rows(
 
     Args:
         rows: ``(split, metric, value)`` rows of the raw predictive
-            (:func:`pnc.study.evaluate.metric_rows` of ``summaries``).
+            (:func:`pnc.mujoco.evaluate.metric_rows` of ``summaries``).
         summaries: the per-split summaries the rows came from.
         scale: the variance scale.
 
@@ -111,7 +111,7 @@ def calibrated_rows(
 
 
 def check_calibrations(calibrations: Sequence[str]) -> tuple[str, ...]:
-    """The requested variants in candidate order (:data:`pnc.study.results.CALIBRATIONS`).
+    """The requested variants in candidate order (:data:`pnc.mujoco.results.CALIBRATIONS`).
 
     Raises:
         ValueError: if none is requested or one is unknown.
@@ -133,7 +133,7 @@ def variant_rows(
     """The metric rows of every requested variant of one prediction.
 
     Args:
-        rows: the raw predictive's rows (:func:`pnc.study.evaluate.metric_rows`).
+        rows: the raw predictive's rows (:func:`pnc.mujoco.evaluate.metric_rows`).
         summaries: the per-split summaries the rows came from.
         calibrations: the variants (:func:`check_calibrations`).
 

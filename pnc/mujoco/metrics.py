@@ -5,8 +5,8 @@ Shapes: predictive ``mean``/``var`` and targets ``y`` are ``[N, D]`` (``N`` poin
 dimensions); per-point scores are ``[N]``.
 
 The results tables name these metrics ``rmse``, ``rmse_std``, ``nll``, ``auroc``,
-``auroc_epistemic`` and ``spearman``; their definitions are :data:`pnc.study.results.METRIC_INFO`,
-and :mod:`pnc.study.evaluate` computes them from a prediction with the functions here. The AUROC
+``auroc_epistemic`` and ``spearman``; their definitions are :data:`pnc.mujoco.results.METRIC_INFO`,
+and :mod:`pnc.mujoco.evaluate` computes them from a prediction with the functions here. The AUROC
 is :func:`pnc.roc.auroc` (shared with the CIFAR study), re-exported here.
 """
 

@@ -190,7 +190,7 @@ def cross_key_problems(config: Mapping[str, Any], points: Mapping[str, Sequence[
 
     Args:
         config: the config with the schema's defaults filled in.
-        points: the expanded grid, ``{method id: [GridPoint, ...]}`` (:func:`pnc.study.grid.
+        points: the expanded grid, ``{method id: [GridPoint, ...]}`` (:func:`pnc.mujoco.grid.
             expand_all`).
 
     Returns:

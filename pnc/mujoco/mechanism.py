@@ -8,7 +8,7 @@
    built from and of the members file, and the size per member. :func:`load_pnc_members` reads
    them back, verifying both hashes.
 2. :func:`mechanism_frame` -- for up to ``points_per_split`` points of ID, Near, Mid (where
-   present) and Far, the tidy long table of :data:`pnc.study.results.MECHANISM_COLUMNS`: the P&C
+   present) and Far, the tidy long table of :data:`pnc.mujoco.results.MECHANISM_COLUMNS`: the P&C
    ensemble's disagreement, the Mahalanobis distance in the base network's second hidden layer,
    the probe and analytic sketches of the corrected sensitivity (:mod:`pnc.diagnostics`), the ridge
    leverage of each corrected layer, and ``||dh||``/``||dy||`` of every member or sample of P&C,
@@ -17,7 +17,7 @@
 Randomness is a pure function of names: the points of a split come from
 ``derive_key(env, seed, "mechanism", split)``, the probes from
 ``derive_key(env, seed, "mechanism", "probes")``; the methods' members and samples use the keys
-of the evaluation (:mod:`pnc.study.stages`), so they are the ensembles that were scored.
+of the evaluation (:mod:`pnc.mujoco.stages`), so they are the ensembles that were scored.
 """
 
 from __future__ import annotations
@@ -51,6 +51,14 @@ from pnc.io import (
 from pnc.keys import derive_key
 from pnc.methods.runs import TrainingRun
 from pnc.mlp import Params, forward, hidden_activations
+from pnc.mujoco import grid
+from pnc.mujoco.results import (
+    MECHANISM_COLUMNS,
+    MECHANISM_LEVERAGE_PREFIX,
+    MECHANISM_METHODS,
+    MECHANISM_SPLITS,
+)
+from pnc.mujoco.stages import load_split_arrays
 from pnc.perturb_correct import (
     PnCConfig,
     calibration_indices,
@@ -58,14 +66,6 @@ from pnc.perturb_correct import (
     perturbation_bases,
 )
 from pnc.predictive import Predictive, epistemic_variance
-from pnc.study import grid
-from pnc.study.results import (
-    MECHANISM_COLUMNS,
-    MECHANISM_LEVERAGE_PREFIX,
-    MECHANISM_METHODS,
-    MECHANISM_SPLITS,
-)
-from pnc.study.stages import load_split_arrays
 
 _LOG = logging.getLogger("pnc.workflow")
 
@@ -450,7 +450,7 @@ def mechanism_frame(
         settings: points per split, probes and probe radius.
 
     Returns:
-        ``(frame, info)``: the table (:data:`pnc.study.results.MECHANISM_COLUMNS`) and a JSON-able
+        ``(frame, info)``: the table (:data:`pnc.mujoco.results.MECHANISM_COLUMNS`) and a JSON-able
         record of what was measured (configurations, sigma, eps, layers, sizes, seconds).
     """
     started = time.perf_counter()

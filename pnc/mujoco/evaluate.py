@@ -1,19 +1,19 @@
 """Evaluating predictions on the study's splits: one :class:`pnc.Predictive` per split -> metric rows.
 
 The evaluation protocol of the MuJoCo study (paper Section 5.3, Appendix C), with the metric
-functions of :mod:`pnc.study.metrics` and the split and metric names of :mod:`pnc.study.results`:
+functions of :mod:`pnc.mujoco.metrics` and the split and metric names of :mod:`pnc.mujoco.results`:
 
-- every split of :data:`~pnc.study.results.EVAL_SPLITS` (``val``, ``id``, ``near``, ``mid``,
-  ``far``) gets :data:`~pnc.study.results.SPLIT_METRICS`: ``rmse`` and ``nll`` in original target
+- every split of :data:`~pnc.mujoco.results.EVAL_SPLITS` (``val``, ``id``, ``near``, ``mid``,
+  ``far``) gets :data:`~pnc.mujoco.results.SPLIT_METRICS`: ``rmse`` and ``nll`` in original target
   units (the paper's; the NLL with the authors' variance floor :data:`NLL_VARIANCE_FLOOR`),
   ``rmse_std`` and ``nll_std`` in standardised units, and ``spearman``;
-- every shifted split (:data:`~pnc.study.results.SHIFTED_SPLITS`: ``near``, ``mid``, ``far``) also
-  gets :data:`~pnc.study.results.SHIFT_METRICS`: ``auroc`` and ``auroc_epistemic`` against the
+- every shifted split (:data:`~pnc.mujoco.results.SHIFTED_SPLITS`: ``near``, ``mid``, ``far``) also
+  gets :data:`~pnc.mujoco.results.SHIFT_METRICS`: ``auroc`` and ``auroc_epistemic`` against the
   ``id`` split (ID = negatives, shifted = positives).
 
 The shifted splits are only ever *evaluated*: nothing here feeds back into training, construction,
 post-hoc calibration or hyperparameter selection (calibration and selection use ``val`` alone, see
-:mod:`pnc.study.calibration` and :mod:`pnc.study.selection`).
+:mod:`pnc.mujoco.calibration` and :mod:`pnc.mujoco.selection`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from pnc.mujoco import metrics
+from pnc.mujoco.results import EVAL_SPLITS, SHIFT_METRICS, SHIFTED_SPLITS, SPLIT_METRICS
 from pnc.predictive import Predictive, epistemic_variance, mixture
-from pnc.study import metrics
-from pnc.study.results import EVAL_SPLITS, SHIFT_METRICS, SHIFTED_SPLITS, SPLIT_METRICS
 from pnc.train import Standardizer
 
 #: Added to the predictive variance in the ``nll`` metric (the authors' ``compute_nll``).

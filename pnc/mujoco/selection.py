@@ -1,11 +1,11 @@
 """Hyperparameter selection and the study's results tables (paper, Appendix C).
 
 Every configuration is evaluated in each post-hoc calibration variant (``raw`` and ``vcal``, see
-:mod:`pnc.study.calibration`); the candidates of an (env, method) are its (config, calibration)
+:mod:`pnc.mujoco.calibration`); the candidates of an (env, method) are its (config, calibration)
 pairs, and the pair with the lowest validation NLL, averaged over seeds, is selected; the shifted
 splits play no part. Candidate order is grid order of the configurations, then
-:data:`pnc.study.results.CALIBRATIONS` (``raw`` before ``vcal``). Ties and non-finite values
-(:func:`pnc.study.results.select_candidate`): a candidate whose mean validation NLL is ``nan`` or
+:data:`pnc.mujoco.results.CALIBRATIONS` (``raw`` before ``vcal``). Ties and non-finite values
+(:func:`pnc.mujoco.results.select_candidate`): a candidate whose mean validation NLL is ``nan`` or
 ``inf`` is never preferred over a finite one; among equal values the first candidate wins; if no
 candidate has a finite value the first one is selected and flagged (``"finite": false``). The
 record is strict JSON: a non-finite NLL is written as ``null``. (The workflow's metric tables are
@@ -24,8 +24,8 @@ Tables (long format, one row per value):
 - ``results``: the same without ``selected``, for the selected pair of each (env, method) only,
   splits ``id``, ``near``, (``mid``), ``far``.
 
-Columns, splits and metrics are those of :mod:`pnc.study.results`; every table read here is
-checked with :func:`pnc.study.results.validate`.
+Columns, splits and metrics are those of :mod:`pnc.mujoco.results`; every table read here is
+checked with :func:`pnc.mujoco.results.validate`.
 
 Integrity of the inputs (:func:`select_and_write`, :func:`concatenate_outputs`): every file is named
 in the error when it is unreadable, truncated (a CSV not ending in a line break) or malformed, with
@@ -38,7 +38,7 @@ rows fail the stage naming them and the table they belong in, and so do rows of 
 or variants outside the grid. Without the grid the expectation is derived from the tables (every
 configuration and variant seen for an (env, method) in every seed, with every split and metric).
 Metric tables never hold non-finite values (evaluation jobs fail on them,
-:class:`pnc.study.stages.NonFiniteMetricError`), so one that does is refused as stale or edited.
+:class:`pnc.mujoco.stages.NonFiniteMetricError`), so one that does is refused as stale or edited.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from pnc.io import ArtifactError, atomic_path, read_json, rebuild_hint, write_csv, write_json
-from pnc.study.results import (
+from pnc.mujoco.results import (
     CALIBRATIONS,
     EVAL_SPLITS,
     MEASUREMENT_KEY,
@@ -69,7 +69,7 @@ from pnc.study.results import (
     validate,
 )
 
-#: :func:`pnc.study.results.validate` options for the evaluation jobs' metric tables: every
+#: :func:`pnc.mujoco.results.validate` options for the evaluation jobs' metric tables: every
 #: column, every configuration, the selection split kept, ``nan``/``inf`` values allowed.
 METRIC_TABLE_CHECKS = {
     "all_columns": True,
@@ -92,7 +92,7 @@ def candidate_order(group: pd.DataFrame) -> list[tuple[str, str]]:
     """The (config, calibration) pairs of one (env, method), in candidate order.
 
     Configurations in grid order (first appearance in the table), then each configuration's
-    variants in :data:`pnc.study.results.CALIBRATIONS` order.
+    variants in :data:`pnc.mujoco.results.CALIBRATIONS` order.
     """
     configs = list(dict.fromkeys(group["config"]))
     present = set(zip(group["config"], group["calibration"], strict=True))
@@ -103,7 +103,7 @@ def select(frame: pd.DataFrame, seeds: Iterable[int] | None = None) -> dict:
     """Choose one (config, calibration) pair per (env, method) by mean validation NLL over seeds.
 
     Args:
-        frame: long metric table with :data:`pnc.study.results.RESULT_COLUMNS`.
+        frame: long metric table with :data:`pnc.mujoco.results.RESULT_COLUMNS`.
         seeds: the seeds every candidate must have; default: all seeds in ``frame``.
 
     Returns:
@@ -112,8 +112,8 @@ def select(frame: pd.DataFrame, seeds: Iterable[int] | None = None) -> dict:
         floats, ``None`` where not finite).
 
     Raises:
-        pnc.study.results.ResultsError: if the table is malformed (see
-            :func:`pnc.study.results.validate`).
+        pnc.mujoco.results.ResultsError: if the table is malformed (see
+            :func:`pnc.mujoco.results.validate`).
         ValueError: if a candidate lacks the validation NLL of a seed.
     """
     frame = validate(frame, **METRIC_TABLE_CHECKS)
@@ -152,7 +152,7 @@ def apply_selection(frame: pd.DataFrame, selection: dict) -> tuple[pd.DataFrame,
     """Mark selected rows and extract the results table.
 
     Args:
-        frame: validated metric table (every column of :data:`pnc.study.results.RESULT_COLUMNS`).
+        frame: validated metric table (every column of :data:`pnc.mujoco.results.RESULT_COLUMNS`).
         selection: the record of :func:`select`.
 
     Returns:
@@ -184,7 +184,7 @@ def read_table(path: str | Path, **checks: bool | None) -> pd.DataFrame:
 
     Args:
         path: the table.
-        checks: :func:`pnc.study.results.validate` options.
+        checks: :func:`pnc.mujoco.results.validate` options.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -220,7 +220,7 @@ def read_metric_tables(paths: Iterable[str | Path]) -> pd.DataFrame:
     Raises:
         pnc.io.ArtifactError: a table is unreadable, truncated, malformed or holds a non-finite
             value (named with its file).
-        pnc.study.results.ResultsError: the tables together are malformed (e.g. duplicated rows).
+        pnc.mujoco.results.ResultsError: the tables together are malformed (e.g. duplicated rows).
     """
     frames = []
     for path in paths:
@@ -241,7 +241,7 @@ def read_metric_tables(paths: Iterable[str | Path]) -> pd.DataFrame:
 
 
 def split_metrics(splits: Iterable[str]) -> list[tuple[str, str]]:
-    """The (split, metric) rows an evaluation writes for ``splits`` (see :mod:`pnc.study.evaluate`)."""
+    """The (split, metric) rows an evaluation writes for ``splits`` (see :mod:`pnc.mujoco.evaluate`)."""
     chosen = set(splits)
     out = []
     for split in EVAL_SPLITS:
@@ -305,10 +305,10 @@ def check_complete(
     Args:
         frame: :func:`read_metric_tables` output (with ``_source``).
         seeds: the seeds of the study.
-        methods: the config's ``methods`` mapping (:func:`pnc.study.grid.expand_all`); ``None``:
+        methods: the config's ``methods`` mapping (:func:`pnc.mujoco.grid.expand_all`); ``None``:
             the configurations seen in the tables, per (env, method).
         calibrations: the variants every configuration is scored in; ``None``: those seen per
-            (env, method) (all of :data:`~pnc.study.results.CALIBRATIONS` with ``methods``).
+            (env, method) (all of :data:`~pnc.mujoco.results.CALIBRATIONS` with ``methods``).
         envs: the environments; default: those in ``frame``.
         paths: the input tables (to name the one that should hold missing rows).
 
@@ -319,7 +319,7 @@ def check_complete(
     seeds = sorted({int(s) for s in seeds})
     envs = list(dict.fromkeys([*(envs or []), *frame["env"]]))
     if methods is not None:
-        from pnc.study.grid import expand_all
+        from pnc.mujoco.grid import expand_all
 
         plan = {m: [(p.config_id, p.run_id) for p in pts] for m, pts in expand_all(methods).items()}
     variants = None if calibrations is None and methods is None else calibrations or CALIBRATIONS
