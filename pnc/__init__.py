@@ -12,7 +12,7 @@ from pnc.perturb_correct import (
     ridge_correction,
 )
 from pnc.predictive import Predictive, aleatoric_variance, epistemic_variance, mixture
-from pnc.train import (
+from pnc.training import (
     Collection,
     FitResult,
     Observer,

@@ -17,7 +17,7 @@ from pnc.mujoco import metrics
 from pnc.mujoco.evaluate import metric_rows, summarise_split
 from pnc.mujoco.results import RESULT_COLUMNS, SHIFT_METRICS, SPLIT_METRICS
 from pnc.predictive import Predictive
-from pnc.train import Standardizer
+from pnc.training import Standardizer
 
 
 def test_scale_by_hand():

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1] / "pnc"
 CORE = {
     "pnc",
     "pnc.mlp",
-    "pnc.train",
+    "pnc.training",
     "pnc.perturb_correct",
     "pnc.any_model",
     "pnc._linalg",

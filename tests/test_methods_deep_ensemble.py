@@ -9,7 +9,7 @@ import pnc.methods as methods
 from pnc import MLPConfig, mixture
 from pnc.mlp import init_params
 from pnc.predictive import epistemic_variance
-from pnc.train import Standardizer, TrainedModel
+from pnc.training import Standardizer, TrainedModel
 
 CONFIG = MLPConfig(out_dim=2, hidden=(8,))
 

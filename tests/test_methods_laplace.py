@@ -15,7 +15,7 @@ from pnc.methods.laplace import (
     kfac_factors_for_targets,
     layer_offset,
 )
-from pnc.train import Standardizer, TrainedModel
+from pnc.training import Standardizer, TrainedModel
 
 
 def test_kronecker_block_equals_exact_fisher_block_for_one_example():

@@ -10,7 +10,7 @@ import pnc.methods as methods
 import pnc.methods.subspace as subspace
 from pnc import MLPConfig, forward, gaussian_nll, init_params
 from pnc.methods import TrainingRun, TrainingSpec
-from pnc.train import Standardizer, TrainedModel
+from pnc.training import Standardizer, TrainedModel
 
 CONFIG = MLPConfig(out_dim=2, hidden=(4,))
 

@@ -12,7 +12,7 @@ from pnc.methods import TrainingRun, TrainingSpec
 from pnc.methods.base_run import base_spec, swag_statistics, train_base
 from pnc.methods.swag import swag_sample
 from pnc.mlp import init_params
-from pnc.train import (
+from pnc.training import (
     Collection,
     Standardizer,
     TrainedModel,

@@ -16,7 +16,7 @@ from pnc.mujoco.evaluate import evaluate_splits, summarise_split
 from pnc.mujoco.results import RESULT_COLUMNS, ResultsError
 from pnc.mujoco.selection import apply_selection, select
 from pnc.predictive import Predictive
-from pnc.train import Standardizer
+from pnc.training import Standardizer
 
 
 def _auroc_pairs(neg, pos):

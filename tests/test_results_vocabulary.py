@@ -18,7 +18,7 @@ from pnc.mujoco.evaluate import evaluate_splits
 from pnc.mujoco.selection import METRIC_TABLE_CHECKS
 from pnc.predictive import Predictive
 from pnc.report import figures, stats, tables
-from pnc.train import Standardizer
+from pnc.training import Standardizer
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 

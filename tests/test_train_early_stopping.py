@@ -7,7 +7,7 @@ import pytest
 
 from pnc import MLPConfig, TrainConfig
 from pnc.mlp import forward, gaussian_nll
-from pnc.train import Standardizer, fit, fit_params, fit_summary, train
+from pnc.training import Standardizer, fit, fit_params, fit_summary, train
 
 CFG = MLPConfig(out_dim=1, hidden=(16,))
 

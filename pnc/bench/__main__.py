@@ -46,7 +46,7 @@ from pnc.bench.flops import pnc_build_macs, train_macs
 from pnc.bench.method_costs import benchmark_methods
 from pnc.mlp import MLPConfig
 from pnc.perturb_correct import PnCConfig, build_members, predict_members
-from pnc.train import Standardizer, TrainConfig, train
+from pnc.training import Standardizer, TrainConfig, train
 
 STATE_DIM, ACTION_DIM = 27, 8
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from pnc import methods as registry
 from pnc.mlp import MLPConfig
-from pnc.train import TrainConfig
+from pnc.training import TrainConfig
 
 
 def synthetic_problem(

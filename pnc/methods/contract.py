@@ -35,7 +35,7 @@ from pnc.methods.configs import config_id, field_names, make_config
 from pnc.methods.runs import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig
 from pnc.predictive import Predictive
-from pnc.train import TrainConfig
+from pnc.training import TrainConfig
 
 Array = jax.Array
 

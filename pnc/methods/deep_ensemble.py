@@ -1,7 +1,7 @@
 """Deep Ensembles (Lakshminarayanan et al., 2017): ``M`` networks from independent initialisations
 and data orders; each member contributes one predictive sample, so ``S = M``.
 
-The members are trained together with ``jax.vmap`` over keys of :func:`pnc.train.fit` (one
+The members are trained together with ``jax.vmap`` over keys of :func:`pnc.training.fit` (one
 jitted program); the paper uses ``M = 5`` (Appendix C). ``predictive`` says how the members'
 Gaussians ``N(mu_m(x), var_m(x))`` are combined (:data:`pnc.methods.sampling.PREDICTIVE_RULES`):
 
@@ -31,7 +31,7 @@ from pnc.methods.runs import TrainingRun, TrainingSpec
 from pnc.methods.sampling import PREDICTIVE_RULES, apply_predictive_rule, check_inputs, standardise
 from pnc.mlp import MLPConfig, Params, forward
 from pnc.predictive import Predictive
-from pnc.train import TrainConfig, TrainedModel, fit, fit_summary, standardized_validation
+from pnc.training import TrainConfig, TrainedModel, fit, fit_summary, standardized_validation
 
 Array = jax.Array
 
@@ -86,7 +86,7 @@ def train_ensemble(
 
     Returns:
         ``(first member as TrainedModel, stacked params [M, ...], per-member fit summary
-        (:func:`pnc.train.fit_summary`), seconds)``.
+        (:func:`pnc.training.fit_summary`), seconds)``.
     """
     x_norm, y_norm = standardise(x, y, model_config.out_dim, train_config)
     run = jax.jit(

@@ -51,7 +51,7 @@ from pnc.methods.runs import TrainingRun
 from pnc.methods.sampling import check_inputs, sample_predictive
 from pnc.mlp import MLPConfig, Params, forward, gaussian_nll, split_head
 from pnc.predictive import Predictive
-from pnc.train import TrainedModel
+from pnc.training import TrainedModel
 
 Array = jax.Array
 

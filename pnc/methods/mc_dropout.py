@@ -26,7 +26,7 @@ from pnc.methods.runs import TrainingRun, TrainingSpec
 from pnc.methods.sampling import check_inputs, sample_predictive, standardise
 from pnc.mlp import GaussianMLP, MLPConfig, Params
 from pnc.predictive import Predictive
-from pnc.train import TrainedModel, fit, fit_summary, standardized_validation
+from pnc.training import TrainedModel, fit, fit_summary, standardized_validation
 
 Array = jax.Array
 

@@ -34,7 +34,7 @@ from pnc.perturb_correct import (
     predict_members,
 )
 from pnc.predictive import Predictive
-from pnc.train import TrainedModel
+from pnc.training import TrainedModel
 
 Array = jax.Array
 

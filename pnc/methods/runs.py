@@ -25,7 +25,7 @@ from pnc.io import (
     write_json,
 )
 from pnc.mlp import MLPConfig
-from pnc.train import TrainedModel, model_from_state, model_state
+from pnc.training import TrainedModel, model_from_state, model_state
 
 
 @dataclasses.dataclass(frozen=True)

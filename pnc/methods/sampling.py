@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pnc.predictive import Predictive, gaussian_draws
-from pnc.train import Standardizer, TrainConfig, standardizers
+from pnc.training import Standardizer, TrainConfig, standardizers
 
 Array = jax.Array
 

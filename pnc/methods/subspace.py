@@ -49,7 +49,7 @@ from pnc.methods.sampling import (
 )
 from pnc.mlp import MLPConfig, Params, forward, gaussian_nll
 from pnc.predictive import Predictive
-from pnc.train import Collection, TrainedModel
+from pnc.training import Collection, TrainedModel
 
 Array = jax.Array
 
@@ -257,7 +257,7 @@ class Subspace(MethodBase):
     def study_problems(self, config: SubspaceConfig, study) -> tuple[list[str], list[str]]:
         """Its own run's snapshots (``collect_start``/``collect_every`` over
         ``trajectory_steps``): >= 2 needed."""
-        from pnc.train import Collection
+        from pnc.training import Collection
 
         collection = Collection(config.collect_start, config.collect_every, config.n_snapshots)
         where = "methods.subspace collect_start/collect_every over trajectory_steps"

@@ -41,7 +41,7 @@ from pnc.methods.sampling import check_inputs, sample_predictive
 from pnc.mlp import MLPConfig, Params, forward
 from pnc.predictive import Predictive
 from pnc.swag_gaussian import swag_sample
-from pnc.train import TrainedModel
+from pnc.training import TrainedModel
 
 Array = jax.Array
 
@@ -157,7 +157,7 @@ class SWAG(OnBaseRun, MethodBase):
 
     def study_problems(self, config: SWAGConfig, study) -> tuple[list[str], list[str]]:
         """The base run's snapshots (``train.collection`` over ``train.steps``): >= 2 needed."""
-        from pnc.train import Collection
+        from pnc.training import Collection
 
         try:
             collection = Collection(**study.train["collection"])

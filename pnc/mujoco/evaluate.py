@@ -26,7 +26,7 @@ import numpy as np
 from pnc.mujoco import metrics
 from pnc.mujoco.results import EVAL_SPLITS, SHIFT_METRICS, SHIFTED_SPLITS, SPLIT_METRICS
 from pnc.predictive import Predictive, epistemic_variance, mixture
-from pnc.train import Standardizer
+from pnc.training import Standardizer
 
 #: Added to the predictive variance in the ``nll`` metric (the authors' ``compute_nll``).
 NLL_VARIANCE_FLOOR = 1e-6

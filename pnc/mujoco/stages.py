@@ -52,7 +52,7 @@ from pnc.mujoco.results import (
     SELECTION_SPLIT,
     VCAL,
 )
-from pnc.train import TrainConfig
+from pnc.training import TrainConfig
 
 _LOG = logging.getLogger("pnc.workflow")
 
