@@ -47,6 +47,11 @@ read_list() {  # read_list KEY: the config's list KEY, space-separated
 [ -n "$envs" ] || envs="$(read_list envs)"
 [ -n "$seeds" ] || seeds="$(read_list seeds)"
 
+# Under Linux's autogroup scheduling (sched_autogroup_enabled=1, the default on many systems) a
+# job started from its own session competes with every other session as a whole, whatever its
+# nice value; lowering this session's autogroup priority makes the runs yield to interactive work.
+if [ -w /proc/self/autogroup ]; then echo 15 > /proc/self/autogroup 2>/dev/null || true; fi
+
 failed=()
 for seed in $seeds; do
     for env in $envs; do
