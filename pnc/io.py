@@ -180,3 +180,26 @@ def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
     """Write ``frame`` as CSV atomically (no index; floats written losslessly)."""
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False, float_format="%.10g")
+
+
+#: Prefix of the line a workflow job writes to its log (stderr) as it ends, followed by the JSON of
+#: its exact resource use (``cpu_s``, ``user_s``, ``system_s``, ``max_rss_mb``, ``stage``,
+#: ``status``): written by :func:`pnc.workflow.process_line`, read by :func:`read_process_record`.
+PROCESS_RECORD = "pnc.workflow process "
+
+
+def read_process_record(log: str | Path) -> dict[str, Any] | None:
+    """The last :data:`PROCESS_RECORD` line of a job's log as a dict; ``None`` when the log does
+    not exist or holds no such line (a job of older code, or one killed before it ended)."""
+    try:
+        text = Path(log).read_text(errors="replace")
+    except FileNotFoundError:
+        return None
+    for line in reversed(text.splitlines()):
+        if line.startswith(PROCESS_RECORD):
+            try:
+                record = json.loads(line[len(PROCESS_RECORD) :])
+            except json.JSONDecodeError:
+                return None
+            return record if isinstance(record, dict) and "cpu_s" in record else None
+    return None

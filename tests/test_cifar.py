@@ -9,6 +9,7 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pandas as pd
 import pytest
 
@@ -269,6 +270,47 @@ def test_checkpoints_are_written_every_n_epochs_and_after_the_last(tmp_path, mon
     assert saved == [2, 3, 4, 5]
     with pytest.raises(ValueError, match="checkpoint_every"):
         train(x, y, TINY_NET, recipe, seed=0, run_id="base", checkpoint=ckpt, checkpoint_every=0)
+
+
+def _recipe_updates_by_hand(recipe: Recipe, steps_per_epoch: int, grads, w0: float) -> np.ndarray:
+    """The recipe's parameter trajectory written out in float64 (Appendix D.1): PyTorch's coupled
+    weight decay (``g + wd w``), Nesterov momentum (``b = mu b + g``, step ``g + mu b``) and a
+    learning rate rising linearly from 0 over the warm-up steps, then ``lr (1 + cos(pi s / S)) / 2``
+    down to 0 at the last step (``s`` steps after the warm-up, ``S`` the steps after it)."""
+    total = recipe.epochs * steps_per_epoch
+    warm = recipe.warmup_epochs * steps_per_epoch
+    w, buf, out = w0, 0.0, []
+    for t, g in enumerate(grads):
+        if t < warm:
+            lr = recipe.lr * t / warm
+        else:
+            lr = recipe.lr * 0.5 * (1 + np.cos(np.pi * (t - warm) / (total - warm)))
+        g = g + recipe.weight_decay * w
+        buf = recipe.momentum * buf + g
+        w = w - lr * (g + recipe.momentum * buf if recipe.nesterov else buf)
+        out.append(w)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_optimizer_follows_warmup_cosine_nesterov_with_coupled_decay(nesterov):
+    from pnc.cifar.recipe import optimizer
+
+    recipe = Recipe(epochs=6, warmup_epochs=2, lr=0.1, weight_decay=5e-2, nesterov=nesterov)
+    steps_per_epoch = 3
+    grads = np.random.default_rng(0).normal(size=recipe.epochs * steps_per_epoch)
+    opt = optimizer(recipe, steps_per_epoch)
+    w = jnp.asarray(1.5, jnp.float32)
+    state = opt.init(w)
+    trajectory = []
+    for g in grads:
+        updates, state = opt.update(jnp.asarray(g, jnp.float32), state, w)
+        w = optax.apply_updates(w, updates)
+        trajectory.append(float(w))
+    expected = _recipe_updates_by_hand(recipe, steps_per_epoch, grads, 1.5)
+    np.testing.assert_allclose(trajectory, expected, rtol=1e-5, atol=1e-6)
+    # the learning rate is 0 at the first step (warm-up from 0): only the decay-free step is 0
+    assert trajectory[0] == pytest.approx(1.5, abs=1e-7)
 
 
 # ----------------------------------------------------------------------------- tables

@@ -100,3 +100,48 @@ def test_only_complete_env_seed_pairs_enter_the_projection(bench):
     assert "Walker2d/seed0" not in out["complete_env_seed_pairs"]
     assert len(out["complete_env_seed_pairs"]) == 4
     assert out["min_cpu_s_per_env_seed"] == 414
+
+
+def test_exact_process_records_in_logs_replace_sampled_cpu(bench, tmp_path):
+    """A job's log ending with its process record gives its exact CPU time and peak memory; a
+    log without one (older code, a killed job) and a missing log keep the sampled values, and a
+    run id with a dot ("rate0.1") maps to its own log."""
+    from pnc.io import PROCESS_RECORD
+
+    logs = tmp_path / "logs"
+    def record(cpu: float, rss: float) -> str:
+        return PROCESS_RECORD + json.dumps({"cpu_s": cpu, "max_rss_mb": rss})
+
+    exact = logs / "evaluate/Ant/seed1/pnc/base.log"
+    exact.parent.mkdir(parents=True)
+    exact.write_text(f"starting\n{record(1.0, 1.0)}\nretrying\n{record(654.5, 2345.0)}\n")
+    dotted = logs / "train/Ant/seed1/mc_dropout-rate0.1.log"
+    dotted.parent.mkdir(parents=True)
+    dotted.write_text(record(8.75, 300.0) + "\n")
+    (logs / "train/Ant/seed1/base.log").write_text("no record: the job was killed\n")
+    df = costs.read_benchmarks(bench, logs).set_index("job")
+    assert df.loc["evaluate/Ant/seed1/pnc/base", ["cpu_s", "max_rss_mb"]].tolist() == [654.5, 2345.0]
+    assert df.loc["evaluate/Ant/seed1/pnc/base", "cpu_source"] == "process"
+    assert df.loc["train/Ant/seed1/mc_dropout-rate0.1", "cpu_s"] == 8.75
+    assert df.loc["train/Ant/seed1/base", ["cpu_s", "cpu_source"]].tolist() == [20.0, "sampled"]
+    assert df.loc["evaluate/Ant/seed0/pnc/base", "cpu_source"] == "sampled"
+    out = costs.summarize(df.reset_index(), n_envs=1, n_seeds=1)
+    assert out["per_env_seed"]["Ant/seed1"]["jobs_with_exact_cpu"] == 2
+    assert out["per_env_seed"]["Ant/seed1"]["cpu_s"] == 5 + 1 + 20 + 8.75 + 654.5 + 90
+    assert out["per_env_seed"]["Ant/seed0"]["jobs_with_exact_cpu"] == 0
+
+
+def test_stage_ends_with_its_process_record(capsys):
+    """Every stage run through ``python -m pnc.workflow`` ends its log (stderr) with the exact
+    record, also when its arguments are refused."""
+    from pnc.io import PROCESS_RECORD
+    from pnc.workflow import commands
+
+    with pytest.raises(SystemExit):
+        commands.main(["far_data", "--threads", "1"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(PROCESS_RECORD)
+    record = json.loads(last[len(PROCESS_RECORD) :])
+    assert record["stage"] == "far_data" and record["status"] == 2
+    assert record["cpu_s"] == pytest.approx(record["user_s"] + record["system_s"], abs=2e-3)
+    assert record["cpu_s"] > 0 and record["max_rss_mb"] > 10

@@ -117,3 +117,40 @@ def test_piece_command_line(tmp_path, monkeypatch, capsys):
     assert "7 file(s) restored" in capsys.readouterr().out
     assert main(["piece", "Hopper", "3", "results/nope.csv", "--out", out]) == 2
     assert "results/nope.csv does not exist" in capsys.readouterr().err
+
+
+def test_piece_keeps_each_jobs_exact_process_record(tmp_path, monkeypatch):
+    """A job whose log ends with its process record gets ``X.process.json`` beside its benchmark
+    file in the store (a job without one gets none); it is restored, read back by the cost
+    summary in place of the sampled CPU time, and never overwritten with a different record."""
+    from pnc.io import PROCESS_RECORD
+    from pnc.report import costs
+
+    study = _study(tmp_path / "study")
+    header = "s\tcpu_time\tmax_rss\n"
+    for rel in BENCHMARKS:
+        (study / rel).write_text(header + "20.0\t5.0\t100\n")
+    record = {"cpu_s": 17.25, "max_rss_mb": 812.5, "stage": "evaluate_run", "status": 0}
+    log = study / "logs/evaluate/Hopper/seed3/pnc/base.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("progress\n" + PROCESS_RECORD + json.dumps(record) + "\n")
+    (study / "logs/train/Hopper/seed3").mkdir(parents=True)
+    (study / "logs/train/Hopper/seed3/base.log").write_text("killed before its record\n")
+    monkeypatch.chdir(study)
+    pieces.write_manifest("Hopper", 3, list(FILES), "results/pieces/Hopper/seed3.json")
+    store = tmp_path / "store"
+    written = pieces.store_piece("results/pieces/Hopper/seed3.json", study, store)
+    sidecar = "benchmarks/evaluate/Hopper/seed3/pnc/base.process.json"
+    assert sidecar in {p.relative_to(store).as_posix() for p in written}
+    assert json.loads((store / sidecar).read_text()) == record
+    assert not list(store.glob("benchmarks/train/**/*.process.json"))
+
+    fresh = tmp_path / "fresh"
+    pieces.restore_pieces(store, fresh)
+    df = costs.read_benchmarks(fresh / "benchmarks").set_index("job")
+    assert df.loc["evaluate/Hopper/seed3/pnc/base", ["cpu_s", "max_rss_mb"]].tolist() == [17.25, 812.5]
+    assert df.loc["train/Hopper/seed3/base", ["cpu_s", "cpu_source"]].tolist() == [5.0, "sampled"]
+
+    log.write_text(PROCESS_RECORD + json.dumps({**record, "cpu_s": 99.0}) + "\n")
+    with pytest.raises(pieces.PieceError, match="base.process.json"):
+        pieces.store_piece("results/pieces/Hopper/seed3.json", study, store)

@@ -534,6 +534,16 @@ def test_tiny_config_end_to_end(tiny_run):
     for rule in ("train", "evaluate", "select", "pnc_members", "mechanism"):
         assert list((workdir / "benchmarks" / rule).rglob("*.tsv")), rule
         assert list((workdir / "logs" / rule).rglob("*.log")), rule
+    # every job's log (same path as its benchmark file) ends with its exact process record
+    from pnc.io import read_process_record
+    from pnc.report.costs import read_benchmarks
+
+    for bench in sorted((workdir / "benchmarks").rglob("*.tsv")):
+        rel = bench.relative_to(workdir / "benchmarks")
+        record = read_process_record(workdir / "logs" / rel.parent / f"{rel.name[:-4]}.log")
+        assert record is not None and record["status"] == 0 and record["cpu_s"] > 0, rel
+    jobs = read_benchmarks(workdir / "benchmarks", workdir / "logs")
+    assert (jobs["cpu_source"] == "process").all()
 
     again = _snakemake(workdir, "-n", "--configfile", ".test/config.yaml")
     assert again.returncode == 0
@@ -544,29 +554,32 @@ def test_tiny_config_end_to_end(tiny_run):
 DETERMINISTIC_OUTPUTS = ("results/results.csv", "results/all_configs.csv", "results/selection.json")
 
 
-def _interrupt_after_first(workdir: Path, pattern: str, timeout: float = 600) -> int:
-    """Start the tiny run, send Ctrl-C (SIGINT) once a file matching ``pattern`` exists."""
+def _interrupt_after_first(workdir: Path, rule: str, output: Path, timeout: float = 600) -> int:
+    """Start the tiny run, send Ctrl-C (SIGINT) once Snakemake reports a finished job of
+    ``rule``; its output (stdout and stderr) goes to ``output``."""
     env = {
         **os.environ,
         "PYTHONWARNINGS": "ignore",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    proc = subprocess.Popen(
-        [*SNAKEMAKE, "--cores", "2", "--configfile", ".test/config.yaml"],
-        cwd=workdir,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        # a test run started in the background of a non-interactive shell inherits SIGINT as
-        # ignored, and Python then never raises KeyboardInterrupt: restore the default handler
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    finished = re.compile(rf"Finished jobid: \d+ \(Rule: {rule}\)")
+    with output.open("w") as log:
+        proc = subprocess.Popen(
+            [*SNAKEMAKE, "--cores", "2", "--configfile", ".test/config.yaml"],
+            cwd=workdir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # a test run started in the background of a non-interactive shell inherits SIGINT as
+            # ignored, and Python then never raises KeyboardInterrupt: restore the default handler
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
     deadline = time.monotonic() + timeout
     try:
-        while not list(workdir.glob(pattern)):
+        while not finished.search(output.read_text()):
             assert proc.poll() is None, "the run ended before it could be interrupted"
-            assert time.monotonic() < deadline, f"no {pattern} after {timeout} s"
+            assert time.monotonic() < deadline, f"no finished {rule} job after {timeout} s"
             time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGINT)
         return proc.wait(timeout=300)
@@ -576,15 +589,56 @@ def _interrupt_after_first(workdir: Path, pattern: str, timeout: float = 600) ->
             proc.wait()
 
 
+def _finished_jobs(output: str) -> dict[str, int]:
+    """Rule -> number of jobs Snakemake reported finished in ``output``."""
+    counts: dict[str, int] = {}
+    for rule in re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output):
+        counts[rule] = counts.get(rule, 0) + 1
+    return counts
+
+
+def _job_stats(output: str) -> dict[str, int]:
+    """Snakemake's first "Job stats" table in ``output``: rule -> number of jobs to run."""
+    lines = output.split("Job stats:", 1)[1].splitlines()
+    stats = {}
+    for line in lines[3:]:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        stats[parts[0]] = int(parts[1])
+    return stats
+
+
 @pytest.fixture(scope="module")
-def resumed_run(tiny_run, tmp_path_factory) -> Path:
-    """The tiny run interrupted with Ctrl-C after its first evaluation table, then resumed."""
+def resume_record(tiny_run, tmp_path_factory) -> dict:
+    """The tiny run interrupted with Ctrl-C after its first finished evaluation, then resumed:
+    the work directory, the jobs finished before the interruption and those the resumed run
+    scheduled (rule -> count), and the modification times (ns), taken before resuming, of
+    outputs whose jobs had certainly finished (the data and the training run behind the first
+    evaluation table)."""
     workdir = _copy_workflow(tmp_path_factory.mktemp("resumed"))
-    code = _interrupt_after_first(workdir, "results/metrics/*/seed0/*/*.csv")
+    output = tmp_path_factory.mktemp("interrupted") / "snakemake.log"
+    code = _interrupt_after_first(workdir, "evaluate", output)
     assert code != 0 and not (workdir / "results" / "results.csv").exists()
+    done = _finished_jobs(output.read_text())
+    first = sorted(workdir.glob("results/metrics/*/seed0/*/*.csv"))[0]
+    finished = [
+        *sorted((workdir / "resources/splits").rglob("*")),
+        *sorted((workdir / "resources/data").rglob("*.json")),
+        # an evaluation table is named after its training run, which finished before it started
+        *sorted((workdir / "results/runs" / first.parts[-4] / "seed0" / first.stem).glob("run.*")),
+    ]
+    assert len(finished) >= 5, finished
+    mtimes = {str(p.relative_to(workdir)): p.stat().st_mtime_ns for p in finished if p.is_file()}
     proc = _snakemake(workdir, "--cores", "2", "--configfile", ".test/config.yaml", timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    return workdir
+    jobs = _job_stats(proc.stdout + proc.stderr)
+    return {"workdir": workdir, "mtimes": mtimes, "done": done, "jobs": jobs}
+
+
+@pytest.fixture(scope="module")
+def resumed_run(resume_record) -> Path:
+    return resume_record["workdir"]
 
 
 @pytest.mark.slow
@@ -594,6 +648,24 @@ def test_interrupted_run_resumes_to_identical_results(tiny_run, resumed_run):
     for table in sorted((tiny_run / "results" / "metrics").rglob("*.csv")):
         other = resumed_run / table.relative_to(tiny_run)
         assert other.read_bytes() == table.read_bytes(), table
+
+
+@pytest.mark.slow
+def test_resumed_run_reuses_finished_jobs(tiny_run, resume_record):
+    """Resuming reruns exactly what the interruption left unfinished: every job Snakemake had
+    reported finished is reused (the data jobs are not scheduled again; training runs and
+    evaluations are scheduled only for the ones not finished), and the outputs of finished jobs
+    keep their modification times."""
+    workdir, done, jobs = resume_record["workdir"], resume_record["done"], resume_record["jobs"]
+    n_runs = len(list((tiny_run / "results/runs").glob("*/seed0/*/run.json")))
+    n_tables = len(list((tiny_run / "results/metrics").glob("*/seed0/*/*.csv")))
+    assert done.get("evaluate", 0) >= 1 and done.get("train", 0) >= 1, done
+    assert not {"offline_data", "far_data", "splits"} & set(jobs), jobs
+    assert jobs.get("train", 0) == n_runs - done["train"], (jobs, done)
+    assert jobs.get("evaluate", 0) == n_tables - done["evaluate"], (jobs, done)
+    assert jobs["total"] == sum(v for k, v in jobs.items() if k != "total"), jobs
+    for name, mtime in resume_record["mtimes"].items():
+        assert (workdir / name).stat().st_mtime_ns == mtime, f"{name} was rewritten on resume"
 
 
 @pytest.mark.slow

@@ -105,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
         "costs", help="measured cost per (env, seed) and projected protocol cost (JSON)"
     )
     co.add_argument("benchmarks", help="the workflow's benchmarks/ directory")
+    co.add_argument(
+        "--logs",
+        default=None,
+        help="the workflow's logs/ directory: exact CPU time and peak memory from each job's log "
+        "where it holds the job's process record (default: the sampled benchmark values only)",
+    )
     co.add_argument("--envs", type=int, default=11, help="environments to project (paper: 11)")
     co.add_argument("--seeds", type=int, default=10, help="seeds to project (paper: 10)")
     co.add_argument("--cores", type=int, nargs="+", default=[2, 8, 32], help="machine sizes")
@@ -174,7 +180,7 @@ def _pieces(args: argparse.Namespace) -> int:
 
 def _costs(args: argparse.Namespace) -> int:
     summary = costs.summarize(
-        costs.read_benchmarks(args.benchmarks),
+        costs.read_benchmarks(args.benchmarks, args.logs),
         n_envs=args.envs,
         n_seeds=args.seeds,
         cores=args.cores,

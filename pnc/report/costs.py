@@ -18,10 +18,14 @@ bound when jobs are few and long).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
+
+from pnc.io import read_process_record
+from pnc.report.pieces import process_record_path
 
 #: Stages whose benchmark files are per (env, seed): ``{stage}/{env}/seed{S}[/...].tsv``.
 PER_SEED_STAGES = ("far_data", "splits", "train", "evaluate", "pnc_members", "mechanism")
@@ -33,11 +37,19 @@ class BenchmarkError(ValueError):
     """A benchmark file is missing a column or is not where the workflow writes them."""
 
 
-def read_benchmarks(root: str | Path) -> pd.DataFrame:
-    """One row per job: ``stage, env, seed, job, wall_s, cpu_s, max_rss_mb``.
+def read_benchmarks(root: str | Path, logs: str | Path | None = None) -> pd.DataFrame:
+    """One row per job: ``stage, env, seed, job, wall_s, cpu_s, max_rss_mb, cpu_source``.
 
     ``env`` is empty for study-wide jobs (aggregate, report tables), ``seed`` is -1 for jobs that
     are not per seed. A file's last row is used (Snakemake writes one row per repeat).
+
+    Snakemake's ``cpu_time`` is sampled (every 0.5 s for the first ~15 s of a job, then every
+    30 s, the last sample kept), so it undercounts, the more so the busier the machine. Given the
+    study's ``logs`` directory, a job whose log ``logs/{same path}.log`` ends with the exact
+    record every stage writes (:data:`pnc.io.PROCESS_RECORD`) takes its ``cpu_s`` and
+    ``max_rss_mb`` from there (``cpu_source`` ``"process"``), as does a job whose record was
+    stored beside its benchmark file (``X.process.json``, :func:`pnc.report.pieces.store_piece`);
+    the others keep the sampled values (``cpu_source`` ``"sampled"``).
 
     Raises:
         FileNotFoundError: ``root`` does not exist or holds no ``.tsv`` file.
@@ -66,6 +78,15 @@ def read_benchmarks(root: str | Path) -> pd.DataFrame:
         elif stage == "report" and len(parts) == 3:  # report/{figure}/{env}
             env = parts[2]
         rss = float(last["max_rss"]) if "max_rss" in table.columns else float("nan")
+        cpu, source = float(last["cpu_time"]), "sampled"
+        record = None
+        sidecar = process_record_path(path)
+        if sidecar.is_file():
+            record = json.loads(sidecar.read_text())
+        elif logs is not None:
+            record = read_process_record(Path(logs, *parts[:-1], f"{parts[-1]}.log"))
+        if record is not None:
+            cpu, rss, source = float(record["cpu_s"]), float(record["max_rss_mb"]), "process"
         rows.append(
             {
                 "stage": stage,
@@ -73,8 +94,9 @@ def read_benchmarks(root: str | Path) -> pd.DataFrame:
                 "seed": seed,
                 "job": "/".join(parts),
                 "wall_s": float(last["s"]),
-                "cpu_s": float(last["cpu_time"]),
+                "cpu_s": cpu,
                 "max_rss_mb": rss,
+                "cpu_source": source,
             }
         )
     return pd.DataFrame(rows)
@@ -105,7 +127,8 @@ def summarize(
 
     Returns:
         A JSON-ready dict: ``per_env_seed`` (CPU and wall seconds and job count per measured
-        (env, seed), with the stage breakdown), ``complete_env_seed_pairs`` (those that ran as
+        (env, seed), with the stage breakdown and how many of its jobs had an exact CPU time,
+        ``jobs_with_exact_cpu``, see :func:`read_benchmarks`), ``complete_env_seed_pairs`` (those that ran as
         many training and evaluation jobs as the fullest one; only they enter the means and the
         projection, so a study still running can be summarised), ``per_env`` (data and selection jobs per env),
         ``study_wide_cpu_s``, ``wall_over_cpu`` (summed job wall time over CPU time: about 1.3 on
@@ -137,6 +160,7 @@ def summarize(
                 k: float(v) for k, v in jobs.groupby("stage")["cpu_s"].sum().items()
             },
             "jobs_by_stage": {k: int(v) for k, v in jobs.groupby("stage").size().items()},
+            "jobs_with_exact_cpu": int((jobs.get("cpu_source") == "process").sum()),
         }
     per_env_jobs = df[(df["seed"] < 0) & (df["env"] != "")]
     per_env = {

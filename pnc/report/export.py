@@ -145,7 +145,7 @@ def export_study(
         written.append(out / name)
     if (study / "benchmarks").is_dir():
         summary = costs.summarize(
-            costs.read_benchmarks(study / "benchmarks"),
+            costs.read_benchmarks(study / "benchmarks", study / "logs"),
             n_envs=n_envs,
             n_seeds=n_seeds,
             cores=list(cores),

@@ -8,8 +8,9 @@ benchmark files of its jobs (for the cost summary). A *piece* is those files of 
 
 - the workflow's ``piece`` rule lists them, with their SHA-256 and sizes, in
   ``results/pieces/{env}/seed{S}.json`` (:func:`write_manifest`) once every one of them exists;
-- :func:`store_piece` copies them, the benchmark files of the (env, seed)'s jobs and the manifest
-  into a store (``docs/results/offline/pieces/``), keeping their paths relative to the study, after
+- :func:`store_piece` copies them, the benchmark files of the (env, seed)'s jobs (with, beside
+  each, ``X.process.json``: the exact CPU time and peak memory the job recorded at the end of its
+  log, :data:`pnc.io.PROCESS_RECORD`) and the manifest into a store (``docs/results/offline/pieces/``), keeping their paths relative to the study, after
   checking every hash, and refuses to overwrite a stored file with different content;
 - :func:`restore_pieces` copies a store's files back into a study directory, hash-checked, so that
   the selection and tables can be rebuilt on a machine where the runs never ran.
@@ -30,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pnc.io import write_json
+from pnc.io import read_process_record, write_json
 
 #: Sub-directory of a store holding the manifests (``manifests/{env}/seed{S}.json``).
 MANIFESTS = "manifests"
@@ -122,6 +123,16 @@ def benchmark_files(study_dir: str | Path, env: str, seed: int) -> list[Path]:
     return found
 
 
+#: Suffix of a job's process record stored beside its benchmark file (``X.tsv`` -> ``X.process.json``).
+PROCESS_SUFFIX = ".process.json"
+
+
+def process_record_path(benchmark: str | Path) -> Path:
+    """Where the exact process record of the job of ``benchmark`` (``....tsv``) is stored."""
+    benchmark = Path(benchmark)
+    return benchmark.with_name(benchmark.name.removesuffix(".tsv") + PROCESS_SUFFIX)
+
+
 def _copy_checked(src: Path, dst: Path, digest: str | None) -> bool:
     """Copy ``src`` to ``dst``; ``False`` when ``dst`` already holds the same bytes."""
     if digest is not None and sha256(src) != digest:
@@ -160,6 +171,17 @@ def store_piece(manifest_path: str | Path, study_dir: str | Path, store: str | P
         rel = src.relative_to(study)
         if _copy_checked(src, store / rel, None):
             written.append(store / rel)
+        # the job's exact CPU time and peak memory, from the record at the end of its log
+        parts = rel.relative_to("benchmarks").parts
+        record = read_process_record(study / "logs" / Path(*parts[:-1], f"{Path(parts[-1]).stem}.log"))
+        if record is not None:
+            target = store / process_record_path(rel)
+            text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+            if target.exists() and target.read_text() != text:
+                raise PieceError(f"{target} exists with different content; refusing to overwrite it")
+            if not target.exists():
+                write_json(target, record)
+                written.append(target)
     target = store / MANIFESTS / env / f"seed{seed}.json"
     if _copy_checked(Path(manifest_path), target, None):
         written.append(target)
@@ -200,7 +222,8 @@ def restore_pieces(store: str | Path, study_dir: str | Path) -> list[Path]:
             if _copy_checked(src, study / rel, info["sha256"]):
                 written.append(study / rel)
     bench = store / "benchmarks"
-    for src in sorted(bench.rglob("*.tsv")) if bench.is_dir() else []:
+    records = [*bench.rglob("*.tsv"), *bench.rglob(f"*{PROCESS_SUFFIX}")] if bench.is_dir() else []
+    for src in sorted(records):
         rel = src.relative_to(store)
         if _copy_checked(src, study / rel, None):
             written.append(study / rel)

@@ -36,6 +36,7 @@ import tempfile
 from pathlib import Path
 
 from pnc import compile_cache
+from pnc.io import PROCESS_RECORD
 
 _XLA_THREAD_FLAGS = ("--xla_cpu_multi_thread_eigen", "intra_op_parallelism_threads")
 
@@ -163,3 +164,30 @@ def setup_logging() -> logging.Logger:
         stream=sys.stderr,
     )
     return logging.getLogger("pnc.workflow")
+
+
+def process_record(stage: str, status: int | None) -> dict:
+    """This process's exact resource use so far: ``stage``, exit ``status``, ``cpu_s`` (user +
+    system CPU of the process and its waited-for children), ``user_s``, ``system_s`` and
+    ``max_rss_mb`` (peak resident set size of the process or its largest child)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    user, system = own.ru_utime + kids.ru_utime, own.ru_stime + kids.ru_stime
+    return {
+        "stage": stage,
+        "status": status,
+        "cpu_s": round(user + system, 3),
+        "user_s": round(user, 3),
+        "system_s": round(system, 3),
+        "max_rss_mb": round(max(own.ru_maxrss, kids.ru_maxrss) / 1024, 1),  # Linux: KiB
+    }
+
+
+def process_line(stage: str, status: int | None) -> str:
+    """The line a stage writes to stderr as it ends: :data:`pnc.io.PROCESS_RECORD` and the JSON of
+    :func:`process_record`. Snakemake's benchmark files sample a job's CPU time (every 30 s
+    after its first 15 s, the last sample kept), so they undercount; this line is exact, and
+    :func:`pnc.report.costs.read_benchmarks` prefers it when given the study's ``logs/``."""
+    return PROCESS_RECORD + json.dumps(process_record(stage, status), sort_keys=True)

@@ -21,7 +21,15 @@ import json
 import sys
 from collections.abc import Callable
 
-from pnc.workflow import _PROGS, json_arg, limit_threads, parser, run_library_cli, setup_logging
+from pnc.workflow import (
+    _PROGS,
+    json_arg,
+    limit_threads,
+    parser,
+    process_line,
+    run_library_cli,
+    setup_logging,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -444,7 +452,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown stage {name!r}; valid stages: {', '.join(STAGES)}", file=sys.stderr)
         return 2
     _PROGS.append(f"python -m pnc.workflow {name}")
+    status, failed = None, False
     try:
-        return STAGES[name](rest)
+        status = STAGES[name](rest)
+        return status
+    except SystemExit as exc:  # argparse errors
+        status = exc.code if isinstance(exc.code, int) else 1
+        raise
+    except BaseException:  # the error's traceback follows the record in the log
+        failed = True
+        raise
     finally:
         _PROGS.pop()
+        if "-h" not in rest and "--help" not in rest:
+            # a stage that returned None exits with status 0 (sys.exit(None))
+            code = 0 if status is None and not failed else status
+            print(process_line(name, code), file=sys.stderr, flush=True)
