@@ -324,3 +324,15 @@ def test_construction_sees_the_train_split_only(study, monkeypatch):
     val = np.asarray(model.x_norm.transform(jnp.asarray(splits["val_x"])))
     rows = {r.tobytes() for r in seen[0]}
     assert not any(r.tobytes() in rows for r in val)
+
+
+def test_variance_scale_of_one_point_and_in_float64_from_float32_inputs():
+    assert cal.fit_variance_scale([[0.0]], [[1.0 - 1e-6]], [[2.0]]) == pytest.approx(4.0)
+    rng = np.random.default_rng(7)
+    mean = rng.normal(size=(50, 3)).astype(np.float32)
+    y = (mean + 1e-3 * rng.normal(size=(50, 3))).astype(np.float32)
+    var = rng.uniform(1e-6, 1e-5, size=(50, 3)).astype(np.float32)
+    m64, v64, y64 = (a.astype(np.float64) for a in (mean, var, y))
+    expected = float(np.mean(np.square(y64 - m64) / (v64 + 1e-6)))
+    # float32 arithmetic would be off by about 1e-7 relative
+    assert cal.fit_variance_scale(mean, var, y) == pytest.approx(expected, rel=1e-12)
