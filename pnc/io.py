@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -20,6 +21,8 @@ import numpy as np
 
 if TYPE_CHECKING:
     import pandas as pd
+
+log = logging.getLogger(__name__)
 
 
 class ArtifactError(ValueError):
@@ -101,6 +104,53 @@ def load_pytree(path: str | Path, *, as_jax: bool = True) -> Any:
             f"{path} is truncated or corrupt ({type(err).__name__}: {err}); {rebuild_hint(path)}"
         ) from err
     return jax.tree.map(jnp.asarray, tree) if as_jax else tree
+
+
+#: The key of a run record (``run.json``) that holds the SHA-256 of its ``run.msgpack``.
+RUN_SHA256_KEY = "msgpack_sha256"
+
+
+def save_checked_run(directory: str | Path, tree: Any, record: dict[str, Any]) -> None:
+    """Write a hash-checked run: ``directory/run.msgpack`` (``tree``, atomically) and
+    ``directory/run.json`` (``record`` plus the SHA-256 of ``run.msgpack`` under
+    :data:`RUN_SHA256_KEY`), which :func:`load_checked_run` verifies. A hash already in
+    ``record`` (a run read back and saved again) is replaced by the hash of the bytes written.
+    """
+    directory = Path(directory)
+    with atomic_path(directory / "run.msgpack") as tmp:
+        save_pytree(tmp, tree)
+    sha256 = file_sha256(directory / "run.msgpack")
+    write_json(directory / "run.json", {**record, RUN_SHA256_KEY: sha256})
+
+
+def load_checked_run(directory: str | Path) -> tuple[Any, dict[str, Any]]:
+    """Read a run written by :func:`save_checked_run`: ``(tree, record)``.
+
+    ``record`` is ``run.json`` as written (with its :data:`RUN_SHA256_KEY`); a record that is not
+    a JSON object comes back as ``{}``. A record without a SHA-256 (a run written before runs were
+    hash-checked) is read unchecked, and logged.
+
+    Raises:
+        FileNotFoundError: ``run.json`` or ``run.msgpack`` is missing (named, with the command
+            that rebuilds the run).
+        ArtifactError: a file is truncated or corrupt, or ``run.msgpack`` does not match the
+            SHA-256 recorded in ``run.json`` (named, with the command that rebuilds the run).
+    """
+    directory = Path(directory)
+    info_path, tree_path = directory / "run.json", directory / "run.msgpack"
+    info = read_json(info_path)
+    if not tree_path.is_file():
+        raise FileNotFoundError(f"{tree_path} not found; {rebuild_hint(tree_path)}")
+    record = info if isinstance(info, dict) else {}
+    expected = record.get(RUN_SHA256_KEY)
+    if expected is None:
+        log.info("%s: no SHA-256 recorded in %s; read unchecked", tree_path, info_path)
+    elif file_sha256(tree_path) != expected:
+        raise ArtifactError(
+            f"{tree_path} does not match the SHA-256 recorded in {info_path} (truncated, "
+            f"corrupt or replaced); {rebuild_hint(info_path)}"
+        )
+    return load_pytree(tree_path), record
 
 
 def write_json(path: str | Path, obj: Any) -> None:

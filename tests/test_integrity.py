@@ -272,3 +272,36 @@ def test_rebuild_hints():
     assert rebuild_hint("results/envs/E/results.csv").endswith(
         "--forcerun results/envs/E/results.csv"
     )
+
+
+def test_checked_run_round_trip_and_tampering(tmp_path, caplog):
+    """pnc.io's run pair, shared by the MuJoCo TrainingRun and the CIFAR TrainedNetwork: the hash
+    of the bytes written is recorded (a stale one replaced), a changed byte is refused naming both
+    files, and a record without a hash is read with a log line."""
+    import logging
+
+    from pnc.io import RUN_SHA256_KEY, file_sha256, load_checked_run, save_checked_run
+
+    tree = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "n": np.int32(4)}
+    save_checked_run(tmp_path, tree, {"seed": 3, RUN_SHA256_KEY: "stale"})
+    record = read_json(tmp_path / "run.json")
+    assert record == {"seed": 3, RUN_SHA256_KEY: file_sha256(tmp_path / "run.msgpack")}
+    loaded, info = load_checked_run(tmp_path)
+    np.testing.assert_array_equal(np.asarray(loaded["w"]), tree["w"])
+    assert int(loaded["n"]) == 4 and info == record
+
+    data = bytearray((tmp_path / "run.msgpack").read_bytes())
+    data[-1] ^= 1
+    (tmp_path / "run.msgpack").write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match=r"run\.msgpack does not match .*run\.json"):
+        load_checked_run(tmp_path)
+
+    del record[RUN_SHA256_KEY]
+    write_json(tmp_path / "run.json", record)
+    with caplog.at_level(logging.INFO, logger="pnc.io"):
+        loaded, info = load_checked_run(tmp_path)
+    assert info == {"seed": 3} and "read unchecked" in caplog.text
+
+    (tmp_path / "run.msgpack").unlink()
+    with pytest.raises(FileNotFoundError, match=r"run\.msgpack not found"):
+        load_checked_run(tmp_path)

@@ -19,16 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pnc.cifar.recipe import Recipe
-from pnc.io import (
-    ArtifactError,
-    atomic_path,
-    file_sha256,
-    load_pytree,
-    read_json,
-    rebuild_hint,
-    save_pytree,
-    write_json,
-)
+from pnc.io import RUN_SHA256_KEY, ArtifactError, load_checked_run, rebuild_hint, save_checked_run
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +69,9 @@ class TrainedNetwork:
     def save(self, directory: str | Path) -> None:
         """Write ``run.msgpack`` (atomically) and ``run.json``: :attr:`meta` with the SHA-256 of
         ``run.msgpack`` (``msgpack_sha256``), which :meth:`load` verifies."""
-        directory = Path(directory)
-        with atomic_path(directory / "run.msgpack") as tmp:
-            save_pytree(tmp, {"variables": self.variables, "swag": self.swag})
-        sha256 = file_sha256(directory / "run.msgpack")
-        write_json(directory / "run.json", {**self.meta, "msgpack_sha256": sha256})
+        save_checked_run(
+            directory, {"variables": self.variables, "swag": self.swag}, dict(self.meta)
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> TrainedNetwork:
@@ -96,28 +85,15 @@ class TrainedNetwork:
         """
         path = Path(path)
         directory = path.parent if path.name == "run.msgpack" else path
-        info_path, tree_path = directory / "run.json", directory / "run.msgpack"
-        info = read_json(info_path)
-        if not tree_path.is_file():
-            raise FileNotFoundError(f"{tree_path} not found; {rebuild_hint(tree_path)}")
-        expected = info.get("msgpack_sha256") if isinstance(info, dict) else None
-        if expected is None:
-            log.info("%s: no SHA-256 recorded in %s; read unchecked", tree_path, info_path)
-        elif file_sha256(tree_path) != expected:
-            raise ArtifactError(
-                f"{tree_path} does not match the SHA-256 recorded in {info_path} (truncated, "
-                f"corrupt or replaced); {rebuild_hint(info_path)}"
-            )
-        tree = load_pytree(tree_path)
+        tree, info = load_checked_run(directory)
         if not isinstance(tree, dict) or "variables" not in tree:
             raise ArtifactError(
-                f"{tree_path} holds no trained network (no 'variables'); {rebuild_hint(info_path)}"
+                f"{directory / 'run.msgpack'} holds no trained network (no 'variables'); "
+                f"{rebuild_hint(directory / 'run.json')}"
             )
-        return cls(
-            tree["variables"], tree.get("swag") or {}, info if isinstance(info, dict) else {}
-        )
+        return cls(tree["variables"], tree.get("swag") or {}, info)
 
     @property
     def checked(self) -> bool:
         """Whether its ``run.json`` records the SHA-256 it was checked against (older runs: not)."""
-        return "msgpack_sha256" in self.meta
+        return RUN_SHA256_KEY in self.meta

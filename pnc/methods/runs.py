@@ -15,15 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pnc.io import (
-    ArtifactError,
-    file_sha256,
-    load_pytree,
-    read_json,
-    rebuild_hint,
-    save_pytree,
-    write_json,
-)
+from pnc.io import ArtifactError, load_checked_run, rebuild_hint, save_checked_run
 from pnc.mlp import MLPConfig
 from pnc.training import TrainedModel, model_from_state, model_state
 
@@ -71,17 +63,13 @@ class TrainingRun:
         ``run.json`` records the SHA-256 of ``run.msgpack`` (``msgpack_sha256``), which
         :meth:`load` verifies.
         """
-        directory = Path(directory)
-        save_pytree(
-            directory / "run.msgpack", {**model_state(self.model), "extras": dict(self.extras)}
-        )
-        write_json(
-            directory / "run.json",
+        save_checked_run(
+            directory,
+            {**model_state(self.model), "extras": dict(self.extras)},
             {
                 "spec": {"kind": self.spec.kind, "options": [list(o) for o in self.spec.options]},
                 "model_config": self.model.config.to_dict(),
                 "meta": dict(self.meta),
-                "msgpack_sha256": file_sha256(directory / "run.msgpack"),
             },
         )
 
@@ -96,17 +84,8 @@ class TrainingRun:
                 the run). Runs saved without a recorded SHA-256 are read unverified.
         """
         directory = Path(directory)
-        info_path, tree_path = directory / "run.json", directory / "run.msgpack"
-        info = read_json(info_path)
-        if not tree_path.is_file():
-            raise FileNotFoundError(f"{tree_path} not found; {rebuild_hint(tree_path)}")
-        expected = info.get("msgpack_sha256") if isinstance(info, dict) else None
-        if expected is not None and file_sha256(tree_path) != expected:
-            raise ArtifactError(
-                f"{tree_path} does not match the SHA-256 recorded in {info_path} (truncated, "
-                f"corrupt or replaced); {rebuild_hint(info_path)}"
-            )
-        tree = load_pytree(tree_path)
+        tree, info = load_checked_run(directory)
+        info_path = directory / "run.json"
         try:
             model = model_from_state(MLPConfig.from_dict(info["model_config"]), tree)
             options = tuple(tuple(o) for o in info["spec"]["options"])
