@@ -23,6 +23,7 @@ CORE = {
     "pnc.compile_cache",
     "pnc.roc",
     "pnc.swag_gaussian",
+    "pnc.labels",
 }
 
 

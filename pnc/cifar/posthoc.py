@@ -46,6 +46,7 @@ from pnc.conv import ConvPnCConfig, build_members, calibration_cache, predict_lo
 from pnc.conv.classification import entropy, fit_temperature, mixture_nll, mixture_probabilities
 from pnc.conv.resnet import ResNetConfig
 from pnc.keys import derive_key
+from pnc.labels import SHARED_LABELS
 
 log = logging.getLogger(__name__)
 
@@ -579,18 +580,18 @@ POSTHOC_METHODS: dict[str, PosthocMethod] = {
         PosthocMethod("react_energy", "ReAct+Energy", ReActConfig, _react_energy),
         PosthocMethod("llla", "LLLA", LLLAConfig, _llla),
         PosthocMethod("epinet", "Epinet", EpinetMethodConfig, _epinet),
-        PosthocMethod("swag", "SWAG", SWAGConfig, _swag),
-        PosthocMethod("pnc", "P&C", PnCConfig, _pnc),
+        PosthocMethod("swag", SHARED_LABELS["swag"], SWAGConfig, _swag),
+        PosthocMethod("pnc", SHARED_LABELS["pnc"], PnCConfig, _pnc),
         PosthocMethod(
             "deep_ensemble",
-            "Deep Ensemble",
+            SHARED_LABELS["deep_ensemble"],
             DeepEnsembleConfig,
             _deep_ensemble,
             lambda config: ensemble_runs(config.n_models),
         ),
         PosthocMethod(
             "mc_dropout",
-            "MC Dropout",
+            SHARED_LABELS["mc_dropout"],
             MCDropoutConfig,
             _mc_dropout,
             lambda config: [dropout_run(r) for r in config.values("rate")],

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pnc.labels import SHARED_LABELS
 from pnc.methods.configs import check_choice, check_positive
 from pnc.methods.contract import MethodBase
 from pnc.methods.runs import TrainingRun, TrainingSpec
@@ -118,7 +119,7 @@ class DeepEnsemble(MethodBase):
 
     id: ClassVar[str] = "deep_ensemble"
     run_kind: ClassVar[str] = "deep_ensemble"
-    label: ClassVar[str] = "Deep Ensemble"
+    label: ClassVar[str] = SHARED_LABELS["deep_ensemble"]
     short_label: ClassVar[str] = "DE"
     row: ClassVar[int] = 10
     style: ClassVar[Mapping[str, object]] = {

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pnc.labels import SHARED_LABELS
 from pnc.methods.configs import check_positive
 from pnc.methods.contract import MethodBase
 from pnc.methods.runs import TrainingRun, TrainingSpec
@@ -92,7 +93,7 @@ class MCDropout(MethodBase):
 
     id: ClassVar[str] = "mc_dropout"
     run_kind: ClassVar[str] = "mc_dropout"
-    label: ClassVar[str] = "MC Dropout"
+    label: ClassVar[str] = SHARED_LABELS["mc_dropout"]
     short_label: ClassVar[str] = "MCD"
     row: ClassVar[int] = 20
     style: ClassVar[Mapping[str, object]] = {

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import jax
 
+from pnc.labels import SHARED_LABELS
 from pnc.methods.base_run import OnBaseRun
 from pnc.methods.contract import MethodBase
 from pnc.methods.runs import TrainingRun
@@ -59,7 +60,7 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
     """P&C (Section 3) on the shared base run."""
 
     id: ClassVar[str] = "pnc"
-    label: ClassVar[str] = "P&C"
+    label: ClassVar[str] = SHARED_LABELS["pnc"]
     short_label: ClassVar[str] = "P&C"
     row: ClassVar[int] = 60
     style: ClassVar[Mapping[str, object]] = {

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from pnc.labels import SHARED_LABELS
 from pnc.methods.base_run import OnBaseRun, snapshot_problems, swag_statistics
 from pnc.methods.configs import check_choice, check_positive
 from pnc.methods.contract import MethodBase
@@ -130,7 +131,7 @@ class SWAG(OnBaseRun, MethodBase):
     """SWAG on the shared base run (Maddox et al., 2019)."""
 
     id: ClassVar[str] = "swag"
-    label: ClassVar[str] = "SWAG"
+    label: ClassVar[str] = SHARED_LABELS["swag"]
     short_label: ClassVar[str] = "SWAG"
     row: ClassVar[int] = 30
     style: ClassVar[Mapping[str, object]] = {
