@@ -32,10 +32,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-python="${PYTHON:-}"
-if [ -z "$python" ]; then
-    if [ -x .venv/bin/python ]; then python=.venv/bin/python; else python=python; fi
-fi
+source scripts/venv.sh
+python="$(project_python)"
 bin="$(dirname "$python")"
 snakemake=snakemake
 if [ -x "$bin/snakemake" ]; then snakemake="$bin/snakemake"; fi

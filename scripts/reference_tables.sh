@@ -27,10 +27,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-python="${PYTHON:-}"
-if [ -z "$python" ]; then
-    if [ -x .venv/bin/python ]; then python=.venv/bin/python; else python=python; fi
-fi
+source scripts/venv.sh
+python="$(project_python)"
 export PATH="$(dirname "$python"):$PATH"
 
 mkdir -p "$study"

@@ -12,10 +12,8 @@ if [ $# -lt 1 ]; then
 fi
 env_name="$1"
 shift
-python="${PYTHON:-}"
-if [ -z "$python" ]; then
-    if [ -x .venv/bin/python ]; then python=.venv/bin/python; else python=python; fi
-fi
+source scripts/venv.sh
+python="$(project_python)"
 mkdir -p logs
 log="logs/train_behaviour_${env_name}.log"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1

@@ -9,3 +9,15 @@ setup_venv() {
     .venv/bin/python -m pip install --quiet -e "$1"
     export PATH="$PWD/.venv/bin:$PATH"  # workflow jobs run `python -m pnc...`
 }
+
+# Sourced by the long-run scripts: print the Python to use, $PYTHON if set, else the project's
+# .venv/bin/python, else python on PATH (no set-up). Usage: python="$(project_python)"
+project_python() {
+    if [ -n "${PYTHON:-}" ]; then
+        echo "$PYTHON"
+    elif [ -x .venv/bin/python ]; then
+        echo .venv/bin/python
+    else
+        echo python
+    fi
+}
