@@ -46,9 +46,13 @@ read_list() {  # read_list KEY: the config's list KEY, space-separated
 [ -n "$seeds" ] || seeds="$(read_list seeds)"
 
 # Under Linux's autogroup scheduling (sched_autogroup_enabled=1, the default on many systems) a
-# job started from its own session competes with every other session as a whole, whatever its
-# nice value; lowering this session's autogroup priority makes the runs yield to interactive work.
-if [ -w /proc/self/autogroup ]; then echo 15 > /proc/self/autogroup 2>/dev/null || true; fi
+# job started in its own session (setsid) competes with every other session as a whole, whatever
+# its nice value; lowering that session's autogroup priority makes the runs yield to interactive
+# work. Only when this script leads its session (started as `setsid scripts/reference_runs.sh`):
+# otherwise the session, and its autogroup, is the caller's (a terminal's), which is left alone.
+if [ -w /proc/self/autogroup ] && [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ]; then
+    echo 15 > /proc/self/autogroup 2>/dev/null || true
+fi
 
 failed=()
 for seed in $seeds; do
