@@ -16,6 +16,7 @@ Two kinds of stage:
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import sys
@@ -50,16 +51,26 @@ class Forward:
         return run_library_cli(self.module, self.help, argv, command=self.command)
 
 
+def _add_env_seed(p: argparse.ArgumentParser) -> None:
+    """The (env, seed) options every per-(env, seed) stage takes."""
+    p.add_argument("--env", required=True)
+    p.add_argument("--seed", type=int, required=True)
+
+
+def _add_splits(p: argparse.ArgumentParser) -> None:
+    """The splits option of the stages that read an (env, seed)'s data splits."""
+    p.add_argument("--splits", required=True, help="directory with splits.npz + manifest.json")
+
+
 def train_run(argv: list[str]) -> int:
     """Train one shared training run on the train split of (env, seed) (pnc.mujoco.stages.train_run)."""
     p = parser("Train one shared training run on the train split of (env, seed).")
-    p.add_argument("--env", required=True)
-    p.add_argument("--seed", type=int, required=True)
+    _add_env_seed(p)
     p.add_argument("--run-id", required=True, help="e.g. base, deep_ensemble-n_members5")
     p.add_argument(
         "--spec", type=json_arg, required=True, help='e.g. {"kind": "base", "options": []}'
     )
-    p.add_argument("--splits", required=True, help="directory with splits.npz + manifest.json")
+    _add_splits(p)
     p.add_argument("--out", required=True, help="directory for run.msgpack + run.json")
     p.add_argument("--model", type=json_arg, default={}, help="config 'model' as JSON")
     p.add_argument("--train", type=json_arg, default={}, help="config 'train' as JSON")
@@ -89,12 +100,11 @@ def train_run(argv: list[str]) -> int:
 def evaluate_run(argv: list[str]) -> int:
     """Construct, predict and score every configuration of one (env, seed, method, run) (pnc.mujoco.stages.evaluate_run)."""
     p = parser("Post-hoc construction, prediction and metrics for one method on one training run.")
-    p.add_argument("--env", required=True)
-    p.add_argument("--seed", type=int, required=True)
+    _add_env_seed(p)
     p.add_argument("--method", required=True)
     p.add_argument("--run-id", required=True)
     p.add_argument("--run", required=True, help="directory of the training run")
-    p.add_argument("--splits", required=True, help="directory with splits.npz + manifest.json")
+    _add_splits(p)
     p.add_argument("--grid", type=json_arg, required=True, help="config 'methods.<method>' as JSON")
     p.add_argument(
         "--calibrations",
@@ -249,10 +259,9 @@ def minari_data(argv: list[str]) -> int:
 def pnc_members(argv: list[str]) -> int:
     """Build and store the selected P&C members of one (env, seed) (pnc.mujoco.mechanism)."""
     p = parser("Build and store the selected P&C members of one (env, seed).")
-    p.add_argument("--env", required=True)
-    p.add_argument("--seed", type=int, required=True)
+    _add_env_seed(p)
     p.add_argument("--run", required=True, help="directory of the base training run")
-    p.add_argument("--splits", required=True, help="directory with splits.npz + manifest.json")
+    _add_splits(p)
     p.add_argument("--selection", required=True, help="the environment's selection.json")
     p.add_argument("--grid", type=json_arg, required=True, help="config 'methods.pnc' as JSON")
     p.add_argument("--out", required=True, help="output directory")
@@ -287,10 +296,9 @@ def pnc_members(argv: list[str]) -> int:
 def mechanism_diagnostics(argv: list[str]) -> int:
     """Per-point mechanism diagnostics of one (env, seed) (pnc.mujoco.mechanism)."""
     p = parser("Mechanism diagnostics (paper Figures 1 B/C and 3) of one (env, seed).")
-    p.add_argument("--env", required=True)
-    p.add_argument("--seed", type=int, required=True)
+    _add_env_seed(p)
     p.add_argument("--run", required=True, help="directory of the base training run")
-    p.add_argument("--splits", required=True, help="directory with splits.npz + manifest.json")
+    _add_splits(p)
     p.add_argument("--members", required=True, help="directory of the stored P&C members")
     p.add_argument("--selection", required=True, help="the environment's selection.json")
     p.add_argument("--methods-json", type=json_arg, required=True, help="config 'methods' as JSON")
