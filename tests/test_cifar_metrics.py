@@ -285,3 +285,146 @@ def test_tables_render_byte_for_byte():
     }
     rows = T.sweep_rows("pnc", 0, pnc) + T.sweep_rows("pnc", 1, pnc) + T.sweep_rows("llla", 0, llla)
     assert T.sweep_markdown(pd.DataFrame(rows)) == SWEEP_MD
+
+
+def _fpr_by_enumeration(conf_id, conf_ood, tpr):
+    """FPR at the first threshold, from high to low, whose TPR reaches ``tpr``: every distinct
+    confidence tried in turn, counting by hand."""
+    for t in sorted(set(conf_id) | set(conf_ood), reverse=True):
+        if sum(c >= t for c in conf_id) / len(conf_id) >= tpr:
+            return sum(c >= t for c in conf_ood) / len(conf_ood)
+    raise AssertionError("unreachable: the lowest threshold calls every image ID")
+
+
+def test_fpr_at_tpr_by_enumeration_with_ties_and_other_rates():
+    rng = np.random.default_rng(3)
+    for trial in range(30):
+        n_id, n_ood = int(rng.integers(1, 25)), int(rng.integers(1, 25))
+        # few distinct values, so ties within and across the two sets are common
+        conf_id = list(rng.integers(0, 6, n_id) / 2.0)
+        conf_ood = list(rng.integers(-2, 4, n_ood) / 2.0)
+        for tpr in (0.95, 0.5, 0.8, 1.0, 0.01):
+            assert M.fpr_at_tpr(conf_id, conf_ood, tpr) == pytest.approx(
+                _fpr_by_enumeration(conf_id, conf_ood, tpr), abs=0
+            ), (trial, tpr)
+    # by hand: ID 0.9 0.8 0.7 0.1, OOD 0.85 0.2; TPR 0.75 is first reached at 0.7 (one OOD above)
+    assert M.fpr_at_tpr([0.9, 0.8, 0.7, 0.1], [0.85, 0.2], 0.75) == 0.5
+    # 0.95 needs all four ID images: threshold 0.1, both OOD images above it
+    assert M.fpr_at_tpr([0.9, 0.8, 0.7, 0.1], [0.85, 0.2]) == 1.0
+    assert M.fpr_at_tpr([2.0, 3.0], [0.0, 1.0]) == 0.0
+
+
+@pytest.mark.parametrize("metric", [M.auroc, M.fpr_at_tpr, M.aupr_in, M.aupr_out])
+def test_ood_metrics_refuse_bad_confidences(metric):
+    good = [0.3, 0.2]
+    for conf_id, conf_ood in (
+        ([], good),
+        (good, []),
+        ([[0.3, 0.2]], good),
+        (good, [[0.3], [0.2]]),
+        (0.3, good),
+    ):
+        with pytest.raises(ValueError, match="non-empty 1-D confidence arrays"):
+            metric(conf_id, conf_ood)
+    for conf_id, conf_ood in (([np.nan, 0.1], good), (good, [0.1, np.inf]), ([-np.inf], good)):
+        with pytest.raises(ValueError, match="^confidences must be finite$"):
+            metric(conf_id, conf_ood)
+    assert 0.0 <= metric([0.3], [0.2]) <= 1.0  # one image each is enough
+
+
+def _ece_by_hand(p, y, n_bins):
+    """ECE with bins (b/n, (b+1)/n] (a confidence of 0 in the first), looping over images."""
+    conf = p.max(axis=1)
+    pred = p.argmax(axis=1)
+    members = [[] for _ in range(n_bins)]
+    for i in range(len(y)):
+        b = 0
+        for k in range(n_bins):
+            if k / n_bins < conf[i] <= (k + 1) / n_bins:
+                b = k
+        members[b].append(i)
+    total = 0.0
+    for idx in members:
+        if idx:
+            acc = np.mean([pred[i] == y[i] for i in idx])
+            total += len(idx) / len(y) * abs(acc - np.mean([conf[i] for i in idx]))
+    return total
+
+
+def test_ece_against_a_loop_over_images_for_several_bin_counts():
+    rng = np.random.default_rng(5)
+    logits = rng.normal(0, 2, (60, 4))
+    p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    y = rng.integers(0, 4, 60)
+    for n_bins in (1, 2, 3, 7, 15, 40):
+        assert M.ece(p, y, n_bins) == pytest.approx(_ece_by_hand(p, y, n_bins), rel=1e-12)
+    assert M.ece(p, y) == pytest.approx(_ece_by_hand(p, y, 15), rel=1e-12)
+    # one confident image, right and wrong: ECE is 1 - conf and conf
+    assert M.ece([[0.8, 0.2]], [0]) == pytest.approx(0.2)
+    assert M.ece([[0.8, 0.2]], [1]) == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="n_bins must be >= 1, got 0"):
+        M.ece(p, y, 0)
+
+
+def test_nll_floors_a_zero_probability_at_the_smallest_float32():
+    tiny = float(np.finfo(np.float32).tiny)
+    assert M.nll([[0.0, 1.0], [0.5, 0.5]], [0, 0]) == pytest.approx(
+        (-math.log(tiny) - math.log(0.5)) / 2, rel=1e-12
+    )
+    assert M.nll([[0.25, 0.75]], [1]) == pytest.approx(-math.log(0.75), rel=1e-12)
+
+
+@pytest.mark.parametrize("metric", [M.nll, M.brier, M.ece])
+def test_probability_metrics_refuse_bad_input_naming_it(metric):
+    p = np.array([[0.2, 0.8], [0.6, 0.4]])
+    with pytest.raises(ValueError, match=r"need probabilities \[N, K\] and labels \[N\]"):
+        metric(p[0], [0])
+    with pytest.raises(ValueError, match=r"need probabilities \[N, K\] and labels \[N\]"):
+        metric(p, [0, 1, 1])
+    with pytest.raises(ValueError, match=r"need probabilities \[N, K\] and labels \[N\]"):
+        metric(p[:0], [])
+    with pytest.raises(ValueError, match="^probabilities must be finite and non-negative$"):
+        metric([[0.2, np.nan], [0.6, 0.4]], [0, 1])
+    with pytest.raises(ValueError, match="finite and non-negative"):
+        metric([[-0.1, 1.1], [0.6, 0.4]], [0, 1])
+    for labels in ([0, 2], [-1, 0]):
+        with pytest.raises(ValueError, match=r"labels must be in 0\.\.1"):
+            metric(p, labels)
+    assert metric(p, [1, 0]) >= 0.0  # both classes at the edges are accepted
+
+
+def test_accuracy_by_hand_and_its_shape_checks():
+    assert M.accuracy([1, 2, 3, 4], [1, 0, 3, 0]) == 0.5
+    assert M.accuracy(np.array([[1, 2]]), np.array([[1, 2]])) == 1.0
+    with pytest.raises(ValueError, match=r"predictions \(3,\) and labels \(2,\) must match"):
+        M.accuracy([1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match="must match"):
+        M.accuracy([], [])
+
+
+@pytest.mark.parametrize("metric", [M.auroc, M.fpr_at_tpr, M.aupr_in, M.aupr_out])
+def test_integer_confidences_are_scored_as_their_values(metric):
+    """Unsigned-integer confidences (e.g. vote counts) score as the same values in float64: minus
+    the confidence (AUPR-Out) must not wrap around."""
+    conf_id, conf_ood = [200, 10, 150, 90], [120, 5, 60]
+    expected = metric(np.asarray(conf_id, np.float64), np.asarray(conf_ood, np.float64))
+    for dtype in (np.uint8, np.int16):
+        assert metric(np.asarray(conf_id, dtype), np.asarray(conf_ood, np.float64)) == expected
+        assert metric(np.asarray(conf_id, np.float64), np.asarray(conf_ood, dtype)) == expected
+
+
+@pytest.mark.parametrize("metric", [M.nll, M.brier, M.ece])
+def test_half_precision_probabilities_are_scored_in_float64(metric):
+    p16 = np.array([[0.1, 0.3, 0.6], [0.7, 0.2, 0.1], [0.3, 0.3, 0.4]], np.float16)
+    y = [2, 1, 0]
+    assert metric(p16, y) == pytest.approx(metric(p16.astype(np.float64), y), rel=1e-15)
+
+
+def test_ece_keeps_zero_and_rounded_up_confidences_in_the_end_bins():
+    # an all-zero row has confidence 0: the first bin (|1 - 0|, argmax 0 is right), weight 1/2
+    assert M.ece([[0.0, 0.0], [0.8, 0.2]], [0, 0]) == pytest.approx(0.5 * 1.0 + 0.5 * 0.2)
+    # a float32 softmax can round a confidence just above 1: still the last bin, not dropped
+    over = 1.0 + 1e-7
+    for n_bins in (1, 15):
+        assert M.ece([[over, 0.0]], [1], n_bins) == pytest.approx(over)
+        assert M.ece([[over, 0.0], [0.0, over]], [0, 0], n_bins) == pytest.approx(over - 0.5)
