@@ -409,6 +409,7 @@ def test_integer_confidences_are_scored_as_their_values(metric):
     conf_id, conf_ood = [200, 10, 150, 90], [120, 5, 60]
     expected = metric(np.asarray(conf_id, np.float64), np.asarray(conf_ood, np.float64))
     for dtype in (np.uint8, np.int16):
+        assert metric(np.asarray(conf_id, dtype), np.asarray(conf_ood, dtype)) == expected
         assert metric(np.asarray(conf_id, dtype), np.asarray(conf_ood, np.float64)) == expected
         assert metric(np.asarray(conf_id, np.float64), np.asarray(conf_ood, dtype)) == expected
 

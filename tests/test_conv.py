@@ -378,3 +378,32 @@ def test_correction_keeps_float64_and_float32_inputs_precision(system):
         kernel, bias = C.conv_ridge_correction(*low, 0.7, chunk_size=2, **kwargs)
         assert kernel.dtype == bias.dtype == jnp.float32
         np.testing.assert_allclose(kernel, kernel_ref, rtol=1e-3, atol=1e-3)
+
+
+def test_patch_helpers_name_bad_shapes():
+    from pnc.conv import patches as P
+
+    with pytest.raises(ValueError, match=r"^x must be NHWC \[N, H, W, C\], got shape \(4, 4, 3\)$"):
+        P.unfold(jnp.zeros((4, 4, 3)), (2, 2), 1, "VALID")
+    with pytest.raises(
+        ValueError, match=r"^kernel must be HWIO \[k_h, k_w, C_in, C_out\], got shape \(3, 3, 2\)$"
+    ):
+        P.kernel_matrix(jnp.zeros((3, 3, 2)))
+    with pytest.raises(
+        ValueError, match=r"^matrix of shape \(10, 4\) does not fit an HWIO kernel \(3, 3, 2, 4\)$"
+    ):
+        P.kernel_from_matrix(jnp.zeros((10, 4)), [3, 3, 2, 4])
+
+
+def test_with_ones_prepends_a_ones_column_on_the_last_axis_in_the_rows_dtype():
+    from pnc.conv import patches as P
+
+    rows = jnp.arange(24.0, dtype=jnp.float32).reshape(2, 3, 4)  # batched rows [B, R, D]
+    out = P.with_ones(rows)
+    assert out.shape == (2, 3, 5) and out.dtype == jnp.float32
+    np.testing.assert_array_equal(np.asarray(out[..., 0]), np.ones((2, 3)))
+    np.testing.assert_array_equal(np.asarray(out[..., 1:]), np.asarray(rows))
+    assert P.with_ones(rows.astype(jnp.float16)).dtype == jnp.float16
+    with jax.enable_x64(True):
+        assert P.with_ones(jnp.ones((3, 2), jnp.float32)).dtype == jnp.float32
+        assert P.with_ones(jnp.ones((3, 2), jnp.float64)).dtype == jnp.float64
