@@ -73,7 +73,7 @@ def test_registered_method_is_found_trained_and_sampled(jitter):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(64, 2)).astype(np.float32)
     y = x[:, :1] ** 2
-    run = methods.train_run(
+    run = methods.train_spec(
         jitter.training_spec(config),
         x,
         y,

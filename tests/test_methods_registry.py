@@ -168,7 +168,7 @@ def test_wrong_config_type_and_training_kind():
     with pytest.raises(TypeError, match="SWAGConfig"):
         methods.get("swag").config_id(methods.get("laplace").make_config())
     with pytest.raises(ValueError, match="kind"):
-        methods.train_run(
+        methods.train_spec(
             TrainingSpec("boosting"), None, None, model_config=None, train_config=None, key=None
         )
     with pytest.raises(ValueError, match="deep_ensemble"):

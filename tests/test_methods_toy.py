@@ -53,7 +53,7 @@ def toy():
     for method_id in ("swag", "deep_ensemble", "mc_dropout", "subspace"):
         method = methods.get(method_id)
         spec = method.training_spec(method.make_config(CONFIGS[method_id]))
-        runs[spec.run_id] = methods.train_run(
+        runs[spec.run_id] = methods.train_spec(
             spec, x, y, model_config=MODEL, train_config=TRAIN, key=jax.random.key(0)
         )
     base = runs["base"].model

@@ -106,7 +106,7 @@ def benchmark_methods(
     runs, train_s = {}, {}
     for run_id, spec in specs.items():
         runs[run_id], train_s[run_id] = _timed(
-            registry.train_run,
+            registry.train_spec,
             spec,
             x,
             y,

@@ -35,6 +35,8 @@ Usage::
 
 from __future__ import annotations
 
+import warnings
+
 from pnc.methods.base_run import base_spec, train_base
 from pnc.methods.configs import config_id, make_config
 from pnc.methods.contract import Method
@@ -114,12 +116,15 @@ def registered() -> tuple[Method, ...]:
     return tuple(_REGISTRY.values())
 
 
-def train_run(
+def train_spec(
     spec: TrainingSpec, x, y, *, model_config, train_config, key, validation=None
 ) -> TrainingRun:
-    """Train any run by its spec on raw data, with the first registered method whose
+    """Train the run ``spec`` describes on raw data, with the first registered method whose
     ``run_kind`` is ``spec.kind``; ``validation`` (raw ``(x_val, y_val)``) is needed for early
-    stopping."""
+    stopping.
+
+    (The workflow's ``train_run`` stage, :func:`pnc.mujoco.stages.train_run`, calls it and writes
+    the run to disk.)"""
     trainers: dict[str, Method] = {}
     for method in _REGISTRY.values():
         trainers.setdefault(method.run_kind, method)
@@ -134,6 +139,16 @@ def train_run(
         key=key,
         validation=validation,
     )
+
+
+def train_run(*args, **kwargs) -> TrainingRun:
+    """Deprecated name of :func:`train_spec` (same arguments and result)."""
+    warnings.warn(
+        "pnc.methods.train_run is deprecated; use pnc.methods.train_spec",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return train_spec(*args, **kwargs)
 
 
 __all__ = [
@@ -164,5 +179,6 @@ __all__ = [
     "registered",
     "train_base",
     "train_run",
+    "train_spec",
     "unregister",
 ]

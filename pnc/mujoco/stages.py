@@ -179,7 +179,7 @@ def train_run(
     model_config = MLPConfig.from_dict({"out_dim": int(y.shape[1]), **_model_fields(model)})
     train_config = TrainConfig.from_dict(dict(train))
     start = time.perf_counter()
-    run = registry.train_run(
+    run = registry.train_spec(
         spec,
         x,
         y,
