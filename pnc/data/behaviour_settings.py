@@ -87,13 +87,17 @@ DEFAULT_CONFIGS: dict[str, ARSConfig] = {
     ),
     # Humanoid / HumanoidStandup: small ARS runs that fit a few CPU hours of one niced worker
     # (pnc.data.long_runs, which also keeps the alive bonus in their training reward).
+    # Humanoid: 16 directions (8 kept) at noise 0.0075 stalled near a return of 200 (270
+    # iterations, 366,165 steps); 48 directions (24 kept) at noise 0.02 passed 600 in 70
+    # (docs/offline_data.md)
     "Humanoid": ARSConfig(
         iterations=3000,
-        n_directions=16,
-        top_directions=8,
+        n_directions=48,
+        top_directions=24,
         step_size=0.02,
-        noise=0.0075,
+        noise=0.02,
         eval_every=10,
+        eval_episodes=5,
     ),
     "HumanoidStandup": ARSConfig(
         iterations=3000,
