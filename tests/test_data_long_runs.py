@@ -146,3 +146,25 @@ def test_training_resumes_in_pieces_with_cpu_time_and_curve(tmp_path):
     with (tmp_path / "learning_curve.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [int(r["iteration"]) for r in rows] == [0, 1, 2]  # the last of every piece
+
+
+@pytest.mark.parametrize("name", ["Humanoid", "HumanoidStandup"])
+def test_committed_long_run_states_resume_with_todays_settings(name):
+    """The committed state of each long run was made with the settings its training command uses
+    today (DEFAULT_CONFIGS, the reward shift, the data's action noise, seed 0), so
+    `scripts/train_behaviour.sh` resumes it instead of refusing it."""
+    from pnc.data import ars
+    from pnc.data.action_noise import action_noise_for
+
+    path = long_runs.run_dir(name) / "state.npz"
+    state = ars.load_training_state(path)
+    wanted = {
+        "env": name,
+        "seed": 0,
+        "ars": dataclasses.asdict(DEFAULT_CONFIGS[name]),
+        "action_noise": action_noise_for(name),
+        "reward_shift": long_runs.TRAIN_REWARD_SHIFT[name],
+    }
+    ars._check_resumable(path, state.settings, wanted, state.iteration)
+    curve = (path.parent / "learning_curve.csv").read_text().splitlines()
+    assert int(curve[-1].split(",")[0]) <= state.iteration
