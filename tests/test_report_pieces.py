@@ -154,3 +154,38 @@ def test_piece_keeps_each_jobs_exact_process_record(tmp_path, monkeypatch):
     log.write_text(PROCESS_RECORD + json.dumps({**record, "cpu_s": 99.0}) + "\n")
     with pytest.raises(pieces.PieceError, match="base.process.json"):
         pieces.store_piece("results/pieces/Hopper/seed3.json", study, store)
+
+
+def test_an_environments_data_job_measured_again_keeps_its_stored_benchmark(
+    tmp_path, monkeypatch, caplog
+):
+    """A later piece from a fresh checkout ran the environment's once-per-environment data job
+    again: its benchmark differs, the stored one (the first measurement) stays, with a warning;
+    a benchmark of the (env, seed)'s own jobs that differs is still refused."""
+    import logging
+
+    study = _study(tmp_path / "study")
+    monkeypatch.chdir(study)
+    store = tmp_path / "store"
+    pieces.write_manifest("Hopper", 3, list(FILES), "m3.json")
+    pieces.store_piece("m3.json", study, store)
+    env_job = "benchmarks/offline_data/Hopper.tsv"
+    first = (store / env_job).read_text()
+
+    # seed 4 on a fresh checkout: the data job ran again and took another time
+    seed4 = ("results/metrics/Hopper/seed4/pnc/base.csv",)
+    (study / env_job).write_text("s\t99.0\n")
+    (study / "benchmarks/train/Hopper/seed4/base.tsv").write_text("seed 4 training\n")
+    pieces.write_manifest("Hopper", 4, list(seed4), "m4.json")
+    with caplog.at_level(logging.WARNING, logger="pnc.report.pieces"):
+        written = pieces.store_piece("m4.json", study, store)
+    assert (store / env_job).read_text() == first
+    assert "kept the stored benchmark of Hopper's data job" in caplog.text
+    rel = sorted(p.relative_to(store).as_posix() for p in written)
+    own = ["benchmarks/train/Hopper/seed4/base.tsv", "manifests/Hopper/seed4.json"]
+    assert rel == sorted([*seed4, *own])
+
+    # a different benchmark of the (env, seed)'s own job is still refused
+    (study / "benchmarks/train/Hopper/seed4/base.tsv").write_text("measured differently\n")
+    with pytest.raises(pieces.PieceError, match=r"seed4/base\.tsv exists with different content"):
+        pieces.store_piece("m4.json", study, store)

@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pnc.io import read_process_record, write_json
+
+log = logging.getLogger(__name__)
 
 #: Sub-directory of a store holding the manifests (``manifests/{env}/seed{S}.json``).
 MANIFESTS = "manifests"
@@ -148,14 +151,25 @@ def _copy_checked(src: Path, dst: Path, digest: str | None) -> bool:
     return True
 
 
+def _is_environment_job(benchmark: Path) -> bool:
+    """Whether ``benchmarks/{stage}/{env}.tsv`` belongs to a once-per-environment job (its data),
+    not to one (env, seed)."""
+    return len(benchmark.relative_to("benchmarks").parts) == 2
+
+
 def store_piece(manifest_path: str | Path, study_dir: str | Path, store: str | Path) -> list[Path]:
     """Copy a piece (its manifest's files, its benchmark files, the manifest) into ``store``.
+
+    The benchmark of an environment's once-per-environment data job is stored with its first
+    piece; when a later piece's study ran that job again (on another machine or checkout) and
+    measured it differently, the stored benchmark is kept and a warning says so.
 
     Returns:
         The files written (already identical files are skipped).
 
     Raises:
-        PieceError: a listed file is missing or changed, or a stored file differs.
+        PieceError: a listed file is missing or changed, or a stored file of the (env, seed)
+            differs.
     """
     study, store = Path(study_dir), Path(store)
     manifest = read_manifest(manifest_path)
@@ -169,6 +183,16 @@ def store_piece(manifest_path: str | Path, study_dir: str | Path, store: str | P
             written.append(store / rel)
     for src in benchmark_files(study, env, seed):
         rel = src.relative_to(study)
+        if _is_environment_job(rel) and (store / rel).exists() and sha256(store / rel) != sha256(src):
+            # the environment's data job ran again (a new machine or checkout): its first
+            # measurement, stored with the environment's first piece, stays the one counted
+            log.warning(
+                "%s: kept the stored benchmark of %s's data job; this study measured it again "
+                "(not stored)",
+                store / rel,
+                env,
+            )
+            continue
         if _copy_checked(src, store / rel, None):
             written.append(store / rel)
         # the job's exact CPU time and peak memory, from the record at the end of its log
