@@ -9,8 +9,8 @@
 #   scripts/reference_runs.sh [--config FILE] [--store DIR] [--cores N] [--commit]
 #                             [--envs "Ant Hopper"] [--seeds "0 1"]
 #
-# A piece whose jobs fail is reported and left out of the store (the loop goes on); its log
-# files are under logs/. Python: $PYTHON, else .venv/bin/python, else python on PATH.
+# A piece whose jobs fail, or whose files cannot be stored, is reported and left out of the store
+# (the loop goes on); its log files are under logs/. Python: $PYTHON, else .venv/bin/python, else python on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,7 +70,11 @@ for seed in $seeds; do
             failed+=("$env/seed$seed")
             continue
         fi
-        "$python" -m pnc.report store-piece "$piece" --store "$store"
+        if ! "$python" -m pnc.report store-piece "$piece" --store "$store"; then
+            echo "[reference_runs] $env seed $seed: its files could not be stored (see above)" >&2
+            failed+=("$env/seed$seed")
+            continue
+        fi
         if [ "$commit" = 1 ]; then
             git add "$store"
             git commit -q -m "Reference results: $env seed $seed (metric tables, mechanism table, benchmark files)" \
