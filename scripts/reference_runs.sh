@@ -10,7 +10,8 @@
 #                             [--envs "Ant Hopper"] [--seeds "0 1"]
 #
 # A piece whose jobs fail, or whose files cannot be stored, is reported and left out of the store
-# (the loop goes on); its log files are under logs/. Python: $PYTHON, else .venv/bin/python, else python on PATH.
+# (the loop goes on); its log files are under logs/. Python: $PYTHON, else .venv/bin/python,
+# else python on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
