@@ -1,6 +1,7 @@
 """CPU pinning of the workflow's stages (pnc.workflow.limit_threads, claim_cpus), executed for real
 in fresh interpreters: the affinity of every thread, the XLA and BLAS variables, the lock files that
-keep concurrent jobs on distinct CPUs, and the error once the JAX backend has started."""
+keep concurrent jobs on distinct CPUs (and leave a job unpinned when none is free), and the error
+once the JAX backend has started."""
 
 from __future__ import annotations
 
@@ -71,6 +72,29 @@ def test_concurrent_jobs_claim_distinct_cpus(tmp_path):
     got = _run(CLAIM, tmp_path)
     assert got["parent"] != got["child"]
     assert list((tmp_path / f"pnc-cpus-{os.getuid()}").glob("cpu*.lock"))
+
+
+FULL = """
+import json, os, subprocess, sys
+import pnc.workflow as W
+allowed = sorted(os.sched_getaffinity(0))
+mine = W.claim_cpus(len(allowed) - 1)  # every CPU but the last is held by this job
+code = "import json, pnc.workflow as W; print(json.dumps([W.claim_cpus(1), W.claim_cpus(1)]))"
+late = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 check=True).stdout)
+print(json.dumps({"allowed": allowed, "mine": mine, "late": late}))
+"""
+
+
+def test_a_job_that_finds_too_few_free_cpus_is_left_unpinned(tmp_path):
+    """With the other CPUs held by running (or paused) jobs, a job takes the free one; the next
+    finds none free and runs on every allowed CPU, not piled onto the first with every such job."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU allowed: nothing to distribute")
+    got = _run(FULL, tmp_path)
+    allowed = got["allowed"]
+    assert got["mine"] == allowed[:-1]
+    assert got["late"] == [[allowed[-1]], allowed]
 
 
 def test_limit_threads_rejects_zero_threads():

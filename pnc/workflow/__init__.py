@@ -46,9 +46,9 @@ def limit_threads(n: int) -> list[int]:
 
     Must run before the first JAX computation (importing JAX is fine; the backend starts lazily).
     Sets ``XLA_FLAGS`` (keeping any unrelated flags the user set) and the usual BLAS/OpenMP
-    variables, pins every thread of the process to ``n`` CPUs (:func:`claim_cpus`) and turns on
-    the compilation cache named by ``PNC_COMPILE_CACHE`` (:func:`pnc.compile_cache.enable_from_env`;
-    none when it is unset).
+    variables, pins every thread of the process to the CPUs :func:`claim_cpus` chooses (``n``
+    free ones, else every allowed one) and turns on the compilation cache named by
+    ``PNC_COMPILE_CACHE`` (:func:`pnc.compile_cache.enable_from_env`; none when it is unset).
 
     Returns:
         The CPUs the process now runs on.
@@ -87,8 +87,10 @@ def claim_cpus(n: int) -> list[int]:
     When more than ``n`` CPUs are allowed (a workstation; on a cluster the scheduler's cpuset usually
     allows exactly ``n``), free CPUs are claimed with non-blocking ``flock`` on node-local lock files
     (``$TMPDIR/pnc-cpus-<uid>/cpu<k>.lock``), held until the process exits. If fewer than ``n`` are
-    free, the remainder are taken from the allowed set in order (jobs then share CPUs, never more
-    than ``n`` threads' worth each).
+    free (other jobs, perhaps of another study or paused, hold the rest), nothing is claimed and
+    every allowed CPU is returned: the process is left to the kernel's scheduler, still with ``n``
+    threads (:func:`limit_threads`), rather than piled onto the first CPUs with every other job
+    that found none free.
     """
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) <= n:
@@ -96,6 +98,7 @@ def claim_cpus(n: int) -> list[int]:
     lock_dir = Path(tempfile.gettempdir()) / f"pnc-cpus-{os.getuid()}"
     lock_dir.mkdir(parents=True, exist_ok=True)
     chosen: list[int] = []
+    held: list[int] = []
     for cpu in allowed:
         if len(chosen) == n:
             break
@@ -105,9 +108,13 @@ def claim_cpus(n: int) -> list[int]:
         except BlockingIOError:
             os.close(fd)
             continue
-        _HELD_LOCKS.append(fd)
+        held.append(fd)
         chosen.append(cpu)
-    chosen += [c for c in allowed if c not in chosen][: n - len(chosen)]
+    if len(chosen) < n:
+        for fd in held:  # a partial claim would keep other jobs off CPUs this one does not own
+            os.close(fd)
+        return allowed
+    _HELD_LOCKS.extend(held)
     return sorted(chosen)
 
 
