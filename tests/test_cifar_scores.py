@@ -212,19 +212,17 @@ def test_last_layer_laplace_factors_in_float64_from_float32_features():
 
 def test_last_layer_laplace_clips_negative_eigenvalues_to_zero():
     """Eigenvalues a round-off makes negative are clipped to 0 (a variance can only grow)."""
-    rng = np.random.default_rng(10)
-    variables = _head_variables(rng, 3, 4)
     # a feature that is a constant multiple of the bias row makes A singular too
-    base = rng.normal(size=(30, 2))
+    base = np.random.default_rng(10).normal(size=(30, 2))
     feats = np.c_[base, np.full(30, 2.0)]
+    phi = np.c_[feats, np.ones(30)]
+    raw_a = np.linalg.eigvalsh(phi.T @ phi / 30)
     found = False
     for seed in range(40):
         variables = _head_variables(np.random.default_rng(100 + seed), 3, 4)
         laplace = B.LastLayerLaplace.fit(variables, feats)
-        f = feats
-        phi = np.c_[f, np.ones(30)]
-        p = np.asarray(jax.nn.softmax(B.head(variables, jnp.asarray(f, jnp.float32))), np.float64)
-        raw_a = np.linalg.eigvalsh(phi.T @ phi / 30)
+        head = B.head(variables, jnp.asarray(feats, jnp.float32))
+        p = np.asarray(jax.nn.softmax(head), np.float64)
         raw_g = np.linalg.eigvalsh(np.diag(p.mean(axis=0)) - p.T @ p / 30)
         for got, raw in ((laplace.a_vals, raw_a), (laplace.g_vals, raw_g)):
             assert (got >= 0).all()
