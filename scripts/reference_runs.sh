@@ -55,6 +55,22 @@ if [ -w /proc/self/autogroup ] && [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ]; 
     echo 15 > /proc/self/autogroup 2>/dev/null || true
 fi
 
+# A run killed with its session (or by a power loss) leaves Snakemake's locks behind, and every
+# later piece whose files they name would fail on "Directory cannot be locked". They are stale
+# when no Snakemake process works in this directory, and only then are they removed.
+here="$(pwd -P)"
+running=0
+for pid in $(pgrep -f 'snakemake' || true); do
+    if [ "$pid" != "$$" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$here" ] \
+        && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q 'bin/snakemake\|-m snakemake'; then
+        running=1
+    fi
+done
+if [ "$running" = 0 ] && [ -n "$(ls -A .snakemake/locks 2>/dev/null)" ]; then
+    echo "[reference_runs] removing stale Snakemake locks (no Snakemake process runs here)"
+    "$snakemake" --unlock --configfile "$config" >/dev/null
+fi
+
 failed=()
 for seed in $seeds; do
     for env in $envs; do

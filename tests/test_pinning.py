@@ -1,7 +1,7 @@
 """CPU pinning of the workflow's stages (pnc.workflow.limit_threads, claim_cpus), executed for real
 in fresh interpreters: the affinity of every thread, the XLA and BLAS variables, the lock files that
-keep concurrent jobs on distinct CPUs (and leave a job unpinned when none is free), and the error
-once the JAX backend has started."""
+keep concurrent jobs on distinct CPUs (and still pin a job that finds none free), results that do
+not depend on how busy the machine was, and the error once the JAX backend has started."""
 
 from __future__ import annotations
 
@@ -86,15 +86,54 @@ print(json.dumps({"allowed": allowed, "mine": mine, "late": late}))
 """
 
 
-def test_a_job_that_finds_too_few_free_cpus_is_left_unpinned(tmp_path):
+def test_a_job_that_finds_too_few_free_cpus_still_runs_on_n_cpus(tmp_path):
     """With the other CPUs held by running (or paused) jobs, a job takes the free one; the next
-    finds none free and runs on every allowed CPU, not piled onto the first with every such job."""
+    finds none free and runs on one CPU it does not claim, neither unpinned nor on every CPU."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU allowed: nothing to distribute")
     got = _run(FULL, tmp_path)
     allowed = got["allowed"]
     assert got["mine"] == allowed[:-1]
-    assert got["late"] == [[allowed[-1]], allowed]
+    assert got["late"][0] == [allowed[-1]]
+    assert len(got["late"][1]) == 1 and got["late"][1][0] in allowed
+
+
+GRAM_JOB = """
+import hashlib, json
+import numpy as np
+import pnc.workflow as W
+cpus = W.limit_threads(1)
+import jax, jax.numpy as jnp
+a = jnp.asarray(np.random.default_rng(0).normal(size=(2000, 201)).astype(np.float32))
+gram = np.asarray(jax.jit(lambda a: a.T @ a / a.shape[0])(a))
+print(json.dumps({"cpus": cpus, "sha": hashlib.sha256(gram.tobytes()).hexdigest()}))
+"""
+
+GRAM = """
+import os, subprocess, sys
+import pnc.workflow as W
+held = [W.claim_cpus(1) for _ in os.sched_getaffinity(0)] if BUSY else []  # every CPU held
+out = subprocess.run([sys.executable, "-c", JOB], capture_output=True, text=True, check=True)
+print(out.stdout.strip().splitlines()[-1])
+"""
+
+
+def test_a_jobs_results_do_not_depend_on_how_busy_the_machine_is(tmp_path):
+    """XLA orders a jitted Gram's sums by the number of CPUs the process may use: a job that finds
+    every CPU held must compute the bits of a job that claimed one (it did not when such a job ran
+    unpinned on every CPU)."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU allowed: nothing to distribute")
+    runs = {
+        busy: _run(
+            GRAM.replace("BUSY", str(busy)).replace("JOB", repr(GRAM_JOB)),
+            tmp_path,
+            PNC_COMPILE_CACHE="off",
+        )
+        for busy in (False, True)
+    }
+    assert all(len(r["cpus"]) == 1 for r in runs.values()), runs
+    assert runs[True]["sha"] == runs[False]["sha"]
 
 
 def test_limit_threads_rejects_zero_threads():

@@ -484,58 +484,89 @@ def mechanism_frame(
         subsets = subsets[: settings.bootstrap_members]
     else:  # no bootstrap (every member corrects on D_cal) or nothing perturbed
         subsets = None
+    # Every quantity is per point, so the points of all splits are evaluated together: the
+    # correction chains on the calibration rows (the sensitivities, the probes, Theorem 3's
+    # members) are then traced, compiled and computed once instead of once per split.
+    split_names = [s for s in MECHANISM_SPLITS if s in splits]
+    point_idx = {
+        split: point_rows(
+            derive_key(env, seed, "mechanism", split),
+            splits[split][0].shape[0],
+            settings.points_per_split,
+        )
+        for split in split_names
+    }
+    counts = {split: int(idx.size) for split, idx in point_idx.items()}
+    x = model.x_norm.transform(
+        jnp.asarray(np.concatenate([splits[s][0][point_idx[s]] for s in split_names]), jnp.float32)
+    )
+    at, boot_at, start, boot_start = {}, {}, 0, 0  # each split's rows of x and of Theorem 3's
+    for split in split_names:
+        n_boot = min(settings.bootstrap_points, counts[split])
+        at[split] = slice(start, start + counts[split])
+        boot_at[split] = slice(boot_start, boot_start + n_boot)
+        start, boot_start = start + counts[split], boot_start + n_boot
+    point_values: dict[tuple[str, str], np.ndarray] = {}
+    mu = jax.vmap(lambda p: forward(p, x, mlp_config)[0])(members)
+    point_values[("pnc", "disagreement")] = np.asarray(
+        jnp.sum(epistemic_variance(Predictive(mu, mu)), axis=-1)
+    )
+    h = hidden_activations(model.params, x, mlp_config)
+    point_values[("pnc", "mahalanobis")] = np.asarray(
+        diagnostics.mahalanobis_distance(h_train, h[maha_layer], MAHALANOBIS_RIDGE)
+    )
+    if config.sigma > 0:
+        a = diagnostics.output_sensitivity(
+            model.params, mlp_config, bases, x_cal, x, config.ridge, center=center
+        )
+        a_fro2 = np.asarray(jnp.sum(jnp.square(a), axis=(-2, -1)))
+        probe = diagnostics.probe_sketch(
+            model.params, mlp_config, bases, x_cal, x, config.ridge, eps,
+            n_probes=settings.probes, key=probe_key, center=center,
+            perturbation_norm=config.perturbation_norm,
+        )  # fmt: skip
+        point_values[("pnc", "sketch_probe")] = config.sigma**2 * np.asarray(probe)
+    else:
+        a_fro2 = np.zeros(x.shape[0])
+        point_values[("pnc", "sketch_probe")] = np.zeros(x.shape[0])
+    point_values[("pnc", "a_fro2")] = a_fro2
+    point_values[("pnc", "sketch_analytic")] = moment * a_fro2
+    for layer in layers:
+        point_values[("pnc", f"{MECHANISM_LEVERAGE_PREFIX}{layer}")] = _leverage(
+            reps_cal[layer], h[layer], config.ridge
+        )
+    boot = None
+    if subsets is not None:  # Theorem 3 on the first points of each split
+        boot_rows = np.concatenate(
+            [np.arange(at[s].start, at[s].start + boot_at[s].stop - boot_at[s].start)
+             for s in split_names]
+        )  # fmt: skip
+        boot = bootstrap_rank_frame(
+            model.params, mlp_config, config, bases, x_cal, x[jnp.asarray(boot_rows)], subsets
+        )
+    norms = {
+        method_id: tuple(
+            np.asarray(v) for v in perturbation_norms(samples, reference, x, mlp_config)
+        )
+        for method_id, (samples, reference, _) in posteriors.items()
+    }
     tables = []
-    counts = {}
-    for split in [s for s in MECHANISM_SPLITS if s in splits]:
-        x_all = splits[split][0]
-        idx = point_rows(derive_key(env, seed, "mechanism", split), x_all.shape[0],
-                         settings.points_per_split)  # fmt: skip
-        counts[split] = int(idx.size)
-        x = model.x_norm.transform(jnp.asarray(x_all[idx], jnp.float32))
-        point_values: dict[tuple[str, str], np.ndarray] = {}
-        mu = jax.vmap(lambda p, x=x: forward(p, x, mlp_config)[0])(members)
-        point_values[("pnc", "disagreement")] = np.asarray(
-            jnp.sum(epistemic_variance(Predictive(mu, mu)), axis=-1)
-        )
-        h = hidden_activations(model.params, x, mlp_config)
-        point_values[("pnc", "mahalanobis")] = np.asarray(
-            diagnostics.mahalanobis_distance(h_train, h[maha_layer], MAHALANOBIS_RIDGE)
-        )
-        if config.sigma > 0:
-            a = diagnostics.output_sensitivity(
-                model.params, mlp_config, bases, x_cal, x, config.ridge, center=center
-            )
-            a_fro2 = np.asarray(jnp.sum(jnp.square(a), axis=(-2, -1)))
-            probe = diagnostics.probe_sketch(
-                model.params, mlp_config, bases, x_cal, x, config.ridge, eps,
-                n_probes=settings.probes, key=probe_key, center=center,
-                perturbation_norm=config.perturbation_norm,
-            )  # fmt: skip
-            point_values[("pnc", "sketch_probe")] = config.sigma**2 * np.asarray(probe)
-        else:
-            a_fro2 = np.zeros(idx.size)
-            point_values[("pnc", "sketch_probe")] = np.zeros(idx.size)
-        point_values[("pnc", "a_fro2")] = a_fro2
-        point_values[("pnc", "sketch_analytic")] = moment * a_fro2
-        for layer in layers:
-            point_values[("pnc", f"{MECHANISM_LEVERAGE_PREFIX}{layer}")] = _leverage(
-                reps_cal[layer], h[layer], config.ridge
-            )
+    for split in split_names:
+        rows, idx = at[split], point_idx[split]
+        values = {key: np.asarray(v)[rows] for key, v in point_values.items()}
         member_values = []
-        if subsets is not None:
-            n_boot = min(settings.bootstrap_points, idx.size)
-            boot = bootstrap_rank_frame(
-                model.params, mlp_config, config, bases, x_cal, x[:n_boot], subsets
-            )
+        if boot is not None:
+            n_boot = boot_at[split].stop - boot_at[split].start
             member_values += [
                 pd.DataFrame({"split": split, "point": idx[:n_boot], "method": "pnc",
-                              "member": -1, "quantity": name, "value": boot[name]})
+                              "member": -1, "quantity": name,
+                              "value": boot[name][boot_at[split]]})
                 for name in BOOTSTRAP_QUANTITIES
             ]  # fmt: skip
-        for method_id, (samples, reference, _) in posteriors.items():
-            dh, dy = (np.asarray(a) for a in perturbation_norms(samples, reference, x, mlp_config))
-            point_values[(method_id, "dh")] = dh.mean(axis=0)
-            point_values[(method_id, "dy")] = dy.mean(axis=0)
+        for method_id, (dh_all, dy_all) in norms.items():
+            dh, dy = dh_all[:, rows], dy_all[:, rows]
+            values[(method_id, "dh")] = dh.mean(axis=0)
+            values[(method_id, "dy")] = dy.mean(axis=0)
             for name, arr in (("dh", dh), ("dy", dy)):
                 member_values.append(
                     pd.DataFrame(
@@ -549,7 +580,7 @@ def mechanism_frame(
                         }
                     )
                 )
-        for (method_id, name), values in point_values.items():
+        for (method_id, name), v in values.items():
             tables.append(
                 pd.DataFrame(
                     {
@@ -558,7 +589,7 @@ def mechanism_frame(
                         "method": method_id,
                         "member": -1,
                         "quantity": name,
-                        "value": np.asarray(values, np.float64),
+                        "value": np.asarray(v, np.float64),
                     }
                 )
             )

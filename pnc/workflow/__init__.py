@@ -88,9 +88,13 @@ def claim_cpus(n: int) -> list[int]:
     allows exactly ``n``), free CPUs are claimed with non-blocking ``flock`` on node-local lock files
     (``$TMPDIR/pnc-cpus-<uid>/cpu<k>.lock``), held until the process exits. If fewer than ``n`` are
     free (other jobs, perhaps of another study or paused, hold the rest), nothing is claimed and
-    every allowed CPU is returned: the process is left to the kernel's scheduler, still with ``n``
-    threads (:func:`limit_threads`), rather than piled onto the first CPUs with every other job
-    that found none free.
+    ``n`` allowed CPUs are returned unclaimed, starting at an offset given by the process id, so
+    that such jobs spread over the machine instead of piling onto its first CPUs.
+
+    A job always runs on exactly ``min(n, allowed)`` CPUs because XLA's CPU compiler partitions
+    loops (and so orders floating-point sums) by the number of CPUs the process may use: the same
+    jitted ``a.T @ a`` gives different bits on one allowed CPU than on two, whatever the thread
+    flags say. Pinned to ``n`` CPUs, a job's results do not depend on how busy the machine was.
     """
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) <= n:
@@ -113,7 +117,8 @@ def claim_cpus(n: int) -> list[int]:
     if len(chosen) < n:
         for fd in held:  # a partial claim would keep other jobs off CPUs this one does not own
             os.close(fd)
-        return allowed
+        start = os.getpid() % len(allowed)
+        return sorted(allowed[(start + i) % len(allowed)] for i in range(n))
     _HELD_LOCKS.extend(held)
     return sorted(chosen)
 
