@@ -16,6 +16,8 @@ from pnc.perturb_correct import (
     build_members,
     build_members_ridge_path,
     calibration_indices,
+    member_subsets,
+    perturbation_bases,
     perturbation_basis,
     predict_members,
 )
@@ -229,6 +231,34 @@ def chain(net):
     return key, members, nocorr
 
 
+@pytest.mark.parametrize("layers", [(0, 1, 3), None])
+def test_perturbation_bases_are_the_directions_build_members_perturbs(net, layers):
+    """Each member's kernel change at a perturbed layer lies in the span of that layer's basis and
+    has Frobenius norm sigma (radius); the bases follow the documented key scheme."""
+    params, x_cal = net
+    config = dataclasses.replace(CHAIN, layers=layers, correct=False, perturbation_norm="radius")
+    key = jax.random.key(21)
+    bases = perturbation_bases(params, CFG, config, key=key)
+    expected_layers = (0, 1, 3) if layers else (0, 1, 2, 3)
+    assert sorted(bases) == list(expected_layers)
+    reference = _bases(key, params, expected_layers, config.rank)
+    members = build_members(params, CFG, x_cal, config, key=key)
+    for i in expected_layers:
+        u = np.asarray(bases[i], np.float64)
+        shape = params[f"hidden_{i}"]["kernel"].shape
+        assert u.shape == (shape[0] * shape[1], config.rank)
+        np.testing.assert_array_equal(bases[i], reference[i])
+        np.testing.assert_allclose(u.T @ u, np.eye(config.rank), atol=1e-5)
+        for m in range(config.n_members):
+            dw = np.asarray(
+                members[f"hidden_{i}"]["kernel"][m] - params[f"hidden_{i}"]["kernel"], np.float64
+            ).ravel()
+            np.testing.assert_allclose(u @ (u.T @ dw), dw, atol=1e-5)
+            np.testing.assert_allclose(np.linalg.norm(dw), config.sigma, rtol=1e-4)
+    other = perturbation_bases(params, CFG, config, key=jax.random.key(22))
+    assert not np.allclose(other[0], bases[0])
+
+
 def test_sigma_zero_reproduces_the_base_model(net):
     params, x_cal = net
     members = build_members(
@@ -440,6 +470,10 @@ def test_member_subsets_follow_the_documented_sizes_and_keys(net, per_layer):
     x_c = x_cal[calibration_indices(key, x_cal.shape[0], config)]
     base_h = hidden_activations(params, x_c, CFG)
     member_keys = jax.random.split(jax.random.split(key)[1], config.n_members)
+    subsets = member_subsets(key, 150, config)
+    assert subsets.shape == (3, 12) and subsets.dtype == jnp.int32
+    assert int(subsets.min()) >= 0 and int(subsets.max()) < 150
+    assert member_subsets(key, 150, dataclasses.replace(config, bootstrap_frac=None)) is None
     close = functools.partial(np.testing.assert_allclose, rtol=1e-3, atol=1e-4)
     for m in range(config.n_members):
         pm = _member(members, m)
@@ -451,6 +485,8 @@ def test_member_subsets_follow_the_documented_sizes_and_keys(net, per_layer):
             for i in (0, 2)
         }
         assert per_layer == (not np.array_equal(idx[0], idx[2]))
+        # member_subsets names the rows of the first correction (after layer 0)
+        np.testing.assert_array_equal(subsets[m], idx[0])
         for i in (0, 2):  # propagate the subset through the member up to layer i, refit i + 1
             h = x_c[idx[i]]
             for j in range(i + 1):
