@@ -95,6 +95,42 @@ def test_registered_method_reaches_the_results_vocabulary(jitter):
     assert results._hparam_abbreviations()["noise"] == "jn"
 
 
+class JitterWithSamples(Jitter):
+    """The toy baseline with weight samples: the base network, its kernels shifted by eps."""
+
+    id: ClassVar[str] = "jitter_samples"
+    label: ClassVar[str] = "Jitter (weights)"
+    short_label: ClassVar[str] = "JitW"
+    row: ClassVar[int] = 35
+    hparam_abbreviations: ClassVar[dict[str, str]] = {}
+
+    def parameter_samples(self, posterior, key):
+        params = {"dense": {"kernel": jnp.ones((2, 1))}}
+        eps = posterior["eps"]
+        return jax.tree.map(lambda w: w[None] + eps[:, None, None], params), params
+
+
+def test_a_method_with_weight_samples_joins_the_mechanism_stage(jitter):
+    assert not jitter.has_parameter_samples
+    assert results._mechanism_methods() == results.MECHANISM_METHODS
+    assert results.MECHANISM_METHODS == ("pnc", "pnc_nocorr", "swag", "laplace", "subspace")
+    assert all(methods.get(m).has_parameter_samples for m in results.MECHANISM_METHODS)
+    method = methods.register(JitterWithSamples())
+    try:
+        assert method.has_parameter_samples
+        # P&C and its ablation first, then the others by row: swag (30), the new one (35), ...
+        assert results._mechanism_methods() == (
+            "pnc", "pnc_nocorr", "swag", "jitter_samples", "laplace", "subspace"
+        )  # fmt: skip
+        samples, reference = method.parameter_samples(
+            method.build(None, JitterConfig(), None, None, key=jax.random.key(0)), jax.random.key(1)
+        )
+        assert samples["dense"]["kernel"].shape == (4, 2, 1)
+    finally:
+        methods.unregister("jitter_samples")
+    assert results._mechanism_methods() == results.MECHANISM_METHODS
+
+
 def test_conflicting_abbreviations_and_duplicate_ids_raise(jitter):
     with pytest.raises(ValueError, match="already registered"):
         methods.register(Jitter())

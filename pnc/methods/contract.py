@@ -280,6 +280,12 @@ class MethodBase:
         """
         raise ValueError(f"method {self.id!r} has no parameter samples")
 
+    @property
+    def has_parameter_samples(self) -> bool:
+        """Whether the method gives weight samples (:meth:`parameter_samples`): the mechanism
+        stage compares the methods that do."""
+        return type(self).parameter_samples is not MethodBase.parameter_samples
+
     def _check_kind(self, spec: TrainingSpec, kind: str) -> None:
         if spec.kind != kind:
             raise ValueError(f"{self.id} trains runs of kind {kind!r}, got {spec.kind!r}")

@@ -531,8 +531,23 @@ MECHANISM_COLUMNS: tuple[str, ...] = (
 )
 #: The splits the mechanism stage measures (``mid`` where the environment has it).
 MECHANISM_SPLITS: tuple[str, ...] = ("id", "near", "mid", "far")
-#: The methods whose members or samples the mechanism stage compares (Figure 1 B/C).
-MECHANISM_METHODS: tuple[str, ...] = ("pnc", "pnc_nocorr", "swag", "laplace", "subspace")
+
+
+def _mechanism_methods() -> tuple[str, ...]:
+    from pnc.methods import registered
+    from pnc.methods.pnc_method import PerturbAndCorrect
+
+    with_samples = [m for m in registered() if m.has_parameter_samples]
+    first = [m for m in with_samples if isinstance(m, PerturbAndCorrect)]
+    return tuple(m.id for m in sorted(first, key=lambda m: m.row)) + tuple(
+        m.id for m in sorted(with_samples, key=lambda m: m.row) if m not in first
+    )
+
+
+#: The methods whose members or samples the mechanism stage compares (Figure 1 B/C): every
+#: registered method that gives weight samples (``has_parameter_samples``), P&C and its ablation
+#: first, then the others in the tables' row order.
+MECHANISM_METHODS: tuple[str, ...] = _mechanism_methods()
 #: Per-point quantities of the selected P&C ensemble, with their definitions (captions).
 MECHANISM_QUANTITIES: dict[str, str] = {
     "disagreement": "D(x): variance of the P&C members' predicted means across members, summed "
