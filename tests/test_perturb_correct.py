@@ -504,6 +504,41 @@ def test_member_subsets_follow_the_documented_sizes_and_keys(net, per_layer):
             close(pm[nxt]["bias"], b_ref)
 
 
+@pytest.mark.parametrize("layers", [(1, 3), None])
+def test_member_subsets_with_per_layer_draws_key_the_first_perturbed_layer(net, layers):
+    """With ``subset_per_layer`` the first correction's rows come from ``fold_in(subset key, l_1)``,
+    ``l_1`` the first perturbed layer (0 when every layer is perturbed), and they are the rows
+    :func:`build_members` refits the layer after ``l_1`` on."""
+    params, x_cal = net
+    config = PnCConfig(
+        n_members=2, rank=3, sigma=0.5, bootstrap_frac=0.1, min_subset=20, ridge=1e-2,
+        layers=layers, subset_per_layer=True,
+    )  # fmt: skip
+    key = jax.random.key(13)
+    subsets = member_subsets(key, 200, config)
+    first = layers[0] if layers else 0
+    member_keys = jax.random.split(jax.random.split(key)[1], 2)
+    for m in range(2):
+        k_sub = jax.random.fold_in(jax.random.split(member_keys[m])[0], first)
+        np.testing.assert_array_equal(subsets[m], jax.random.randint(k_sub, (20,), 0, 200))
+    if layers is None:
+        return
+    members = build_members(params, CFG, x_cal, config, key=key)
+    base_h = hidden_activations(params, x_cal, CFG)
+    for m in range(2):
+        pm = _member(members, m)
+        h = x_cal[subsets[m]]
+        for j in range(first + 1):
+            h = jax.nn.relu(h @ pm[f"hidden_{j}"]["kernel"] + pm[f"hidden_{j}"]["bias"])
+        nxt = f"hidden_{first + 1}"
+        k_ref, b_ref = ridge_correction(
+            base_h[first][subsets[m]], h, params[nxt]["kernel"], params[nxt]["bias"], 1e-2,
+            center=config.ridge_center,
+        )  # fmt: skip
+        np.testing.assert_allclose(pm[nxt]["kernel"], k_ref, rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(pm[nxt]["bias"], b_ref, rtol=1e-3, atol=1e-4)
+
+
 def test_calibration_indices_are_distinct_in_range_and_shared_across_configs(net):
     params, x_cal = net
     key = jax.random.key(10)
