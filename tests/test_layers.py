@@ -219,3 +219,32 @@ def test_conv_subpackage_is_core_and_imports_only_core():
     assert {"pnc.conv", "pnc.conv.patches", "pnc.conv.correction", "pnc.conv.resnet"} <= set(conv)
     assert all(_layer(m) == "core" for m in conv)
     assert _layer("pnc.mujoco.grid") not in ALLOWED[_layer("pnc.conv.block_pnc")]
+
+
+def test_each_method_label_is_written_in_one_module():
+    """A method's display label is a string literal in one module only (its class, or the shared
+    label table for the methods both studies run); every other module reads it from there."""
+    from pnc.methods import registered
+
+    labels = {method.label for method in registered()}
+    where: dict[str, list[str]] = {label: [] for label in labels}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        exported = {  # the names in ``__all__`` are Python names, not labels
+            id(node)
+            for assign in ast.walk(tree)
+            if isinstance(assign, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in assign.targets)
+            for node in ast.walk(assign.value)
+        }
+        literals = {
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in exported
+        }
+        for label in labels & literals:
+            where[label].append(module)
+    assert all(where.values()), {k: v for k, v in where.items() if not v}
+    assert {k: v for k, v in where.items() if len(v) > 1} == {}

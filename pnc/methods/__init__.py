@@ -45,7 +45,8 @@ from pnc.methods.laplace import Laplace, LaplaceConfig
 from pnc.methods.mc_dropout import MCDropout, MCDropoutConfig
 from pnc.methods.pnc_method import PerturbAndCorrect, PerturbNoCorrection
 from pnc.methods.runs import TrainingRun, TrainingSpec
-from pnc.methods.subspace import Subspace, SubspaceConfig
+from pnc.methods.subspace import Subspace as Subspace  # earlier name of SubspaceInference
+from pnc.methods.subspace import SubspaceConfig, SubspaceInference
 from pnc.methods.swag import SWAG, SWAGConfig
 from pnc.perturb_correct import PnCConfig
 
@@ -58,7 +59,7 @@ _REGISTRY: dict[str, Method] = {
         MCDropout(),
         SWAG(),
         Laplace(),
-        Subspace(),
+        SubspaceInference(),
         DeepEnsembleMixture(),
     )
 }
@@ -166,8 +167,8 @@ __all__ = [
     "PerturbNoCorrection",
     "PnCConfig",
     "SWAGConfig",
-    "Subspace",
     "SubspaceConfig",
+    "SubspaceInference",
     "TrainingRun",
     "TrainingSpec",
     "UnknownMethodError",

@@ -61,7 +61,7 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
 
     id: ClassVar[str] = "pnc"
     label: ClassVar[str] = SHARED_LABELS["pnc"]
-    short_label: ClassVar[str] = "P&C"
+    short_label: ClassVar[str] = label
     row: ClassVar[int] = 60
     style: ClassVar[Mapping[str, object]] = {
         "color": "#D55E00",

@@ -2,7 +2,7 @@
 
 As the authors ran it, the trajectory comes from a separate, shorter run (2,000 steps, early-stopped
 like every run, 20 iterates collected every 50 steps from step 1,000; the ``subspace`` training
-run, :meth:`Subspace.train`), not from the shared base run.
+run, :meth:`SubspaceInference.train`), not from the shared base run.
 
 The subspace is ``theta(z) = theta_SWA + z^T B`` with ``theta_SWA`` the SWA mean and ``B`` the top-``k``
 principal directions of the SWAG deviation matrix ``D`` (``[K, P]``), scaled by their singular values
@@ -72,7 +72,7 @@ class SubspaceConfig:
         max_rows: training rows in the likelihood (``None``: all rows; otherwise a fixed random
             subset of that many rows, rescaled to ``N``).
         predictive: ``mixture`` or ``sample`` (:data:`pnc.methods.sampling.PREDICTIVE_RULES`).
-        chunk_size: samples evaluated together in :meth:`Subspace.predict`.
+        chunk_size: samples evaluated together in :meth:`SubspaceInference.predict`.
     """
 
     temperature: float = 1.0
@@ -216,7 +216,7 @@ def _predict_subspace(
     return sample_predictive(one, z, chunk_size)
 
 
-class Subspace(MethodBase):
+class SubspaceInference(MethodBase):
     """Subspace Inference with elliptical slice sampling on the shared base run."""
 
     id: ClassVar[str] = "subspace"
@@ -363,3 +363,7 @@ class Subspace(MethodBase):
             chunk_size=posterior.chunk_size,
         )
         return apply_predictive_rule(pred, posterior.predictive, key)
+
+
+#: Earlier name of :class:`SubspaceInference`, kept so that existing imports keep working.
+Subspace = SubspaceInference
