@@ -168,3 +168,92 @@ def test_committed_long_run_states_resume_with_todays_settings(name):
     ars._check_resumable(path, state.settings, wanted, state.iteration)
     curve = (path.parent / "learning_curve.csv").read_text().splitlines()
     assert int(curve[-1].split(",")[0]) <= state.iteration
+
+
+def test_scale_gains_multiplies_the_matrix_and_keeps_the_normalisation():
+    from pnc.data.level_selection import scale_gains
+
+    rng = np.random.default_rng(0)
+    policy = LinearPolicy(rng.normal(size=(17, 348)), rng.normal(size=348), 1.0 + rng.random(348))
+    obs = rng.normal(size=348)
+    scaled = scale_gains(policy, 0.25)
+    np.testing.assert_allclose(scaled(obs), 0.25 * policy(obs))
+    np.testing.assert_array_equal(scaled.obs_mean, policy.obs_mean)
+    np.testing.assert_array_equal(scaled.obs_std, policy.obs_std)
+    np.testing.assert_array_equal(scale_gains(policy, 1.0).matrix, policy.matrix)
+    for bad in (0.0, -0.5, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="gain"):
+            scale_gains(policy, bad)
+
+
+def test_gain_levels_derive_every_level_from_one_checkpoint():
+    from pnc.data.level_selection import gain_levels
+
+    cks = [Checkpoint(10 * i, 100 * i, float(i), _policy(348, 17, 1.0 + i), 0.5) for i in range(4)]
+    levels = gain_levels(cks, 20, {"expert": 0.5, "medium": 0.2, "simple": 0.1})
+    assert list(levels) == ["expert", "medium", "simple"]
+    for lvl, gain in (("expert", 0.5), ("medium", 0.2), ("simple", 0.1)):
+        assert levels[lvl].iteration == 20 and levels[lvl].eval_return == cks[2].eval_return
+        np.testing.assert_allclose(levels[lvl].policy.matrix, gain * cks[2].policy.matrix)
+    np.testing.assert_array_equal(cks[2].policy.matrix, 3.0)  # the checkpoint itself is unchanged
+    with pytest.raises(ValueError, match="no checkpoint at iteration 15"):
+        gain_levels(cks, 15, {"expert": 0.5})
+    with pytest.raises(ValueError, match="decrease"):
+        gain_levels(cks, 20, {"expert": 0.2, "medium": 0.5})
+
+
+def test_store_of_gain_levels_records_the_gains(tmp_path, monkeypatch):
+    state = tmp_path / "run" / "state.npz"
+    _fake_state(state, [100.0, 120.0, 150.0], value=1.0)  # every matrix all ones
+    gains = {"expert": 0.5, "medium": 0.2, "simple": 0.1}
+    monkeypatch.setitem(long_runs.GAIN_LEVELS, "Humanoid", (10, gains))
+
+    def fake_evaluation(env, ck, **kwargs):  # the return grows with the level's gain
+        gain = float(ck.policy.matrix.flat[0])
+        return {
+            "iteration": ck.iteration,
+            "timesteps": ck.timesteps,
+            "train_eval_return": ck.eval_return,
+            "train_eval_std": ck.eval_std,
+            "return_mean": 1000.0 * gain,
+            "return_std": 0.0,
+            "deterministic_return_mean": 1000.0 * gain,
+        }
+
+    monkeypatch.setattr(long_runs, "level_evaluation", fake_evaluation)
+    out = tmp_path / "policies"
+    record = long_runs.store_long_run("Humanoid", out, state_path=state)
+    assert record["request"]["gain_levels"] == {"iteration": 10, "gains": gains}
+    assert "gain_levels" in record["selection"]
+    loaded, _ = load_checked_policies("Humanoid", out)
+    for lvl, gain in gains.items():
+        assert record["levels"][lvl]["gain"] == gain and record["levels"][lvl]["iteration"] == 10
+        np.testing.assert_allclose(loaded[lvl].matrix, gain)
+
+    # gains whose levels' returns are not ordered are refused, and nothing is written
+    # gains that do not decrease with the level, or miss a level, are refused; nothing is written
+    for bad, match in (
+        ({"expert": 0.5, "medium": 0.6, "simple": 0.1}, "decrease"),
+        ({"expert": 0.5, "medium": 0.2}, "not for the levels"),
+    ):
+        monkeypatch.setitem(long_runs.GAIN_LEVELS, "Humanoid", (10, bad))
+        with pytest.raises(ValueError, match=match):
+            long_runs.store_long_run("Humanoid", tmp_path / "other", state_path=state)
+        assert not (tmp_path / "other").exists()
+
+
+def test_humanoidstandup_levels_are_stored_as_gains_of_one_checkpoint():
+    from pnc.data.behaviour_settings import GAIN_LEVELS
+    from pnc.data.level_selection import scale_gains
+
+    loaded, record = load_checked_policies("HumanoidStandup")
+    iteration, gains = GAIN_LEVELS["HumanoidStandup"]
+    assert record["request"]["gain_levels"] == {"iteration": iteration, "gains": gains}
+    state = long_runs.run_dir("HumanoidStandup") / "state.npz"
+    from pnc.data.ars import load_training_state
+
+    base = next(c for c in load_training_state(state).checkpoints if c.iteration == iteration)
+    returns = {lvl: record["levels"][lvl]["return_mean"] for lvl in loaded}
+    long_runs.check_level_order(returns)
+    for lvl, policy in loaded.items():
+        np.testing.assert_array_equal(policy.matrix, scale_gains(base.policy, gains[lvl]).matrix)

@@ -128,6 +128,21 @@ DEFAULT_CONFIGS: dict[str, ARSConfig] = {
 }
 
 
+#: Levels derived from one checkpoint of a long run by scaling its gains
+#: (:func:`pnc.data.level_selection.gain_levels`): ``{env: (iteration, {level: gain})}``. Each level
+#: is the checkpoint's linear policy with its matrix multiplied by the gain (same observation
+#: normalisation), so a smaller gain gives a weaker, slower policy. HumanoidStandup's checkpoints
+#: make a poor set of levels (docs/offline_data.md): the trained policies saturate the actuators,
+#: the best of them sit up in only some episodes, and the partly trained ones move two to three
+#: times as fast as the best, so their states are not shifted in the study's order. At gain 0.3
+#: iteration 110's policy sits up in every episode (135,483 +/- 6,718 over 10 episodes under the
+#: data's action noise, against 101,167 +/- 35,765 at gain 1 on 6), and lower gains sit up less
+#: far (gain 0.125: 110,842 +/- 9,500; gain 0.1: 93,941 +/- 14,646).
+GAIN_LEVELS: dict[str, tuple[int, dict[str, float]]] = {
+    "HumanoidStandup": (110, {"expert": 0.3, "medium": 0.125, "simple": 0.1}),
+}
+
+
 #: ARS settings that only affect how checkpoints are evaluated and levels selected, not training.
 SELECTION_FIELDS = frozenset({"eval_episodes", "medium_fraction", "simple_fraction"})
 

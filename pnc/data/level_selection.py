@@ -5,17 +5,20 @@ Checkpoints are evaluated during training *with the Gaussian action noise the of
 rolled out with* (:func:`pnc.data.action_noise.action_noise_for`), so the returns that order the
 levels are the returns of the data: ``expert`` is the best checkpoint, ``medium`` / ``simple`` the
 earlier trained ones whose returns are nearest to fixed fractions of the way from the initial to the
-expert return, so ``simple < medium < expert`` (:func:`select_levels`). Used by
+expert return, so ``simple < medium < expert`` (:func:`select_levels`). Where an environment's
+checkpoints make poor levels, the levels are instead one checkpoint at several gains
+(:func:`gain_levels`, :data:`pnc.data.behaviour_settings.GAIN_LEVELS`). Used by
 :mod:`pnc.data.ars_levels` and :mod:`pnc.data.long_runs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from pnc.data.ars import ARSConfig, Checkpoint, evaluate_noisy
+from pnc.data.ars import ARSConfig, Checkpoint, LinearPolicy, evaluate_noisy
 
 
 def select_levels(
@@ -60,6 +63,55 @@ def select_levels(
         chosen[level] = checkpoints[i]
         limit = i
     return chosen
+
+
+def scale_gains(policy: LinearPolicy, gain: float) -> LinearPolicy:
+    """``policy`` with its matrix multiplied by ``gain`` and the same observation normalisation:
+    ``a = gain * matrix (s - obs_mean) / obs_std``. Deterministic; ``gain`` 1 gives an equal policy.
+
+    Raises:
+        ValueError: ``gain`` is not a finite number in ``(0, 1]``.
+    """
+    gain = float(gain)
+    if not (0.0 < gain <= 1.0):
+        raise ValueError(f"a gain must lie in (0, 1], got {gain}")
+    return LinearPolicy(
+        np.asarray(policy.matrix, np.float64) * gain,
+        np.array(policy.obs_mean, np.float64),
+        np.array(policy.obs_std, np.float64),
+    )
+
+
+def gain_levels(
+    checkpoints: Sequence[Checkpoint], iteration: int, gains: Mapping[str, float]
+) -> dict[str, Checkpoint]:
+    """The levels as one checkpoint at several gains (:func:`scale_gains`).
+
+    Args:
+        checkpoints: the run's checkpoints.
+        iteration: the iteration of the checkpoint every level derives from.
+        gains: ``{level: gain}`` for ``expert`` and any of ``medium`` / ``simple``; the gains must
+            decrease from ``expert`` to ``simple``.
+
+    Returns:
+        ``{level: checkpoint}``: the base checkpoint (iteration, timesteps and training evaluation
+        of the unscaled policy) with its policy scaled by the level's gain.
+
+    Raises:
+        ValueError: no checkpoint at ``iteration``, or the gains do not decrease with the level.
+    """
+    base = [c for c in checkpoints if c.iteration == iteration]
+    if not base:
+        raise ValueError(f"no checkpoint at iteration {iteration}")
+    order = [lvl for lvl in ("expert", "medium", "simple") if lvl in gains]
+    if "expert" not in gains or len(order) != len(gains):
+        raise ValueError(f"expected gains for expert and optionally medium / simple, got {gains}")
+    if any(not gains[hi] > gains[lo] for hi, lo in zip(order, order[1:], strict=False)):
+        raise ValueError(f"the gains must decrease from expert to simple, got {gains}")
+    return {
+        lvl: dataclasses.replace(base[0], policy=scale_gains(base[0].policy, gains[lvl]))
+        for lvl in order
+    }
 
 
 def level_evaluation(

@@ -24,8 +24,9 @@ Command line::
     python -m pnc.data.long_runs store ENV [--iterations K] [--out DIR] [--force] [--state FILE]
 
 ``train`` starts the run or resumes it from its state file (``--iterations`` extends it);
-``store`` selects the levels from the checkpoints of the state (those up to iteration ``K``),
-evaluates them afresh under the data's action noise and writes them only when their returns are
+``store`` selects the levels from the checkpoints of the state (those up to iteration ``K``), or,
+for an environment of :data:`pnc.data.behaviour_settings.GAIN_LEVELS`, derives them from one
+checkpoint at several gains; it evaluates them afresh under the data's action noise and writes them only when their returns are
 ordered ``simple < medium < expert`` (:class:`LevelOrderError` otherwise, exit status 2).
 """
 
@@ -43,10 +44,10 @@ from pathlib import Path
 
 from pnc.data.action_noise import action_noise_for
 from pnc.data.ars import RESUMABLE_FIELDS, load_training_state, save_checkpoints, train_ars
-from pnc.data.behaviour_settings import DEFAULT_CONFIGS
+from pnc.data.behaviour_settings import DEFAULT_CONFIGS, GAIN_LEVELS
 from pnc.data.envs import env_spec
 from pnc.data.errors import CacheConflictError
-from pnc.data.level_selection import level_evaluation, select_levels
+from pnc.data.level_selection import gain_levels, level_evaluation, select_levels
 from pnc.data.minari_io import file_sha256
 from pnc.data.policy_store import POLICY_DIR, STATE_DIR, write_record
 
@@ -212,8 +213,12 @@ def store_long_run(
     """Select ``name``'s levels from the checkpoints of its run and store them when ordered.
 
     The levels are picked by :func:`pnc.data.level_selection.select_levels` among the checkpoints
-    up to iteration ``up_to`` (default: all), evaluated afresh over ``final_eval_episodes`` episodes
-    under the data's action noise (and without noise), and written to ``out/{Env}/`` (default
+    up to iteration ``up_to`` (default: all) or, where ``name`` has an entry in
+    :data:`pnc.data.behaviour_settings.GAIN_LEVELS`, derived from that entry's checkpoint at its
+    gains (:func:`pnc.data.level_selection.gain_levels`; each level's record then holds its
+    ``gain``, and ``train_eval_return`` / ``train_eval_std`` are the unscaled checkpoint's),
+    evaluated afresh over ``final_eval_episodes`` episodes under the data's action noise (and
+    without noise), and written to ``out/{Env}/`` (default
     :data:`pnc.data.policy_store.POLICY_DIR`) as ``{level}.npz``, ``checkpoints.npz`` and
     ``policies.json`` in the format of :func:`pnc.data.ars_levels.train_behaviour_policies`, plus
     the run's CPU seconds. Nothing is written unless the fresh returns are ordered.
@@ -249,7 +254,17 @@ def store_long_run(
         )
     noise = action_noise_for(name)
     seed = int(state.settings["seed"])
-    chosen = select_levels(checkpoints, spec.levels, config)
+    gain_spec = GAIN_LEVELS.get(name)
+    if gain_spec is None:
+        chosen = select_levels(checkpoints, spec.levels, config)
+    else:
+        base_iteration, gains = gain_spec
+        if set(gains) != set(spec.levels):
+            raise ValueError(
+                f"GAIN_LEVELS[{name!r}] gives gains for {sorted(gains)}, not for "
+                f"the levels {list(spec.levels)}"
+            )
+        chosen = gain_levels(checkpoints, base_iteration, gains)
     levels = {}
     for level, ck in chosen.items():
         levels[level] = {
@@ -263,6 +278,8 @@ def store_long_run(
                 horizon=config.horizon,
             ),
         }
+        if gain_spec is not None:
+            levels[level]["gain"] = float(gain_spec[1][level])
         if log is not None:
             log(f"{level}: iteration {ck.iteration}, return {levels[level]['return_mean']:.2f}")
     check_level_order({lvl: info["return_mean"] for lvl, info in levels.items()})
@@ -283,14 +300,25 @@ def store_long_run(
             "action_noise": float(noise),
             "final_eval_episodes": int(final_eval_episodes),
             "up_to_iteration": up_to,
+            "gain_levels": (
+                None
+                if gain_spec is None
+                else {"iteration": int(gain_spec[0]), "gains": dict(gain_spec[1])}
+            ),
         },
         "algorithm": (
             "ARS V2-t (Mania et al., 2018), linear policy on normalised observations; training "
             f"reward shift {TRAIN_REWARD_SHIFT[name]} (alive bonus kept), pnc.data.long_runs"
         ),
         "selection": (
-            "levels selected by select_levels from the checkpoints' returns under Gaussian action "
-            f"noise {noise} x half the action range; return_mean/return_std over "
+            (
+                "levels selected by select_levels from the checkpoints' returns"
+                if gain_spec is None
+                else f"levels derived by gain_levels: the checkpoint of iteration {gain_spec[0]} "
+                "with its matrix multiplied by each level's gain (same observation normalisation)"
+            )
+            + f"; evaluated under Gaussian action noise {noise} x half the action range; "
+            "return_mean/return_std over "
             "final_eval_episodes fresh episodes with that noise, deterministic_return_mean over "
             "the same resets without noise; stored only when ordered simple < medium < expert"
         ),
