@@ -13,6 +13,8 @@ from pnc.conv import ConvPnCConfig
 from pnc.perturb_correct import (
     PnCConfig,
     _build,
+    _correction_system,
+    _solve_correction,
     build_members,
     build_members_ridge_path,
     calibration_indices,
@@ -844,3 +846,164 @@ def test_ridge_correction_messages():
     k_new, b_new = _ridge_correction(h, hv, kernel, bias, 1e9)
     np.testing.assert_allclose(k_new, kernel, atol=1e-4)
     np.testing.assert_allclose(b_new, bias, atol=1e-4)
+
+
+def _system_reference(h, hv, kernel, bias, center):
+    """The documented ``(X_v, Gram, right-hand side)`` in float64: ``X_v^T X_v`` and ``X_v^T E``
+    for ``B > d + 1`` rows, else ``X_v X_v^T`` and ``E`` (original centre) or ``X Theta`` (zero)."""
+    h, hv, kernel, bias = (np.asarray(a, np.float64) for a in (h, hv, kernel, bias))
+    xv = np.hstack([np.ones((len(hv), 1)), hv])
+    gap = (h - hv) @ kernel  # E = X Theta - X_v Theta
+    if len(hv) > hv.shape[1] + 1:
+        return xv, xv.T @ xv, xv.T @ gap
+    return xv, xv @ xv.T, gap if center == "original" else h @ kernel + bias
+
+
+def _assert_system(system, reference, dtype, rtol):
+    for got, ref in zip(system, reference, strict=True):
+        assert got.dtype == dtype and got.shape == ref.shape
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("center", ["original", "zero"])
+@pytest.mark.parametrize(
+    "b,d,q", [(60, 6, 4), (60, 6, 6), (60, 4, 6), (8, 6, 4), (7, 6, 4), (6, 6, 4), (5, 6, 4)]
+)
+def test_correction_system_is_the_documented_system_in_the_input_precision(b, d, q, center):
+    """Primal for B > d + 1 rows (B = d + 2 included), dual for B <= d + 1 (B = d + 1 and B = d
+    included); under x64 float32 inputs give a float32 system and float64 inputs a float64 one."""
+    h, hv, kernel, bias = _problem(b=b, d=d, q=q, seed=5)
+    reference = _system_reference(h, hv, kernel, bias, center)
+    with jax.enable_x64(True):
+        system = _correction_system(h, hv, kernel, bias, center=center)
+        _assert_system(system, reference, jnp.float32, 1e-5)
+        wide = [np.asarray(a, np.float64) for a in (h, hv, kernel, bias)]
+        system = _correction_system(*wide, center=center)
+        _assert_system(system, reference, jnp.float64, 1e-12)
+
+
+def test_correction_system_precision_is_the_widest_of_activations_and_kernel():
+    """The system is formed in the wider of ``h_cal_perturbed``'s and the kernel's precision, and
+    in at least float32 (float16 inputs give a float32 system)."""
+    h, hv, kernel, bias = _problem(b=60, d=6, q=4, seed=6)
+    reference = _system_reference(h, hv, kernel, bias, "original")
+    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    with jax.enable_x64(True):
+        # float32 values are exact in float64: a float64 system matches to float64 rounding
+        for hv_, kernel_ in ((hv, f64(kernel)), (f64(hv), kernel)):
+            _assert_system(_correction_system(h, hv_, kernel_, bias), reference, jnp.float64, 1e-12)
+        half = [np.asarray(a, np.float16) for a in (h, hv, kernel, bias)]
+        reference = _system_reference(*half, "original")
+        _assert_system(_correction_system(*half), reference, jnp.float32, 1e-5)
+
+
+def test_correction_pieces_default_to_the_original_centre_and_check_it():
+    for b in (60, 5):  # primal and dual
+        h, hv, kernel, bias = _problem(b=b)
+        k_new, b_new = _solve_correction(_correction_system(h, hv, kernel, bias), kernel, bias, 0.3)
+        k_ref, b_ref = _normal_equations(h, hv, kernel, bias, 0.3, "original")
+        np.testing.assert_allclose(k_new, k_ref, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(b_new, b_ref, rtol=1e-4, atol=1e-4)
+        system = _correction_system(h, hv, kernel, bias, center="zero")
+        with pytest.raises(
+            ValueError, match="^center must be one of 'original', 'zero', got 'Zero'$"
+        ):
+            _solve_correction(system, kernel, bias, 0.3, center="Zero")
+
+
+def _trace_dtypes(jaxpr) -> set:
+    """Dtypes of every value computed in ``jaxpr`` and in the jaxprs nested in its equations."""
+    found = set()
+    for eqn in jaxpr.eqns:
+        found.update(np.dtype(v.aval.dtype) for v in eqn.outvars if hasattr(v.aval, "dtype"))
+        stack = list(eqn.params.values())
+        while stack:
+            item = stack.pop()
+            if isinstance(item, (tuple, list)):
+                stack.extend(item)
+            elif hasattr(item, "eqns"):
+                found |= _trace_dtypes(item)
+            elif hasattr(item, "jaxpr") and hasattr(item.jaxpr, "eqns"):
+                found |= _trace_dtypes(item.jaxpr)
+    return found
+
+
+@pytest.mark.parametrize("center", ["original", "zero"])
+@pytest.mark.parametrize("b,ridge", [(60, 0.3), (60, 0.0), (5, 0.3)])
+def test_float32_correction_runs_in_float32_under_x64(b, ridge, center):
+    """Under x64 a float32 problem is formed, factorised and solved in float32 (no float64 value
+    anywhere in its trace, a float64 ridge included), and still solves the float64 normal
+    equations."""
+    h, hv, kernel, bias = _problem(b=b)
+    ridge = np.float64(ridge)  # not weakly typed: it would widen a product it enters
+    with jax.enable_x64(True):
+        jaxpr = jax.make_jaxpr(functools.partial(_ridge_correction, center=center))(
+            h, hv, kernel, bias, ridge
+        )
+        k_new, b_new = _ridge_correction(h, hv, kernel, bias, ridge, center=center)
+    floats = {t for t in _trace_dtypes(jaxpr.jaxpr) if np.issubdtype(t, np.floating)}
+    assert floats == {np.dtype(np.float32)}
+    k_ref, b_ref = _normal_equations(h, hv, kernel, bias, ridge, center)
+    np.testing.assert_allclose(k_new, k_ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(b_new, b_ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("center", ["original", "zero"])
+@pytest.mark.parametrize("b", [6, 7, 8])
+def test_ridge0_correction_at_the_primal_dual_boundary(b, center):
+    """``B = d, d + 1, d + 2`` rows with ``d = 6``: the interpolating solution closest to the
+    centre (``B <= d + 1``) or the least-squares fit (``B = d + 2``), float64 under x64."""
+    h, hv, kernel, bias = _problem(b=b, d=6, q=4, seed=7)
+    k_ref, b_ref = _normal_equations(h, hv, kernel, bias, 0.0, center)
+    with jax.enable_x64(True):
+        wide = [np.asarray(a, np.float64) for a in (h, hv, kernel, bias)]
+        k_new, b_new = _ridge_correction(*wide, 0.0, center=center)
+    np.testing.assert_allclose(k_new, k_ref, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(b_new, b_ref, rtol=1e-8, atol=1e-8)
+
+
+def test_build_members_under_x64_casts_x_cal_to_float32(net):
+    """Under x64 a float64 ``x_cal`` gives the float32 members of its float32 copy, bit for bit."""
+    params, x_cal = net
+    config = PnCConfig(n_members=2, rank=3, sigma=0.5, bootstrap_frac=0.4, layers=(1,))
+    with jax.enable_x64(True):
+        given = build_members(params, CFG, x_cal, config, key=jax.random.key(0))
+        wide = build_members(
+            params, CFG, np.asarray(x_cal, np.float64), config, key=jax.random.key(0)
+        )
+    for a, b in zip(jax.tree.leaves(wide), jax.tree.leaves(given), strict=True):
+        assert a.dtype == b.dtype == jnp.float32
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_ridge_path_rejects_a_ridge_that_overflows_float32(net):
+    """The members are computed in float32: a ridge that rounds to inf there is refused."""
+    params, x_cal = net
+    with pytest.raises(
+        ValueError, match=re.escape("ridges must be finite and >= 0, got [0.5, inf]")
+    ):
+        build_members_ridge_path(params, CFG, x_cal, SPLIT, (0.5, 1e39), key=jax.random.key(0))
+
+
+def test_predict_members_message(chain):
+    _, members, _ = chain
+    x = jnp.zeros((4, 3))
+    with pytest.raises(ValueError, match=re.escape("x must be [N, in_dim], got shape (3,)")):
+        predict_members(members, x[0], CFG)
+
+
+def test_calibration_sizes_with_the_same_rows_share_one_compilation(net):
+    """Only the size of ``D_cal`` enters the compiled build: ``calibration_size=90`` on 200 rows
+    and no reduction on 90 rows run the same compilation."""
+    params, x_cal = net
+    config = PnCConfig(
+        n_members=2, rank=2, sigma=0.5, bootstrap_frac=0.5, layers=(2,), calibration_size=90
+    )
+    before = _build._cache_size()
+    build_members(params, CFG, x_cal, config, key=jax.random.key(0))
+    compiled = _build._cache_size()
+    assert compiled == before + 1  # a configuration no other test builds
+    unreduced = dataclasses.replace(config, calibration_size=None)
+    build_members(params, CFG, x_cal[:90], unreduced, key=jax.random.key(1))
+    assert _build._cache_size() == compiled
