@@ -3,7 +3,9 @@
 The suite's processes (the parallel workers and the Snakemake jobs of the workflow tests) share one
 JAX compilation cache (:mod:`pnc.compile_cache`) in a temporary directory made for the run and
 removed after it, so a function compiled by one test or job is loaded by the others. A
-``PNC_COMPILE_CACHE`` set by the caller is used instead (``off`` turns the cache off) and kept.
+``PNC_COMPILE_CACHE`` set by the caller is used instead (``off`` turns the cache off) and kept, so
+a second run loads what the first compiled (the fast tier, ``docs/testing.md``); a relative path
+is made absolute, since tests and their subprocesses change directory.
 
 ``scripts/test.sh`` runs the suite on parallel workers with whole files per worker
 (``--dist loadfile``), handing out files in collection order. The workflow runs take minutes each;
@@ -26,10 +28,14 @@ _MADE_CACHE: list[str] = []
 
 def pytest_configure(config: pytest.Config) -> None:
     # the controller (or a serial run) makes the directory; workers inherit the variable
-    if not hasattr(config, "workerinput") and compile_cache.ENV_VAR not in os.environ:
-        path = tempfile.mkdtemp(prefix="pnc-test-jax-cache-")
-        _MADE_CACHE.append(path)
-        os.environ[compile_cache.ENV_VAR] = path
+    if not hasattr(config, "workerinput"):
+        given = os.environ.get(compile_cache.ENV_VAR)
+        if given is None:
+            path = tempfile.mkdtemp(prefix="pnc-test-jax-cache-")
+            _MADE_CACHE.append(path)
+            os.environ[compile_cache.ENV_VAR] = path
+        elif given.strip().lower() not in compile_cache.OFF_VALUES:
+            os.environ[compile_cache.ENV_VAR] = os.path.abspath(given)
     compile_cache.enable_from_env()
 
 

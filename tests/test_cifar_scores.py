@@ -345,6 +345,7 @@ def _train_epinet_by_hand(feats, logits, labels, cfg, key):
         ),
     ],
 )
+@pytest.mark.slow
 def test_epinet_training_follows_the_recipe_written_as_loops(n, cfg):
     rng = np.random.default_rng(14)
     feats = rng.normal(size=(n, 4)).astype(np.float32)

@@ -1,6 +1,7 @@
 """The CIFAR-10 workflow (cifar.smk): its rules follow the stage convention, bad configs and
-missing data fail naming the key or file, and (marked ``slow``) the tiny configuration runs end to
-end on CPU in a temporary copy and produces Table 2's columns for every method."""
+missing data fail naming the key or file, and the tiny configuration runs end to end on CPU in a
+temporary copy and produces Table 2's columns for every method. The whole module is in the ``slow``
+tier: its tests run Snakemake in subprocesses, several seconds each."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 from workflow_copy import copy_workflow, run_snakemake
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = sorted((ROOT / "workflow" / "rules" / "cifar").glob("*.smk"))

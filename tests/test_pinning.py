@@ -66,6 +66,7 @@ def test_limit_threads_pins_every_thread_and_sets_the_xla_flags(tmp_path):
     assert "before the first JAX computation" in got["again"]
 
 
+@pytest.mark.slow
 def test_concurrent_jobs_claim_distinct_cpus(tmp_path):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU allowed: nothing to distribute")
@@ -86,6 +87,7 @@ print(json.dumps({"allowed": allowed, "mine": mine, "late": late}))
 """
 
 
+@pytest.mark.slow
 def test_a_job_that_finds_too_few_free_cpus_still_runs_on_n_cpus(tmp_path):
     """With the other CPUs held by running (or paused) jobs, a job takes the free one; the next
     finds none free and runs on one CPU it does not claim, neither unpinned nor on every CPU."""
@@ -118,6 +120,7 @@ print(out.stdout.strip().splitlines()[-1])
 """
 
 
+@pytest.mark.slow
 def test_a_jobs_results_do_not_depend_on_how_busy_the_machine_is(tmp_path):
     """XLA orders a jitted Gram's sums by the number of CPUs the process may use: a job that finds
     every CPU held must compute the bits of a job that claimed one (it did not when such a job ran

@@ -18,6 +18,7 @@ def tables():
     return make_results(envs=("Ant-v5", "Swimmer-v5"), seeds=(0, 1))
 
 
+@pytest.mark.slow
 def test_tables_single_seed_per_env(tmp_path):
     results, _ = make_results(envs=("A", "B"), no_mid=("B",), seeds=(7,))
     path = tmp_path / "results.csv"
@@ -76,6 +77,7 @@ def test_stats_imports_neither_tables_nor_figures():
     assert out.stdout.strip() == "['pnc.report', 'pnc.report.stats']"
 
 
+@pytest.mark.slow
 def test_tables_from_a_table_without_calibration_column(tmp_path):
     results, _ = make_results(envs=("A", "B"), no_mid=("B",), seeds=(0, 1), calibrations=("raw",))
     path = tmp_path / "results.csv"
@@ -86,6 +88,7 @@ def test_tables_from_a_table_without_calibration_column(tmp_path):
     assert "vcal" not in (tmp_path / "out" / "hparams.md").read_text()
 
 
+@pytest.mark.slow
 def test_selected_calibration_reaches_tables_and_frontier(tmp_path, capsys, tables):
     results, raw = tables
     path = tmp_path / "results.csv"
@@ -102,6 +105,7 @@ def test_selected_calibration_reaches_tables_and_frontier(tmp_path, capsys, tabl
     assert "val rows" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_substitute_ranks_the_mixture_reading_in_place_of_the_draws(tmp_path, capsys):
     """``--substitute deep_ensemble=deep_ensemble_mixture``: the tables rank the mixture reading's
     values under the Deep Ensemble, say so in the caption, and bad pairs exit with status 2."""

@@ -34,6 +34,7 @@ def _study(tmp_path: Path, **kwargs) -> Path:
     return study
 
 
+@pytest.mark.slow
 def test_export_then_check_round_trip(tmp_path, capsys):
     study = _study(tmp_path)
     out = tmp_path / "ref"
@@ -53,6 +54,7 @@ def test_export_then_check_round_trip(tmp_path, capsys):
     assert main(["check", str(out)]) == 0
 
 
+@pytest.mark.slow
 def test_check_names_a_missing_and_an_unexpected_table(tmp_path):
     out = tmp_path / "ref"
     export.export_study(_study(tmp_path), out)
@@ -96,6 +98,7 @@ def test_complete_results_give_their_seeds():
     assert export.check_complete(results) == {e: [0, 1, 2, 3] for e in results.env.unique()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", REFERENCE_FOLDERS, ids=lambda p: p.name)
 def test_committed_reference_tables_equal_the_rebuilt_ones(folder):
     assert export.check_folder(folder) == []

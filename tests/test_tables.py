@@ -110,6 +110,7 @@ def test_fewer_than_eight_envs_says_no_arrows(built):
     assert r"$^{\uparrow}$" not in tables["cross_env"].latex
 
 
+@pytest.mark.slow
 def test_arrows_appear_with_enough_environments():
     envs = tuple(f"E{i}" for i in range(9))
     means = {}

@@ -1,6 +1,8 @@
 """The Snakemake workflow: one stage convention for every rule's command, lint, the paper protocol's
-DAG, the SLURM profile, config validation, atomic outputs, and (marked ``slow``) the tiny CI
-configuration end to end in a temporary copy."""
+DAG, the SLURM profile, config validation, atomic outputs, and the tiny CI configuration end to end
+in a temporary copy. The whole module is in the ``slow`` tier: its tests run Snakemake (or a stage)
+in subprocesses, several seconds each; the cross-key config checks are unit-tested in
+``test_config_check.py``."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ from workflow_copy import run_snakemake as _snakemake
 
 from pnc.io import atomic_path
 from pnc.mujoco.results import RESULT_COLUMNS
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 RULE_FILES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
