@@ -230,7 +230,6 @@ def test_store_of_gain_levels_records_the_gains(tmp_path, monkeypatch):
         assert record["levels"][lvl]["gain"] == gain and record["levels"][lvl]["iteration"] == 10
         np.testing.assert_allclose(loaded[lvl].matrix, gain)
 
-    # gains whose levels' returns are not ordered are refused, and nothing is written
     # gains that do not decrease with the level, or miss a level, are refused; nothing is written
     for bad, match in (
         ({"expert": 0.5, "medium": 0.6, "simple": 0.1}, "decrease"),
