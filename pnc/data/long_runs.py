@@ -26,8 +26,9 @@ Command line::
 ``train`` starts the run or resumes it from its state file (``--iterations`` extends it);
 ``store`` selects the levels from the checkpoints of the state (those up to iteration ``K``), or,
 for an environment of :data:`pnc.data.behaviour_settings.GAIN_LEVELS`, derives them from one
-checkpoint at several gains; it evaluates them afresh under the data's action noise and writes them only when their returns are
-ordered ``simple < medium < expert`` (:class:`LevelOrderError` otherwise, exit status 2).
+checkpoint at several gains; it evaluates them afresh under the data's action noise and writes
+them only when their returns are ordered ``simple < medium < expert`` (:class:`LevelOrderError`
+otherwise, exit status 2).
 """
 
 from __future__ import annotations
@@ -254,11 +255,10 @@ def store_long_run(
         )
     noise = action_noise_for(name)
     seed = int(state.settings["seed"])
-    gain_spec = GAIN_LEVELS.get(name)
-    if gain_spec is None:
+    base_iteration, gains = GAIN_LEVELS.get(name, (None, None))
+    if gains is None:
         chosen = select_levels(checkpoints, spec.levels, config)
     else:
-        base_iteration, gains = gain_spec
         if set(gains) != set(spec.levels):
             raise ValueError(
                 f"GAIN_LEVELS[{name!r}] gives gains for {sorted(gains)}, not for "
@@ -278,8 +278,8 @@ def store_long_run(
                 horizon=config.horizon,
             ),
         }
-        if gain_spec is not None:
-            levels[level]["gain"] = float(gain_spec[1][level])
+        if gains is not None:
+            levels[level]["gain"] = float(gains[level])
         if log is not None:
             log(f"{level}: iteration {ck.iteration}, return {levels[level]['return_mean']:.2f}")
     check_level_order({lvl: info["return_mean"] for lvl, info in levels.items()})
@@ -301,9 +301,7 @@ def store_long_run(
             "final_eval_episodes": int(final_eval_episodes),
             "up_to_iteration": up_to,
             "gain_levels": (
-                None
-                if gain_spec is None
-                else {"iteration": int(gain_spec[0]), "gains": dict(gain_spec[1])}
+                None if gains is None else {"iteration": int(base_iteration), "gains": dict(gains)}
             ),
         },
         "algorithm": (
@@ -313,8 +311,8 @@ def store_long_run(
         "selection": (
             (
                 "levels selected by select_levels from the checkpoints' returns"
-                if gain_spec is None
-                else f"levels derived by gain_levels: the checkpoint of iteration {gain_spec[0]} "
+                if gains is None
+                else f"levels derived by gain_levels: the checkpoint of iteration {base_iteration} "
                 "with its matrix multiplied by each level's gain (same observation normalisation)"
             )
             + f"; evaluated under Gaussian action noise {noise} x half the action range; "
