@@ -16,7 +16,7 @@ project_python() {
     if [ -n "${PYTHON:-}" ]; then
         echo "$PYTHON"
     elif [ -x .venv/bin/python ]; then
-        echo .venv/bin/python
+        echo "$PWD/.venv/bin/python"  # absolute: jobs may run in another directory (snakemake -d)
     else
         echo python
     fi

@@ -8,7 +8,8 @@
     python -m pnc.report metrics results/results.csv --out figures/metrics/Ant-v5 --env Ant-v5
     python -m pnc.report costs benchmarks --envs 11 --seeds 10 --cores 2 8 32
     python -m pnc.report export STUDY_DIR --out docs/results/offline [--force]
-    python -m pnc.report check docs/results/offline
+    python -m pnc.report check docs/results/offline --paper docs/results/paper
+    python -m pnc.report compare docs/results/offline --paper docs/results/paper
     python -m pnc.report piece ENV SEED FILE... --out results/pieces/ENV/seedS.json
     python -m pnc.report store-piece results/pieces/ENV/seedS.json --store docs/results/offline/pieces
     python -m pnc.report restore-pieces docs/results/offline/pieces --study STUDY_DIR
@@ -20,7 +21,9 @@ and omitted means every environment (``metrics`` needs exactly one). ``costs`` p
 CPU time per (env, seed) and the projected cost of an ``--envs x --seeds`` protocol as JSON
 (:mod:`pnc.report.costs`). ``export`` turns a finished study's directory into a reference folder
 (its data, cost summary, tables and PNG figures) and ``check`` rebuilds such a folder's tables from
-its ``results.csv`` and exits with status 1 when any differs (:mod:`pnc.report.export`).
+its ``results.csv`` and exits with status 1 when any differs (:mod:`pnc.report.export`);
+``compare`` writes the folder's ``comparison.md``, its Table 1 beside the paper's
+(:mod:`pnc.report.compare`), which ``check --paper`` rebuilds too.
 ``piece``, ``store-piece`` and ``restore-pieces`` list, store and restore one (env, seed)'s small
 outputs of a long study (:mod:`pnc.report.pieces`). A malformed or missing input table exits with status 2 and a message
 naming the problem.
@@ -35,7 +38,7 @@ from pathlib import Path
 
 from pnc.io import write_json
 from pnc.mujoco.results import ResultsError, load
-from pnc.report import costs, export, figures, pieces, stats
+from pnc.report import compare, costs, export, figures, pieces, stats
 from pnc.report.tables import write_tables_and_stats
 
 
@@ -103,6 +106,13 @@ def _parser() -> argparse.ArgumentParser:
         "check", help="rebuild a reference folder's tables and compare with the committed ones"
     )
     ch.add_argument("folder", help="reference folder (results.csv and tables/)")
+    ch.add_argument("--paper", help="the paper's folder, to check the folder's comparison.md")
+    cp = sub.add_parser("compare", help="a reference folder's Table 1 beside the paper's")
+    cp.add_argument("folder", help="reference folder (results.csv)")
+    cp.add_argument(
+        "--paper", required=True, help="the paper's folder (results.csv, table1_printed.csv)"
+    )
+    cp.add_argument("--out", help="file to write (default: FOLDER/comparison.md)")
     pc = sub.add_parser("piece", help="list one (env, seed)'s output files with their hashes")
     pc.add_argument("env")
     pc.add_argument("seed", type=int)
@@ -128,12 +138,18 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    problems = export.check_folder(args.folder)
+    problems = export.check_folder(args.folder, args.paper)
     for line in problems:
         print(line, file=sys.stderr)
     if problems:
         return 1
     print(f"{args.folder}: every table equals the one rebuilt from results.csv")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    path = compare.write_comparison(args.folder, args.paper, args.out)
+    print(f"wrote {path}")
     return 0
 
 
@@ -216,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "costs": _costs,
         "export": _export,
         "check": _check,
+        "compare": _compare,
         "piece": _pieces,
         "store-piece": _pieces,
         "restore-pieces": _pieces,

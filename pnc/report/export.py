@@ -34,7 +34,7 @@ import pandas as pd
 
 from pnc.io import write_json
 from pnc.mujoco.results import RANKED_METHODS, ResultsError, read_csv
-from pnc.report import costs
+from pnc.report import compare, costs
 from pnc.report.tables import write_tables_and_stats
 
 #: Data files of a reference folder (``costs.json`` is optional).
@@ -161,8 +161,11 @@ def export_study(
     return written
 
 
-def check_folder(folder: str | Path) -> list[str]:
+def check_folder(folder: str | Path, paper: str | Path | None = None) -> list[str]:
     """Rebuild a reference folder's tables and list every difference from the committed ones.
+
+    A folder with a ``comparison.md`` (:mod:`pnc.report.compare`) has it rebuilt too, against the
+    paper's folder ``paper``; without ``paper`` that is reported as a problem.
 
     Returns:
         One line per table that differs or is missing on either side; empty when they agree.
@@ -191,4 +194,10 @@ def check_folder(folder: str | Path) -> list[str]:
         else []
     )
     problems += [f"{committed / name}: not built from results.csv" for name in extra]
+    comparison = folder / compare.COMPARISON_FILE
+    if comparison.is_file():
+        if paper is None:
+            problems.append(f"{comparison}: not checked (no paper folder given)")
+        elif comparison.read_text() != compare.comparison_text(folder, paper):
+            problems.append(f"{comparison}: differs from the comparison rebuilt from the CSVs")
     return problems

@@ -1,0 +1,200 @@
+"""Our Table 1 beside the paper's: the side-by-side comparison of a reference folder.
+
+A reference folder's ``comparison.md`` shows, for each headline metric of the paper's Table 1
+(:data:`pnc.mujoco.results.HEADLINE`), one row per ranked method and one column per source:
+
+- **ours, draws**: the folder's ``results.csv`` with the Deep Ensemble's predictive as in the
+  authors' runs (one draw per member, ``deep_ensemble``);
+- **ours, mixture**: the same results with the Deep Ensemble's mixture reading
+  (``deep_ensemble_mixture``) ranked in its place (:func:`pnc.report.stats.substitute_methods`),
+  when the folder has it;
+- **paper, recomputed**: the paper's per-environment appendix means (``PAPER/results.csv``) run
+  through the same statistics;
+- **paper, printed**: the paper's Table 1 as printed (``PAPER/table1_printed.csv``).
+
+Each cell is ``mean rank ± std (wins / environments)`` followed by the Wilcoxon-Holm arrow against
+P&C (↑: P&C significantly better, ↓: the reverse); the best mean rank of a column is in bold. The
+file is built from CSVs alone, so :func:`pnc.report.export.check_folder` rebuilds it and compares it
+with the committed one.
+
+Command line::
+
+    python -m pnc.report compare docs/results/offline --paper docs/results/paper
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pnc.mujoco.results import HEADLINE, METHOD_INFO, RANKED_METHODS, ResultsError, load
+from pnc.report import stats as st
+from pnc.report.render import ARROW
+from pnc.report.tables import column_label
+
+#: File name of the comparison inside a reference folder.
+COMPARISON_FILE = "comparison.md"
+#: The paper's Table 1 as printed, inside the paper's folder.
+PRINTED_FILE = "table1_printed.csv"
+#: Columns of :data:`PRINTED_FILE`.
+PRINTED_COLUMNS: tuple[str, ...] = (
+    "method", "split", "metric", "mean_rank", "rank_std", "wins", "n_envs", "arrow",
+)  # fmt: skip
+#: The Deep Ensemble's second reading, ranked in its place in the "mixture" column.
+MIXTURE_SUBSTITUTION: dict[str, str] = {"deep_ensemble": "deep_ensemble_mixture"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One method's Table 1 entry for one metric."""
+
+    mean_rank: float
+    rank_std: float
+    wins: int
+    n_envs: int
+    arrow: str | None  # "up", "down" or None
+
+    def text(self, *, bold: bool) -> str:
+        rank = f"{self.mean_rank:.2f} ± {self.rank_std:.2f}"
+        rank = f"**{rank}**" if bold else rank
+        return f"{rank} ({self.wins}/{self.n_envs}){ARROW[self.arrow] if self.arrow else ''}"
+
+
+#: ``{"split/metric": {method: Cell}}``: one column of the comparison.
+Column = dict[str, dict[str, Cell]]
+
+
+def cells_from_stats(stats: Mapping[str, Any]) -> Column:
+    """The Table 1 cells of :func:`pnc.report.stats.compute_statistics`' output."""
+    out: Column = {}
+    for split, metric in HEADLINE:
+        k = st.key(split, metric)
+        if k not in stats["ranks"]:
+            continue
+        r = stats["ranks"][k]
+        tests = stats["wilcoxon"].get(k, {}).get("tests", {})
+        out[k] = {
+            m: Cell(
+                mean_rank=float(r["mean_rank"][m]),
+                rank_std=float("nan") if r["rank_std"][m] is None else float(r["rank_std"][m]),
+                wins=int(r["wins"][m]),
+                n_envs=int(r["n_envs"]),
+                arrow=tests[m]["arrow"] if m in tests else None,
+            )
+            for m in r["mean_rank"]
+        }
+    return out
+
+
+def read_printed(path: str | Path) -> Column:
+    """The paper's Table 1 as printed, from :data:`PRINTED_FILE`.
+
+    Raises:
+        ResultsError: a column is missing, a value is not finite, an arrow is not ``up``/``down``/
+            empty, a method is not ranked, or a (method, metric) appears twice.
+    """
+    frame = pd.read_csv(path, keep_default_na=False, dtype={"arrow": str})
+    missing = [c for c in PRINTED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ResultsError(f"{path}: missing column(s) {missing}")
+    for name in ("mean_rank", "rank_std"):
+        frame[name] = pd.to_numeric(frame[name], errors="coerce")  # "" or text: nan, refused below
+    problems = []
+    out: Column = {}
+    for row in frame.itertuples(index=False):
+        k = st.key(row.split, row.metric)
+        if row.method not in RANKED_METHODS:
+            problems.append(f"unknown method {row.method!r}")
+        if row.arrow not in ("", "up", "down"):
+            problems.append(f"{row.method} {k}: arrow {row.arrow!r} is not up, down or empty")
+        values = (float(row.mean_rank), float(row.rank_std))
+        if not np.isfinite(values).all():
+            problems.append(f"{row.method} {k}: non-finite rank")
+        if row.method in out.get(k, {}):
+            problems.append(f"{row.method} {k}: listed twice")
+        out.setdefault(k, {})[row.method] = Cell(
+            *values, int(row.wins), int(row.n_envs), row.arrow or None
+        )
+    if problems:
+        raise ResultsError(f"{path}: " + "; ".join(problems))
+    return out
+
+
+def statistics_of(results: str | Path, substitutions: Mapping[str, str] | None = None) -> Column:
+    """The Table 1 cells of a results CSV, with ``substitutions`` applied first."""
+    df = load(results)
+    if substitutions:
+        df = st.substitute_methods(df, substitutions)
+    return cells_from_stats(st.compute_statistics(df))
+
+
+def comparison_markdown(columns: Sequence[tuple[str, Column]]) -> str:
+    """One Markdown table per headline metric, a column per source, a row per ranked method.
+
+    Raises:
+        ValueError: no columns, or a column lacks a method that another column has for the same
+            metric (sources must rank the same methods to be compared).
+    """
+    if not columns:
+        raise ValueError("nothing to compare: no columns")
+    blocks = []
+    for split, metric in HEADLINE:
+        k = st.key(split, metric)
+        present = [(label, col[k]) for label, col in columns if k in col]
+        if not present:
+            continue
+        methods = [m for m in RANKED_METHODS if any(m in cells for _, cells in present)]
+        for label, cells in present:
+            lacking = [m for m in methods if m not in cells]
+            if lacking:
+                raise ValueError(f"{label} has no {column_label(split, metric)} rank for {lacking}")
+        best = {label: min(c.mean_rank for c in cells.values()) for label, cells in present}
+        header = ["Method", *(f"{column_label(split, metric)}, {label}" for label, _ in present)]
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for m in methods:
+            row = [METHOD_INFO[m].label]
+            row += [cells[m].text(bold=cells[m].mean_rank == best[lb]) for lb, cells in present]
+            lines.append("| " + " | ".join(row) + " |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
+
+
+def comparison_columns(folder: str | Path, paper: str | Path) -> list[tuple[str, Column]]:
+    """The comparison's columns for a reference folder and the paper's folder (module docstring)."""
+    folder, paper = Path(folder), Path(paper)
+    results = folder / "results.csv"
+    columns = [("ours, draws", statistics_of(results))]
+    methods = set(pd.read_csv(results, usecols=["method"])["method"])
+    if set(MIXTURE_SUBSTITUTION.values()) <= methods:
+        columns.append(("ours, mixture", statistics_of(results, MIXTURE_SUBSTITUTION)))
+    columns.append(("paper, recomputed", statistics_of(paper / "results.csv")))
+    columns.append(("paper, printed", read_printed(paper / PRINTED_FILE)))
+    return columns
+
+
+def comparison_text(folder: str | Path, paper: str | Path) -> str:
+    """The full ``comparison.md`` of a reference folder."""
+    folder = Path(folder)
+    intro = (
+        f"# Table 1: `{folder.name}` beside the paper\n\n"
+        "Generated by `python -m pnc.report compare` from this folder's `results.csv` and the "
+        "paper's folder (`results.csv`: the appendix means; `table1_printed.csv`: Table 1 as "
+        "printed). Cells: mean rank ± std across environments (wins / environments); ↑: P&C "
+        "significantly better than the baseline (two-sided Wilcoxon signed-rank over environments, "
+        "Holm across the baselines at 0.05), ↓: the reverse; bold: the column's best mean rank. "
+        "\"draws\": the Deep Ensemble's predictive of the authors' runs (one draw per member); "
+        '"mixture": its mixture reading ranked in its place.\n\n'
+    )
+    return intro + comparison_markdown(comparison_columns(folder, paper))
+
+
+def write_comparison(folder: str | Path, paper: str | Path, out: str | Path | None = None) -> Path:
+    """Write ``comparison.md`` (default: into ``folder``); returns its path."""
+    path = Path(out) if out is not None else Path(folder) / COMPARISON_FILE
+    path.write_text(comparison_text(folder, paper))
+    return path

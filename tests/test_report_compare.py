@@ -1,0 +1,116 @@
+"""Our Table 1 beside the paper's (pnc.report.compare): sources, cells, refusals, the check."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pnc.mujoco.results import ResultsError
+from pnc.report import compare, export
+from pnc.report.__main__ import main
+
+PAPER = Path(__file__).resolve().parents[1] / "docs" / "results" / "paper"
+
+
+def test_printed_table1_holds_the_papers_printed_cells():
+    printed = compare.read_printed(PAPER / compare.PRINTED_FILE)
+    assert sorted(printed) == ["far/auroc", "far/nll", "far/spearman", "id/rmse"]
+    assert all(len(cells) == 6 for cells in printed.values())
+    # the column that does not follow from the appendix (docs/results/paper/README.md)
+    assert printed["far/nll"]["pnc"] == compare.Cell(1.55, 1.21, 8, 11, None)
+    assert printed["far/nll"]["subspace"].arrow == "up"
+    assert printed["far/nll"]["deep_ensemble"].arrow is None
+    assert printed["id/rmse"]["subspace"].mean_rank == 3.00
+    assert sum(c.wins for c in printed["far/auroc"].values()) == 11
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda f: f.drop(columns="wins"), "missing column"),
+        (lambda f: f.assign(arrow=f["arrow"].where(f.index != 0, "left")), "arrow 'left'"),
+        (lambda f: pd.concat([f, f.iloc[[0]]]), "listed twice"),
+        (lambda f: f.assign(method=f["method"].where(f.index != 0, "pnc_nocorr")), "unknown"),
+        (lambda f: f.assign(mean_rank=f["mean_rank"].where(f.index != 3, float("nan"))), "non-fin"),
+    ],
+)
+def test_a_malformed_printed_table_is_refused(tmp_path, edit, message):
+    frame = pd.read_csv(PAPER / compare.PRINTED_FILE, keep_default_na=False, dtype={"arrow": str})
+    path = tmp_path / "printed.csv"
+    edit(frame).to_csv(path, index=False)
+    with pytest.raises(ResultsError, match=message):
+        compare.read_printed(path)
+
+
+def _folder_with_mixture(tmp_path: Path, factor: float) -> Path:
+    """A reference-like folder: the paper's appendix means plus a Deep Ensemble mixture reading
+    whose every value is the draws' value times ``factor``."""
+    frame = pd.read_csv(PAPER / "results.csv")
+    mixture = frame[frame.method == "deep_ensemble"].assign(method="deep_ensemble_mixture")
+    mixture["value"] = mixture["value"] * factor
+    folder = tmp_path / "ours"
+    folder.mkdir()
+    pd.concat([frame, mixture]).to_csv(folder / "results.csv", index=False)
+    return folder
+
+
+def test_the_mixture_column_ranks_the_mixture_reading_in_the_deep_ensembles_place(tmp_path):
+    folder = _folder_with_mixture(tmp_path, factor=1e-3)  # far smaller RMSE than every method
+    columns = dict(compare.comparison_columns(folder, PAPER))
+    assert list(columns) == ["ours, draws", "ours, mixture", "paper, recomputed", "paper, printed"]
+    # the draws are the paper's own numbers: that column equals the recomputed paper
+    assert columns["ours, draws"] == columns["paper, recomputed"]
+    mixture = columns["ours, mixture"]["id/rmse"]
+    assert mixture["deep_ensemble"] == compare.Cell(1.0, 0.0, 11, 11, "down")
+    assert columns["ours, draws"]["id/rmse"]["deep_ensemble"].mean_rank == pytest.approx(3.36, 1e-2)
+
+
+def test_without_a_mixture_reading_there_is_no_mixture_column(tmp_path):
+    folder = tmp_path / "ours"
+    folder.mkdir()
+    shutil.copyfile(PAPER / "results.csv", folder / "results.csv")
+    labels = [label for label, _ in compare.comparison_columns(folder, PAPER)]
+    assert labels == ["ours, draws", "paper, recomputed", "paper, printed"]
+
+
+def test_markdown_bolds_each_columns_best_rank_and_prints_arrows():
+    cell = compare.Cell
+    column_a = {"id/rmse": {"pnc": cell(1.5, 0.5, 3, 4, None), "swag": cell(2.5, 0.5, 1, 4, "up")}}
+    column_b = {
+        "id/rmse": {"pnc": cell(2.0, 1.0, 1, 4, None), "swag": cell(1.0, 0.0, 3, 4, "down")}
+    }
+    text = compare.comparison_markdown([("a", column_a), ("b", column_b)])
+    lines = text.strip().splitlines()
+    assert lines[0] == "| Method | ID RMSE ↓, a | ID RMSE ↓, b |"
+    assert lines[2] == "| SWAG | 2.50 ± 0.50 (1/4)↑ | **1.00 ± 0.00** (3/4)↓ |"
+    assert lines[3] == "| P&C | **1.50 ± 0.50** (3/4) | 2.00 ± 1.00 (1/4) |"
+
+
+def test_markdown_refuses_columns_that_rank_different_methods():
+    cell = compare.Cell(1.0, 0.0, 1, 1, None)
+    with pytest.raises(ValueError, match=r"b has no ID RMSE ↓ rank for \['swag'\]"):
+        compare.comparison_markdown(
+            [("a", {"id/rmse": {"pnc": cell, "swag": cell}}), ("b", {"id/rmse": {"pnc": cell}})]
+        )
+    with pytest.raises(ValueError, match="no columns"):
+        compare.comparison_markdown([])
+
+
+@pytest.mark.slow
+def test_check_rebuilds_the_comparison_and_finds_an_edit(tmp_path):
+    folder = _folder_with_mixture(tmp_path, factor=0.5)
+    export.build_tables(folder, folder / "tables")
+    assert main(["compare", str(folder), "--paper", str(PAPER)]) == 0
+    assert export.check_folder(folder, PAPER) == []
+    assert export.check_folder(folder) == [
+        f"{folder / 'comparison.md'}: not checked (no paper folder given)"
+    ]
+    path = folder / "comparison.md"
+    path.write_text(path.read_text().replace("(8/11)", "(9/11)", 1))
+    assert export.check_folder(folder, PAPER) == [
+        f"{path}: differs from the comparison rebuilt from the CSVs"
+    ]
+    assert main(["check", str(folder), "--paper", str(PAPER)]) == 1
