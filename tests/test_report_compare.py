@@ -114,3 +114,26 @@ def test_check_rebuilds_the_comparison_and_finds_an_edit(tmp_path):
         f"{path}: differs from the comparison rebuilt from the CSVs"
     ]
     assert main(["check", str(folder), "--paper", str(PAPER)]) == 1
+
+
+def test_per_environment_cells_put_our_seed_mean_beside_the_papers_mean():
+    paper = pd.read_csv(PAPER / "results.csv")
+    ours = paper[paper.env.isin(["Hopper", "Ant"])].copy()
+    # two seeds of ours: the cell shows their mean
+    second = ours.assign(seed=1)
+    second.loc[(second.method == "pnc") & (second.metric == "auroc"), "value"] = 0.5
+    ours = pd.concat([ours, second])
+    text = compare.per_env_markdown(ours, paper, "far", "auroc", 3)
+    lines = text.splitlines()
+    assert (
+        lines[0] == "| Environment | Deep Ensemble | MC Dropout | SWAG | Laplace | Subspace | P&C |"
+    )
+    assert [line.split(" | ")[0] for line in lines[2:]] == ["| Ant", "| Hopper"]
+    cells = lambda line: [c.strip() for c in line.strip("|").split("|")]  # noqa: E731
+    hopper = dict(zip(cells(lines[0]), cells(lines[3]), strict=True))
+    assert hopper["P&C"] == f"{(0.979 + 0.5) / 2:.3f} / 0.979"
+    assert hopper["Deep Ensemble"] == "0.903 / 0.903"
+    with pytest.raises(ValueError, match="no environment has Far AUROC"):
+        compare.per_env_markdown(
+            ours[ours.env == "Ant"], paper[paper.env == "Hopper"], "far", "auroc", 3
+        )

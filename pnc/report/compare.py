@@ -164,6 +164,37 @@ def comparison_markdown(columns: Sequence[tuple[str, Column]]) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
+#: Per-environment metrics whose units do not depend on the data, with their printed decimals.
+UNITLESS: tuple[tuple[str, str, int], ...] = (("far", "auroc", 3), ("far", "spearman", 2))
+
+
+def per_env_markdown(
+    ours: pd.DataFrame, paper: pd.DataFrame, split: str, metric: str, decimals: int
+) -> str:
+    """One metric's per-environment means, ours beside the paper's: a row per environment that
+    both have, a column per ranked method, cells ``ours / paper`` (ours: mean over seeds).
+
+    Raises:
+        ValueError: the two tables share no environment with this metric.
+    """
+
+    def means(df: pd.DataFrame) -> pd.DataFrame:
+        rows = df[(df.split == split) & (df.metric == metric) & df.method.isin(RANKED_METHODS)]
+        return rows.groupby(["env", "method"], sort=False)["value"].mean().unstack()
+
+    a, b = means(ours), means(paper)
+    envs = [e for e in a.index if e in b.index]
+    if not envs:
+        raise ValueError(f"no environment has {column_label(split, metric)} in both tables")
+    methods = [m for m in RANKED_METHODS if m in a.columns and m in b.columns]
+    header = ["Environment", *(METHOD_INFO[m].label for m in methods)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for env in envs:
+        cells = [f"{a.loc[env, m]:.{decimals}f} / {b.loc[env, m]:.{decimals}f}" for m in methods]
+        lines.append("| " + " | ".join([env, *cells]) + " |")
+    return "\n".join(lines)
+
+
 def comparison_columns(folder: str | Path, paper: str | Path) -> list[tuple[str, Column]]:
     """The comparison's columns for a reference folder and the paper's folder (module docstring)."""
     folder, paper = Path(folder), Path(paper)
@@ -190,7 +221,28 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
         "\"draws\": the Deep Ensemble's predictive of the authors' runs (one draw per member); "
         '"mixture": its mixture reading ranked in its place.\n\n'
     )
-    return intro + comparison_markdown(comparison_columns(folder, paper))
+    per_env = "\n\n".join(
+        f"### {column_label(split, metric)} per environment, ours / paper\n\n"
+        + per_env_markdown(
+            load(folder / "results.csv"), load(Path(paper) / "results.csv"), split, metric, dec
+        )
+        for split, metric, dec in UNITLESS
+    )
+    per_env_intro = (
+        "\n## Per environment, where the units allow\n\n"
+        "AUROC and Spearman do not depend on the targets' units; ours are means over this folder's "
+        "seeds of the selected configuration, the paper's its appendix means over 10 seeds. The "
+        "data differ: ours are rolled out from this project's behaviour policies "
+        "(`docs/offline_data.md`), the paper's are Minari's datasets, so a cell pair compares the "
+        "methods' behaviour, not the same numbers.\n\n"
+    )
+    return (
+        intro
+        + comparison_markdown(comparison_columns(folder, paper))
+        + per_env_intro
+        + per_env
+        + "\n"
+    )
 
 
 def write_comparison(folder: str | Path, paper: str | Path, out: str | Path | None = None) -> Path:
