@@ -6,6 +6,15 @@
 # (python -m pnc.report export). Usage:
 #
 #   scripts/reference_tables.sh [--config FILE] [--store DIR] [--study DIR] [--out DIR]
+#                               [--mechanism] [--cores N]
+#
+# --mechanism also runs the mechanism stage (paper Figures 1 B/C and 3, the mechanism table) on
+# the config's mechanism seed (default: the first) of every environment, with the selection over
+# all seeds: it needs that seed's data, splits and base network, which the pieces do not hold, so
+# those jobs run again (deterministic: the same bits as in the pieces' own runs; tens of CPU
+# seconds per environment) and then the mechanism jobs (minutes per environment). The restored
+# metric tables are never recomputed: Snakemake's mtime trigger is off for this run, so a freshly
+# trained base network does not make them look outdated.
 #
 # Defaults: config/offline.yaml, docs/results/offline/pieces, reference_study/ (scratch, ignored
 # by git), docs/results/offline. The study must hold every (env, seed) of the config: an
@@ -17,12 +26,16 @@ config=config/offline.yaml
 store=docs/results/offline/pieces
 study=reference_study
 out=docs/results/offline
+mechanism=0
+cores=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --config) config="$2"; shift 2 ;;
         --store) store="$2"; shift 2 ;;
         --study) study="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
+        --mechanism) mechanism=1; shift ;;
+        --cores) cores="$2"; shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -33,8 +46,20 @@ export PATH="$(dirname "$python"):$PATH"
 
 mkdir -p "$study"
 "$python" -m pnc.report restore-pieces "$store" --study "$study"
-"$python" -m snakemake -s Snakefile -d "$study" --configfile "$config" --cores 1 \
+"$python" -m snakemake -s Snakefile -d "$study" --configfile "$config" --cores "$cores" \
     results/results.csv results/tables/cross_env.csv \
     --allowed-rules select aggregate report_tables
+if [ "$mechanism" = 1 ]; then
+    # the first target names the mechanism table; the figures follow from the table's own rule
+    # inputs (every environment's parquet), and each environment's figures are asked for by name
+    envs="$("$python" -c 'import sys, yaml; print(" ".join(yaml.safe_load(open(sys.argv[1]))["envs"]))' "$config")"
+    figures=()
+    for env in $envs; do figures+=("figures/mechanism/$env/magnitudes.png"); done
+    nice -n 15 "$python" -m snakemake -s Snakefile -d "$study" --configfile "$config" \
+        --cores "$cores" --keep-going \
+        results/tables/mechanism.csv "${figures[@]}" \
+        --rerun-triggers params input code --allowed-rules offline_data far_data splits train pnc_members mechanism \
+        mechanism_figures mechanism_table
+fi
 "$python" -m pnc.report export "$study" --out "$out" --force
 echo "[reference_tables] $out rebuilt from $store"
