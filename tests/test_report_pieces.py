@@ -38,7 +38,7 @@ def _study(root: Path) -> Path:
     return root
 
 
-def test_piece_round_trip(tmp_path, monkeypatch):
+def test_piece_round_trip(tmp_path, monkeypatch, caplog):
     study = _study(tmp_path / "study")
     monkeypatch.chdir(study)
     manifest = pieces.write_manifest("Hopper", 3, list(FILES), "results/pieces/Hopper/seed3.json")
@@ -62,6 +62,19 @@ def test_piece_round_trip(tmp_path, monkeypatch):
         assert (fresh / name).read_bytes() == (study / name).read_bytes()
     assert not (fresh / OTHER[0]).exists()
     assert pieces.restore_pieces(store, fresh) == []
+
+    # a job of the restored study ran again (the mechanism stage remakes its seed's data): its
+    # benchmark is replaced by the stored one, with a warning; a changed metric table is refused
+    rerun = fresh / BENCHMARKS[2]
+    rerun.write_text("measured again\n")
+    with caplog.at_level("WARNING", logger=pieces.log.name):
+        assert pieces.restore_pieces(store, fresh) == [rerun]
+    assert rerun.read_bytes() == (study / BENCHMARKS[2]).read_bytes()
+    assert "replaced this study's measurement" in caplog.text
+    (fresh / FILES[0]).write_text("a different result\n")
+    with pytest.raises(pieces.PieceError, match="different content; refusing"):
+        pieces.restore_pieces(store, fresh)
+    assert (fresh / FILES[0]).read_text() == "a different result\n"
 
 
 def test_piece_refuses_missing_changed_and_conflicting_files(tmp_path, monkeypatch):

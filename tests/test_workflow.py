@@ -202,6 +202,15 @@ def test_paper_protocol_dag(workdir):
     pnc_job = re.search(r"--method pnc --run-id base .*?--grid '([^']*)'", proc.stdout)
     grid = json.loads(pnc_job.group(1))["grid"]
     assert [len(v) for v in grid.values()] == [3, 4, 2]
+    # the mechanism job declares every run it reads: the base run and Subspace's own run (a
+    # study restored from pieces, with no run on disk, makes them before the mechanism job)
+    mechanism = re.search(
+        r"Job \d+: Mechanism diagnostics of Ant, seed 0\nReason: ([^\n]*)", proc.stdout
+    )
+    runs = set(
+        re.findall(r"results/runs/Ant/seed0/([^/]+)/run\.(?:json|msgpack)", mechanism.group(1))
+    )
+    assert runs == {"base", "subspace-every50-snapshots20-start1000-steps2000"}
 
 
 def test_one_environment_target(workdir):
@@ -529,7 +538,11 @@ def test_tiny_config_end_to_end(tiny_run):
         assert (workdir / "figures/mechanism/InvertedPendulum" / f"{figure}.png").stat().st_size
     # Theorem 3 at the first mechanism.bootstrap_points (default 100) points of each split
     boot = points[points.quantity == "rank_mixture"]
-    assert boot.groupby("split")["point"].nunique().to_dict() == {"id": 100, "near": 100, "far": 100}
+    assert boot.groupby("split")["point"].nunique().to_dict() == {
+        "id": 100,
+        "near": 100,
+        "far": 100,
+    }
     assert np.isfinite(boot["value"]).all() and (boot["value"] >= 1 - 1e-9).all()
     table = pd.read_csv(workdir / "results/tables/mechanism.csv")
     assert table["evidence"].str.startswith("3C").sum() == 2
@@ -670,7 +683,9 @@ def test_results_rebuild_from_stored_pieces_alone(tiny_run, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     store = tmp_path / "store"
     report = [sys.executable, "-m", "pnc.report"]
-    subprocess.run([*report, "store-piece", piece, "--study", ".", "--store", store], cwd=tiny_run, check=True)
+    subprocess.run(
+        [*report, "store-piece", piece, "--study", ".", "--store", store], cwd=tiny_run, check=True
+    )
     fresh = _copy_workflow(tmp_path / "fresh")
     subprocess.run([*report, "restore-pieces", store, "--study", fresh], check=True)
     assert not (fresh / "results/runs").exists() and not (fresh / "resources").exists()
@@ -682,6 +697,21 @@ def test_results_rebuild_from_stored_pieces_alone(tiny_run, tmp_path):
     assert set(_job_counts(proc.stdout + proc.stderr)) - {"total"} == {"select", "aggregate"}
     for name in DETERMINISTIC_OUTPUTS:
         assert (fresh / name).read_bytes() == (tiny_run / name).read_bytes(), name
+    # the mechanism stage on the restored study (scripts/reference_tables.sh --mechanism): the
+    # seed's data, splits and the runs the stage reads are made again, the restored metric tables
+    # are not recomputed, and the mechanism table equals the full run's
+    tables = sorted((fresh / "results/metrics").rglob("*.csv"))
+    stamps = {t: t.stat().st_mtime_ns for t in tables}
+    proc = _snakemake(
+        fresh, "results/tables/mechanism.csv", "--cores", "1", "--configfile", ".test/config.yaml",
+        "--rerun-triggers", "params", "input", "code", "--allowed-rules", "offline_data",
+        "far_data", "splits", "train", "pnc_members", "mechanism", "mechanism_table",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "evaluate" not in _job_counts(proc.stdout + proc.stderr)
+    assert {t: t.stat().st_mtime_ns for t in tables} == stamps
+    name = "results/tables/mechanism.csv"
+    assert (fresh / name).read_bytes() == (tiny_run / name).read_bytes()
 
 
 @pytest.mark.slow

@@ -228,9 +228,13 @@ def restore_pieces(store: str | Path, study_dir: str | Path) -> list[Path]:
     Returns:
         The files written (already identical files are skipped).
 
+    A benchmark file (or process record) of the study that differs from the stored one (its job
+    ran again in this study) is replaced by the stored one, with a warning; a metric table that
+    differs is refused.
+
     Raises:
-        PieceError: a stored file is missing or does not match its manifest, or a file of the
-            study differs from the stored one.
+        PieceError: a stored file is missing or does not match its manifest, or a listed file of
+            the study differs from the stored one.
     """
     store, study = Path(store), Path(study_dir)
     written = []
@@ -249,6 +253,12 @@ def restore_pieces(store: str | Path, study_dir: str | Path) -> list[Path]:
     records = [*bench.rglob("*.tsv"), *bench.rglob(f"*{PROCESS_SUFFIX}")] if bench.is_dir() else []
     for src in sorted(records):
         rel = src.relative_to(store)
-        if _copy_checked(src, study / rel, None):
-            written.append(study / rel)
+        dst = study / rel
+        if dst.exists() and sha256(dst) != sha256(src):
+            # a job of this study ran again (the mechanism stage remakes its seed's data and
+            # base network): the stored measurement, the one the pieces' costs count, is restored
+            log.warning("%s: replaced this study's measurement by the stored one", dst)
+            dst.unlink()
+        if _copy_checked(src, dst, None):
+            written.append(dst)
     return written

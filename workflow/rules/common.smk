@@ -262,6 +262,21 @@ if _unknown:
 PNC_RUN = GRID_POINTS["pnc"][0].run_id if MECHANISM_ON else None
 
 
+def mechanism_runs(wildcards):
+    """Every training run the mechanism stage reads for one (env, seed): the base run and the own
+    runs of the mechanism methods (Subspace's trajectory), each as msgpack and json."""
+    from pnc.mujoco.results import MECHANISM_METHODS
+
+    run_ids = dict.fromkeys(
+        p.run_id for m in MECHANISM_METHODS if m in GRID_POINTS for p in GRID_POINTS[m]
+    )
+    return [
+        f"results/runs/{wildcards.env}/seed{wildcards.seed}/{run_id}/run.{ext}"
+        for run_id in run_ids
+        for ext in ("msgpack", "json")
+    ]
+
+
 def mechanism_files(env):
     return [f"results/mechanism/{env}/seed{seed}.parquet" for seed in MECHANISM_SEEDS]
 

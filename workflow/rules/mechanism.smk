@@ -54,6 +54,7 @@ rule mechanism:
         manifest="resources/splits/{env}/seed{seed}/manifest.json",
         msgpack=f"results/runs/{{env}}/seed{{seed}}/{PNC_RUN}/run.msgpack",
         json=f"results/runs/{{env}}/seed{{seed}}/{PNC_RUN}/run.json",
+        runs=mechanism_runs,  # the base run and the other mechanism methods' own runs
     output:
         parquet="results/mechanism/{env}/seed{seed}.parquet",
         info="results/mechanism/{env}/seed{seed}.json",
