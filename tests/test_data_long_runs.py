@@ -333,3 +333,24 @@ def test_store_of_checkpoint_levels_records_each_levels_iteration_and_gain(tmp_p
     with pytest.raises(ValueError, match="both GAIN_LEVELS and CHECKPOINT_LEVELS"):
         long_runs.store_long_run("Humanoid", tmp_path / "other", state_path=state)
     assert not (tmp_path / "other").exists()
+
+
+def test_humanoid_levels_are_stored_from_their_named_checkpoints_and_gains():
+    from pnc.data.ars import load_training_state
+    from pnc.data.behaviour_settings import CHECKPOINT_LEVELS
+    from pnc.data.level_selection import scale_gains
+
+    loaded, record = load_checked_policies("Humanoid")
+    picks = CHECKPOINT_LEVELS["Humanoid"]
+    assert record["request"]["checkpoint_levels"] == {
+        lvl: {"iteration": it, "gain": gain} for lvl, (it, gain) in picks.items()
+    }
+    state = load_training_state(long_runs.run_dir("Humanoid") / "state.npz")
+    by_iteration = {c.iteration: c for c in state.checkpoints}
+    long_runs.check_level_order({lvl: record["levels"][lvl]["return_mean"] for lvl in loaded})
+    for lvl, policy in loaded.items():
+        it, gain = picks[lvl]
+        assert record["levels"][lvl]["iteration"] == it and record["levels"][lvl]["gain"] == gain
+        want = scale_gains(by_iteration[it].policy, gain)
+        np.testing.assert_array_equal(policy.matrix, want.matrix)
+        np.testing.assert_array_equal(policy.obs_mean, want.obs_mean)
