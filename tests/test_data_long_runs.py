@@ -115,11 +115,20 @@ def _fake_state(path, returns, value=0.0):
     )
 
 
-def test_store_refuses_unordered_levels_and_writes_nothing(tmp_path):
+@pytest.mark.parametrize(
+    "picks", [None, {"expert": (40, 1.0), "medium": (20, 1.0), "simple": (10, 1.0)}]
+)
+def test_store_refuses_unordered_levels_and_writes_nothing(tmp_path, monkeypatch, picks):
     state = tmp_path / "run" / "state.npz"
     # the training evaluations look ordered, but every checkpoint is the same policy: the fresh
-    # returns on the same episodes are equal, so the levels are refused
+    # returns on the same episodes are equal, so the levels are refused, whether selected from
+    # the returns (picks None) or named in CHECKPOINT_LEVELS
     _fake_state(state, [100.0, 120.0, 150.0, 200.0, 300.0])
+    monkeypatch.delitem(long_runs.GAIN_LEVELS, "Humanoid", raising=False)
+    if picks is None:
+        monkeypatch.delitem(long_runs.CHECKPOINT_LEVELS, "Humanoid", raising=False)
+    else:
+        monkeypatch.setitem(long_runs.CHECKPOINT_LEVELS, "Humanoid", picks)
     out = tmp_path / "policies"
     with pytest.raises(long_runs.LevelOrderError, match="not below"):
         long_runs.store_long_run("Humanoid", out, state_path=state, final_eval_episodes=2)
@@ -207,6 +216,7 @@ def test_store_of_gain_levels_records_the_gains(tmp_path, monkeypatch):
     _fake_state(state, [100.0, 120.0, 150.0], value=1.0)  # every matrix all ones
     gains = {"expert": 0.5, "medium": 0.2, "simple": 0.1}
     monkeypatch.setitem(long_runs.GAIN_LEVELS, "Humanoid", (10, gains))
+    monkeypatch.delitem(long_runs.CHECKPOINT_LEVELS, "Humanoid", raising=False)
 
     def fake_evaluation(env, ck, **kwargs):  # the return grows with the level's gain
         gain = float(ck.policy.matrix.flat[0])
@@ -256,3 +266,91 @@ def test_humanoidstandup_levels_are_stored_as_gains_of_one_checkpoint():
     long_runs.check_level_order(returns)
     for lvl, policy in loaded.items():
         np.testing.assert_array_equal(policy.matrix, scale_gains(base.policy, gains[lvl]).matrix)
+
+
+def test_checkpoint_levels_take_each_level_from_its_own_checkpoint_and_gain():
+    from pnc.data.level_selection import checkpoint_levels
+
+    cks = [Checkpoint(10 * i, 100 * i, float(i), _policy(348, 17, 1.0 + i), 0.5) for i in range(5)]
+    picks = {"expert": (40, 0.8), "medium": (20, 0.5), "simple": (10, 1.0)}
+    levels = checkpoint_levels(cks, picks)
+    assert list(levels) == ["expert", "medium", "simple"]
+    for lvl, (it, gain) in picks.items():
+        base = cks[it // 10]
+        assert levels[lvl].iteration == it and levels[lvl].eval_return == base.eval_return
+        np.testing.assert_allclose(levels[lvl].policy.matrix, gain * base.policy.matrix)
+    np.testing.assert_array_equal(cks[4].policy.matrix, 5.0)  # the checkpoint itself is unchanged
+    for bad, match in (
+        ({"expert": (40, 0.8), "medium": (40, 0.5)}, "increase from simple to expert"),
+        ({"expert": (20, 0.8), "medium": (40, 0.5)}, "increase from simple to expert"),
+        ({"expert": (40, 0.8), "simple": (0, 1.0)}, "trained checkpoint"),
+        ({"expert": (45, 0.8), "simple": (10, 1.0)}, "no checkpoint at iteration 45"),
+        ({"expert": (40, 1.5)}, "gain"),
+        ({"medium": (20, 0.5)}, "expected expert"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            checkpoint_levels(cks, bad)
+
+
+def test_store_of_checkpoint_levels_records_each_levels_iteration_and_gain(tmp_path, monkeypatch):
+    state = tmp_path / "run" / "state.npz"
+    _fake_state(state, [100.0, 120.0, 150.0, 200.0], value=1.0)  # every matrix all ones
+    picks = {"expert": (30, 0.8), "medium": (20, 0.6), "simple": (10, 0.4)}
+    monkeypatch.delitem(long_runs.GAIN_LEVELS, "Humanoid", raising=False)
+    monkeypatch.setitem(long_runs.CHECKPOINT_LEVELS, "Humanoid", picks)
+
+    def fake_evaluation(env, ck, **kwargs):  # the return grows with the level's gain
+        gain = float(ck.policy.matrix.flat[0])
+        return {
+            "iteration": ck.iteration,
+            "timesteps": ck.timesteps,
+            "train_eval_return": ck.eval_return,
+            "train_eval_std": ck.eval_std,
+            "return_mean": 1000.0 * gain,
+            "return_std": 0.0,
+            "deterministic_return_mean": 1000.0 * gain,
+        }
+
+    monkeypatch.setattr(long_runs, "level_evaluation", fake_evaluation)
+    out = tmp_path / "policies"
+    record = long_runs.store_long_run("Humanoid", out, state_path=state)
+    assert record["request"]["checkpoint_levels"] == {
+        lvl: {"iteration": it, "gain": gain} for lvl, (it, gain) in picks.items()
+    }
+    assert record["request"]["gain_levels"] is None
+    assert "checkpoint_levels" in record["selection"]
+    loaded, _ = load_checked_policies("Humanoid", out)
+    for lvl, (it, gain) in picks.items():
+        assert record["levels"][lvl]["iteration"] == it and record["levels"][lvl]["gain"] == gain
+        np.testing.assert_allclose(loaded[lvl].matrix, gain)
+
+    # a missing level, or an entry in both settings, is refused; nothing is written
+    monkeypatch.setitem(long_runs.CHECKPOINT_LEVELS, "Humanoid", {"expert": (30, 0.8)})
+    with pytest.raises(ValueError, match="not for the levels"):
+        long_runs.store_long_run("Humanoid", tmp_path / "other", state_path=state)
+    monkeypatch.setitem(long_runs.CHECKPOINT_LEVELS, "Humanoid", picks)
+    monkeypatch.setitem(long_runs.GAIN_LEVELS, "Humanoid", (10, {"expert": 1.0}))
+    with pytest.raises(ValueError, match="both GAIN_LEVELS and CHECKPOINT_LEVELS"):
+        long_runs.store_long_run("Humanoid", tmp_path / "other", state_path=state)
+    assert not (tmp_path / "other").exists()
+
+
+def test_humanoid_levels_are_stored_from_their_named_checkpoints_and_gains():
+    from pnc.data.ars import load_training_state
+    from pnc.data.behaviour_settings import CHECKPOINT_LEVELS
+    from pnc.data.level_selection import scale_gains
+
+    loaded, record = load_checked_policies("Humanoid")
+    picks = CHECKPOINT_LEVELS["Humanoid"]
+    assert record["request"]["checkpoint_levels"] == {
+        lvl: {"iteration": it, "gain": gain} for lvl, (it, gain) in picks.items()
+    }
+    state = load_training_state(long_runs.run_dir("Humanoid") / "state.npz")
+    by_iteration = {c.iteration: c for c in state.checkpoints}
+    long_runs.check_level_order({lvl: record["levels"][lvl]["return_mean"] for lvl in loaded})
+    for lvl, policy in loaded.items():
+        it, gain = picks[lvl]
+        assert record["levels"][lvl]["iteration"] == it and record["levels"][lvl]["gain"] == gain
+        want = scale_gains(by_iteration[it].policy, gain)
+        np.testing.assert_array_equal(policy.matrix, want.matrix)
+        np.testing.assert_array_equal(policy.obs_mean, want.obs_mean)

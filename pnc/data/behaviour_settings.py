@@ -143,6 +143,22 @@ GAIN_LEVELS: dict[str, tuple[int, dict[str, float]]] = {
 }
 
 
+#: Levels taken from named checkpoints of a long run, each at its own gain
+#: (:func:`pnc.data.level_selection.checkpoint_levels`): ``{env: {level: (iteration, gain)}}``.
+#: Humanoid's run does not learn to stand (its episodes end after about 100 steps) and its returns
+#: plateau at 500-570 from iteration 60 on, so the level fractions of
+#: :func:`pnc.data.level_selection.select_levels` pick checkpoints whose states are not shifted
+#: in the study's order: with iterations 190 / 40 / 10 the simple level's states lay as far from
+#: the expert's as the uniform-random ones at three of four seeds. How far a level's states lie
+#: depends on the expert's checkpoint and gain (docs/offline_data.md); with iteration 380 at gain
+#: 0.8 as the expert (556 +/- 52 over 10 episodes under the data's action noise), iteration 40 at
+#: gain 0.8 (456 +/- 42) and iteration 10 at gain 1 (320 +/- 24) lie between its fresh states and
+#: the random ones, in order, at seeds 0-5.
+CHECKPOINT_LEVELS: dict[str, dict[str, tuple[int, float]]] = {
+    "Humanoid": {"expert": (380, 0.8), "medium": (40, 0.8), "simple": (10, 1.0)},
+}
+
+
 #: ARS settings that only affect how checkpoints are evaluated and levels selected, not training.
 SELECTION_FIELDS = frozenset({"eval_episodes", "medium_fraction", "simple_fraction"})
 

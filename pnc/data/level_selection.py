@@ -7,7 +7,9 @@ levels are the returns of the data: ``expert`` is the best checkpoint, ``medium`
 earlier trained ones whose returns are nearest to fixed fractions of the way from the initial to the
 expert return, so ``simple < medium < expert`` (:func:`select_levels`). Where an environment's
 checkpoints make poor levels, the levels are instead one checkpoint at several gains
-(:func:`gain_levels`, :data:`pnc.data.behaviour_settings.GAIN_LEVELS`). Used by
+(:func:`gain_levels`, :data:`pnc.data.behaviour_settings.GAIN_LEVELS`) or named checkpoints, each at
+its own gain (:func:`checkpoint_levels`, :data:`pnc.data.behaviour_settings.CHECKPOINT_LEVELS`).
+Used by
 :mod:`pnc.data.ars_levels` and :mod:`pnc.data.long_runs`.
 """
 
@@ -110,6 +112,46 @@ def gain_levels(
         raise ValueError(f"the gains must decrease from expert to simple, got {gains}")
     return {
         lvl: dataclasses.replace(base[0], policy=scale_gains(base[0].policy, gains[lvl]))
+        for lvl in order
+    }
+
+
+def checkpoint_levels(
+    checkpoints: Sequence[Checkpoint], picks: Mapping[str, tuple[int, float]]
+) -> dict[str, Checkpoint]:
+    """The levels as named checkpoints, each at its own gain (:func:`scale_gains`).
+
+    Args:
+        checkpoints: the run's checkpoints.
+        picks: ``{level: (iteration, gain)}`` for ``expert`` and any of ``medium`` / ``simple``;
+            the iterations must increase from ``simple`` to ``expert`` (a higher level has had
+            more training), iteration 0 (the untrained zero policy) is not a level.
+
+    Returns:
+        ``{level: checkpoint}``: the checkpoint of the level's iteration (iteration, timesteps and
+        training evaluation of the unscaled policy) with its policy scaled by the level's gain.
+
+    Raises:
+        ValueError: a level's iteration has no checkpoint or is 0, or the iterations do not
+            increase with the level.
+    """
+    order = [lvl for lvl in ("expert", "medium", "simple") if lvl in picks]
+    if "expert" not in picks or len(order) != len(picks):
+        raise ValueError(f"expected expert and optionally medium / simple, got {sorted(picks)}")
+    iterations = {lvl: int(picks[lvl][0]) for lvl in order}
+    if any(it <= 0 for it in iterations.values()):
+        raise ValueError(f"a level needs a trained checkpoint (iteration > 0), got {iterations}")
+    if any(not iterations[hi] > iterations[lo] for hi, lo in zip(order, order[1:], strict=False)):
+        raise ValueError(f"the iterations must increase from simple to expert, got {iterations}")
+    by_iteration = {c.iteration: c for c in checkpoints}
+    missing = sorted(it for it in iterations.values() if it not in by_iteration)
+    if missing:
+        raise ValueError(f"no checkpoint at iteration {', '.join(map(str, missing))}")
+    return {
+        lvl: dataclasses.replace(
+            by_iteration[iterations[lvl]],
+            policy=scale_gains(by_iteration[iterations[lvl]].policy, picks[lvl][1]),
+        )
         for lvl in order
     }
 

@@ -26,7 +26,9 @@ Command line::
 ``train`` starts the run or resumes it from its state file (``--iterations`` extends it);
 ``store`` selects the levels from the checkpoints of the state (those up to iteration ``K``), or,
 for an environment of :data:`pnc.data.behaviour_settings.GAIN_LEVELS`, derives them from one
-checkpoint at several gains; it evaluates them afresh under the data's action noise and writes
+checkpoint at several gains, or, for one of
+:data:`pnc.data.behaviour_settings.CHECKPOINT_LEVELS`, takes each from its named checkpoint at its
+gain; it evaluates them afresh under the data's action noise and writes
 them only when their returns are ordered ``simple < medium < expert`` (:class:`LevelOrderError`
 otherwise, exit status 2).
 """
@@ -45,10 +47,15 @@ from pathlib import Path
 
 from pnc.data.action_noise import action_noise_for
 from pnc.data.ars import RESUMABLE_FIELDS, load_training_state, save_checkpoints, train_ars
-from pnc.data.behaviour_settings import DEFAULT_CONFIGS, GAIN_LEVELS
+from pnc.data.behaviour_settings import CHECKPOINT_LEVELS, DEFAULT_CONFIGS, GAIN_LEVELS
 from pnc.data.envs import env_spec
 from pnc.data.errors import CacheConflictError
-from pnc.data.level_selection import gain_levels, level_evaluation, select_levels
+from pnc.data.level_selection import (
+    checkpoint_levels,
+    gain_levels,
+    level_evaluation,
+    select_levels,
+)
 from pnc.data.minari_io import file_sha256
 from pnc.data.policy_store import POLICY_DIR, STATE_DIR, write_record
 
@@ -216,8 +223,11 @@ def store_long_run(
     The levels are picked by :func:`pnc.data.level_selection.select_levels` among the checkpoints
     up to iteration ``up_to`` (default: all) or, where ``name`` has an entry in
     :data:`pnc.data.behaviour_settings.GAIN_LEVELS`, derived from that entry's checkpoint at its
-    gains (:func:`pnc.data.level_selection.gain_levels`; each level's record then holds its
-    ``gain``, and ``train_eval_return`` / ``train_eval_std`` are the unscaled checkpoint's),
+    gains (:func:`pnc.data.level_selection.gain_levels`), or, where it has an entry in
+    :data:`pnc.data.behaviour_settings.CHECKPOINT_LEVELS`, each level taken from its own
+    checkpoint at its own gain (:func:`pnc.data.level_selection.checkpoint_levels`); each level's
+    record then holds its ``gain``, and ``train_eval_return`` / ``train_eval_std`` are the
+    unscaled checkpoint's;
     evaluated afresh over ``final_eval_episodes`` episodes under the data's action noise (and
     without noise), and written to ``out/{Env}/`` (default
     :data:`pnc.data.policy_store.POLICY_DIR`) as ``{level}.npz``, ``checkpoints.npz`` and
@@ -256,7 +266,18 @@ def store_long_run(
     noise = action_noise_for(name)
     seed = int(state.settings["seed"])
     base_iteration, gains = GAIN_LEVELS.get(name, (None, None))
-    if gains is None:
+    picks = CHECKPOINT_LEVELS.get(name)
+    if gains is not None and picks is not None:
+        raise ValueError(f"{name} has both GAIN_LEVELS and CHECKPOINT_LEVELS; give one")
+    if picks is not None:
+        if set(picks) != set(spec.levels):
+            raise ValueError(
+                f"CHECKPOINT_LEVELS[{name!r}] gives checkpoints for {sorted(picks)}, not for "
+                f"the levels {list(spec.levels)}"
+            )
+        chosen = checkpoint_levels(checkpoints, picks)
+        gains = {lvl: float(gain) for lvl, (_, gain) in picks.items()}
+    elif gains is None:
         chosen = select_levels(checkpoints, spec.levels, config)
     else:
         if set(gains) != set(spec.levels):
@@ -301,7 +322,17 @@ def store_long_run(
             "final_eval_episodes": int(final_eval_episodes),
             "up_to_iteration": up_to,
             "gain_levels": (
-                None if gains is None else {"iteration": int(base_iteration), "gains": dict(gains)}
+                None
+                if base_iteration is None
+                else {"iteration": int(base_iteration), "gains": dict(gains)}
+            ),
+            "checkpoint_levels": (
+                None
+                if picks is None
+                else {
+                    lvl: {"iteration": int(it), "gain": float(gain)}
+                    for lvl, (it, gain) in picks.items()
+                }
             ),
         },
         "algorithm": (
@@ -310,7 +341,10 @@ def store_long_run(
         ),
         "selection": (
             (
-                "levels selected by select_levels from the checkpoints' returns"
+                "levels taken by checkpoint_levels: each level the checkpoint of its iteration "
+                "with its matrix multiplied by its gain (same observation normalisation)"
+                if picks is not None
+                else "levels selected by select_levels from the checkpoints' returns"
                 if gains is None
                 else f"levels derived by gain_levels: the checkpoint of iteration {base_iteration} "
                 "with its matrix multiplied by each level's gain (same observation normalisation)"
