@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Rebuild a long study's results and tables from its stored pieces alone (pnc.report.pieces):
-# restore every piece of the store into a fresh study directory, run only the selection and
-# table rules there (Snakemake's --allowed-rules: nothing upstream of the metric tables runs, so
-# no trained network and no dataset is needed), and write the reference folder
-# (python -m pnc.report export). Usage:
+# Rebuild a long study's results, tables and figures from its stored pieces alone
+# (pnc.report.pieces): restore every piece of the store into a fresh study directory, run only the
+# selection, table and figure rules there (Snakemake's --allowed-rules: nothing upstream of the
+# metric tables runs, so no trained network and no dataset is needed), and write the reference
+# folder (python -m pnc.report export). Usage:
 #
 #   scripts/reference_tables.sh [--config FILE] [--store DIR] [--study DIR] [--out DIR]
 #                               [--mechanism] [--cores N]
@@ -11,8 +11,9 @@
 # --mechanism also runs the mechanism stage (paper Figures 1 B/C and 3, the mechanism table) on
 # the config's mechanism seed (default: the first) of every environment, with the selection over
 # all seeds: it needs that seed's data, splits and base network, which the pieces do not hold, so
-# those jobs run again (deterministic: the same bits as in the pieces' own runs; tens of CPU
-# seconds per environment) and then the mechanism jobs (minutes per environment). The restored
+# those jobs run again (deterministic, the same code and seeds as the pieces' own runs; tens of
+# CPU seconds per environment, Subspace's own run included) and then the mechanism jobs (minutes
+# per environment). The restored
 # metric tables are never recomputed: Snakemake's mtime trigger is off for this run, so a freshly
 # trained base network does not make them look outdated.
 #
@@ -46,13 +47,15 @@ export PATH="$(dirname "$python"):$PATH"
 
 mkdir -p "$study"
 "$python" -m pnc.report restore-pieces "$store" --study "$study"
+envs="$("$python" -c 'import sys, yaml; print(" ".join(yaml.safe_load(open(sys.argv[1]))["envs"]))' "$config")"
+figures=(figures/frontier_all.png)
+for env in $envs; do figures+=("figures/frontier/$env.png" "figures/metrics/$env.png"); done
 "$python" -m snakemake -s Snakefile -d "$study" --configfile "$config" --cores "$cores" \
-    results/results.csv results/tables/cross_env.csv \
-    --allowed-rules select aggregate report_tables
+    results/results.csv results/tables/cross_env.csv "${figures[@]}" \
+    --allowed-rules select aggregate report_tables report_frontier_overview report_frontier \
+    report_metrics
 if [ "$mechanism" = 1 ]; then
-    # the first target names the mechanism table; the figures follow from the table's own rule
-    # inputs (every environment's parquet), and each environment's figures are asked for by name
-    envs="$("$python" -c 'import sys, yaml; print(" ".join(yaml.safe_load(open(sys.argv[1]))["envs"]))' "$config")"
+    # the mechanism table, and each environment's mechanism figures asked for by one of them
     figures=()
     for env in $envs; do figures+=("figures/mechanism/$env/magnitudes.png"); done
     nice -n 15 "$python" -m snakemake -s Snakefile -d "$study" --configfile "$config" \
