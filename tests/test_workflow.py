@@ -437,23 +437,32 @@ def test_config_defaults_are_filled_in(workdir, tmp_path):
 
 
 def test_behaviour_policies_are_trained_only_where_none_are_stored(workdir, tmp_path):
-    """Offline source: stored ARS policies are rolled out as they are; other envs train their own."""
+    """Offline source: stored policies are rolled out as they are (every environment has them);
+    ``retrain_policies`` trains each environment's own instead, and its data job reads them."""
+    from pnc.data.policy_store import POLICY_DIR
+
     config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
-    config["envs"] = ["InvertedPendulum", "Humanoid"]  # policies stored for the first only
+    config["envs"] = ["InvertedPendulum", "Humanoid"]
+    assert all((POLICY_DIR / env / "policies.json").exists() for env in config["envs"])
     path = tmp_path / "offline.yaml"
     path.write_text(yaml.safe_dump(config))
     proc = _snakemake(workdir, "-n", "--configfile", str(path))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert _job_counts(proc.stdout).get("behaviour_policies") == 1
-    assert (
-        "pnc.workflow behaviour_policies --threads 1 Humanoid --out resources/policies"
-        in proc.stdout
-    )
+    assert "behaviour_policies" not in _job_counts(proc.stdout)
+    assert "--policies resources/policies" not in proc.stdout
     config["data"]["retrain_policies"] = True
     path.write_text(yaml.safe_dump(config))
     proc = _snakemake(workdir, "-n", "--configfile", str(path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _job_counts(proc.stdout).get("behaviour_policies") == 2
+    for env in config["envs"]:
+        assert (
+            f"pnc.workflow behaviour_policies --threads 1 {env} --out resources/policies"
+            in proc.stdout
+        )
+        assert re.search(
+            rf"offline_data --threads 1 {env} .*--policies resources/policies", proc.stdout
+        )
 
 
 def test_atomic_path_leaves_nothing_on_failure(tmp_path):
