@@ -211,6 +211,21 @@ def test_gain_levels_derive_every_level_from_one_checkpoint():
         gain_levels(cks, 20, {"expert": 0.2, "medium": 0.5})
 
 
+def _evaluation_by_gain(env, ck, **kwargs):
+    """A stand-in for the levels' evaluation: the return grows with the level's gain (its
+    matrix's first entry, the fake states' matrices being all ones)."""
+    gain = float(ck.policy.matrix.flat[0])
+    return {
+        "iteration": ck.iteration,
+        "timesteps": ck.timesteps,
+        "train_eval_return": ck.eval_return,
+        "train_eval_std": ck.eval_std,
+        "return_mean": 1000.0 * gain,
+        "return_std": 0.0,
+        "deterministic_return_mean": 1000.0 * gain,
+    }
+
+
 def test_store_of_gain_levels_records_the_gains(tmp_path, monkeypatch):
     state = tmp_path / "run" / "state.npz"
     _fake_state(state, [100.0, 120.0, 150.0], value=1.0)  # every matrix all ones
@@ -218,19 +233,7 @@ def test_store_of_gain_levels_records_the_gains(tmp_path, monkeypatch):
     monkeypatch.setitem(long_runs.GAIN_LEVELS, "Humanoid", (10, gains))
     monkeypatch.delitem(long_runs.CHECKPOINT_LEVELS, "Humanoid", raising=False)
 
-    def fake_evaluation(env, ck, **kwargs):  # the return grows with the level's gain
-        gain = float(ck.policy.matrix.flat[0])
-        return {
-            "iteration": ck.iteration,
-            "timesteps": ck.timesteps,
-            "train_eval_return": ck.eval_return,
-            "train_eval_std": ck.eval_std,
-            "return_mean": 1000.0 * gain,
-            "return_std": 0.0,
-            "deterministic_return_mean": 1000.0 * gain,
-        }
-
-    monkeypatch.setattr(long_runs, "level_evaluation", fake_evaluation)
+    monkeypatch.setattr(long_runs, "level_evaluation", _evaluation_by_gain)
     out = tmp_path / "policies"
     record = long_runs.store_long_run("Humanoid", out, state_path=state)
     assert record["request"]["gain_levels"] == {"iteration": 10, "gains": gains}
@@ -299,19 +302,7 @@ def test_store_of_checkpoint_levels_records_each_levels_iteration_and_gain(tmp_p
     monkeypatch.delitem(long_runs.GAIN_LEVELS, "Humanoid", raising=False)
     monkeypatch.setitem(long_runs.CHECKPOINT_LEVELS, "Humanoid", picks)
 
-    def fake_evaluation(env, ck, **kwargs):  # the return grows with the level's gain
-        gain = float(ck.policy.matrix.flat[0])
-        return {
-            "iteration": ck.iteration,
-            "timesteps": ck.timesteps,
-            "train_eval_return": ck.eval_return,
-            "train_eval_std": ck.eval_std,
-            "return_mean": 1000.0 * gain,
-            "return_std": 0.0,
-            "deterministic_return_mean": 1000.0 * gain,
-        }
-
-    monkeypatch.setattr(long_runs, "level_evaluation", fake_evaluation)
+    monkeypatch.setattr(long_runs, "level_evaluation", _evaluation_by_gain)
     out = tmp_path / "policies"
     record = long_runs.store_long_run("Humanoid", out, state_path=state)
     assert record["request"]["checkpoint_levels"] == {
