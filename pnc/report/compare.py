@@ -34,7 +34,7 @@ import pandas as pd
 
 from pnc.mujoco.results import HEADLINE, METHOD_INFO, RANKED_METHODS, ResultsError, load
 from pnc.report import stats as st
-from pnc.report.render import ARROW
+from pnc.report.render import ARROW, markdown_table
 from pnc.report.tables import column_label
 
 #: File name of the comparison inside a reference folder.
@@ -125,9 +125,8 @@ def read_printed(path: str | Path) -> Column:
     return out
 
 
-def statistics_of(results: str | Path, substitutions: Mapping[str, str] | None = None) -> Column:
-    """The Table 1 cells of a results CSV, with ``substitutions`` applied first."""
-    df = load(results)
+def statistics_of(df: pd.DataFrame, substitutions: Mapping[str, str] | None = None) -> Column:
+    """The Table 1 cells of a loaded results table, with ``substitutions`` applied first."""
     if substitutions:
         df = st.substitute_methods(df, substitutions)
     return cells_from_stats(st.compute_statistics(df))
@@ -155,12 +154,12 @@ def comparison_markdown(columns: Sequence[tuple[str, Column]]) -> str:
                 raise ValueError(f"{label} has no {column_label(split, metric)} rank for {lacking}")
         best = {label: min(c.mean_rank for c in cells.values()) for label, cells in present}
         header = ["Method", *(f"{column_label(split, metric)}, {label}" for label, _ in present)]
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for m in methods:
-            row = [METHOD_INFO[m].label]
-            row += [cells[m].text(bold=cells[m].mean_rank == best[lb]) for lb, cells in present]
-            lines.append("| " + " | ".join(row) + " |")
-        blocks.append("\n".join(lines))
+        rows = [
+            [METHOD_INFO[m].label]
+            + [cells[m].text(bold=cells[m].mean_rank == best[lb]) for lb, cells in present]
+            for m in methods
+        ]
+        blocks.append(markdown_table(None, header, rows).rstrip("\n"))
     return "\n\n".join(blocks) + "\n"
 
 
@@ -188,24 +187,26 @@ def per_env_markdown(
         raise ValueError(f"no environment has {column_label(split, metric)} in both tables")
     methods = [m for m in RANKED_METHODS if m in a.columns and m in b.columns]
     header = ["Environment", *(METHOD_INFO[m].label for m in methods)]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for env in envs:
-        cells = [f"{a.loc[env, m]:.{decimals}f} / {b.loc[env, m]:.{decimals}f}" for m in methods]
-        lines.append("| " + " | ".join([env, *cells]) + " |")
-    return "\n".join(lines)
+    rows = [
+        [env, *(f"{a.loc[env, m]:.{decimals}f} / {b.loc[env, m]:.{decimals}f}" for m in methods)]
+        for env in envs
+    ]
+    return markdown_table(None, header, rows).rstrip("\n")
+
+
+def _columns(ours: pd.DataFrame, paper: pd.DataFrame, paper_dir: Path) -> list[tuple[str, Column]]:
+    columns = [("ours, draws", statistics_of(ours))]
+    if set(MIXTURE_SUBSTITUTION.values()) <= set(ours["method"]):
+        columns.append(("ours, mixture", statistics_of(ours, MIXTURE_SUBSTITUTION)))
+    columns.append(("paper, recomputed", statistics_of(paper)))
+    columns.append(("paper, printed", read_printed(paper_dir / PRINTED_FILE)))
+    return columns
 
 
 def comparison_columns(folder: str | Path, paper: str | Path) -> list[tuple[str, Column]]:
     """The comparison's columns for a reference folder and the paper's folder (module docstring)."""
-    folder, paper = Path(folder), Path(paper)
-    results = folder / "results.csv"
-    columns = [("ours, draws", statistics_of(results))]
-    methods = set(pd.read_csv(results, usecols=["method"])["method"])
-    if set(MIXTURE_SUBSTITUTION.values()) <= methods:
-        columns.append(("ours, mixture", statistics_of(results, MIXTURE_SUBSTITUTION)))
-    columns.append(("paper, recomputed", statistics_of(paper / "results.csv")))
-    columns.append(("paper, printed", read_printed(paper / PRINTED_FILE)))
-    return columns
+    paper = Path(paper)
+    return _columns(load(Path(folder) / "results.csv"), load(paper / "results.csv"), paper)
 
 
 def comparison_text(folder: str | Path, paper: str | Path) -> str:
@@ -221,11 +222,11 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
         "\"draws\": the Deep Ensemble's predictive of the authors' runs (one draw per member); "
         '"mixture": its mixture reading ranked in its place.\n\n'
     )
+    paper = Path(paper)
+    ours, theirs = load(folder / "results.csv"), load(paper / "results.csv")
     per_env = "\n\n".join(
         f"### {column_label(split, metric)} per environment, ours / paper\n\n"
-        + per_env_markdown(
-            load(folder / "results.csv"), load(Path(paper) / "results.csv"), split, metric, dec
-        )
+        + per_env_markdown(ours, theirs, split, metric, dec)
         for split, metric, dec in UNITLESS
     )
     per_env_intro = (
@@ -237,11 +238,7 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
         "methods' behaviour, not the same numbers.\n\n"
     )
     return (
-        intro
-        + comparison_markdown(comparison_columns(folder, paper))
-        + per_env_intro
-        + per_env
-        + "\n"
+        intro + comparison_markdown(_columns(ours, theirs, paper)) + per_env_intro + per_env + "\n"
     )
 
 
