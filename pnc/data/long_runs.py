@@ -277,8 +277,13 @@ def store_long_run(
             )
         chosen = checkpoint_levels(checkpoints, picks)
         gains = {lvl: float(gain) for lvl, (_, gain) in picks.items()}
+        how = (
+            "levels taken by checkpoint_levels: each level the checkpoint of its iteration "
+            "with its matrix multiplied by its gain (same observation normalisation)"
+        )
     elif gains is None:
         chosen = select_levels(checkpoints, spec.levels, config)
+        how = "levels selected by select_levels from the checkpoints' returns"
     else:
         if set(gains) != set(spec.levels):
             raise ValueError(
@@ -286,6 +291,10 @@ def store_long_run(
                 f"the levels {list(spec.levels)}"
             )
         chosen = gain_levels(checkpoints, base_iteration, gains)
+        how = (
+            f"levels derived by gain_levels: the checkpoint of iteration {base_iteration} "
+            "with its matrix multiplied by each level's gain (same observation normalisation)"
+        )
     levels = {}
     for level, ck in chosen.items():
         levels[level] = {
@@ -340,16 +349,7 @@ def store_long_run(
             f"reward shift {TRAIN_REWARD_SHIFT[name]} (alive bonus kept), pnc.data.long_runs"
         ),
         "selection": (
-            (
-                "levels taken by checkpoint_levels: each level the checkpoint of its iteration "
-                "with its matrix multiplied by its gain (same observation normalisation)"
-                if picks is not None
-                else "levels selected by select_levels from the checkpoints' returns"
-                if gains is None
-                else f"levels derived by gain_levels: the checkpoint of iteration {base_iteration} "
-                "with its matrix multiplied by each level's gain (same observation normalisation)"
-            )
-            + f"; evaluated under Gaussian action noise {noise} x half the action range; "
+            how + f"; evaluated under Gaussian action noise {noise} x half the action range; "
             "return_mean/return_std over "
             "final_eval_episodes fresh episodes with that noise, deterministic_return_mean over "
             "the same resets without noise; stored only when ordered simple < medium < expert"

@@ -254,11 +254,13 @@ def restore_pieces(store: str | Path, study_dir: str | Path) -> list[Path]:
     for src in sorted(records):
         rel = src.relative_to(store)
         dst = study / rel
-        if dst.exists() and sha256(dst) != sha256(src):
+        if dst.exists():
+            if sha256(dst) == sha256(src):
+                continue
             # a job of this study ran again (the mechanism stage remakes its seed's data and
             # base network): the stored measurement, the one the pieces' costs count, is restored
             log.warning("%s: replaced this study's measurement by the stored one", dst)
             dst.unlink()
-        if _copy_checked(src, dst, None):
-            written.append(dst)
+        _copy_checked(src, dst, None)
+        written.append(dst)
     return written
