@@ -13,9 +13,8 @@
 # all seeds: it needs that seed's data, splits and base network, which the pieces do not hold, so
 # those jobs run again (deterministic, the same code and seeds as the pieces' own runs; tens of
 # CPU seconds per environment, Subspace's own run included) and then the mechanism jobs (minutes
-# per environment). The restored
-# metric tables are never recomputed: Snakemake's mtime trigger is off for this run, so a freshly
-# trained base network does not make them look outdated.
+# per environment). The restored metric tables are never recomputed: Snakemake's mtime trigger is
+# off for this run, so a freshly trained base network does not make them look outdated.
 #
 # Defaults: config/offline.yaml, docs/results/offline/pieces, reference_study/ (scratch, ignored
 # by git), docs/results/offline. The study must hold every (env, seed) of the config: an
@@ -61,7 +60,8 @@ if [ "$mechanism" = 1 ]; then
     nice -n 15 "$python" -m snakemake -s Snakefile -d "$study" --configfile "$config" \
         --cores "$cores" --keep-going \
         results/tables/mechanism.csv "${figures[@]}" \
-        --rerun-triggers params input code --allowed-rules offline_data far_data splits train pnc_members mechanism \
+        --rerun-triggers params input code \
+        --allowed-rules offline_data far_data splits train pnc_members mechanism \
         mechanism_figures mechanism_table
 fi
 "$python" -m pnc.report export "$study" --out "$out" --force
