@@ -58,6 +58,25 @@ METHODS = list(GRID_POINTS)
 TRAINING_RUNS = {p.run_id: p.spec for pts in GRID_POINTS.values() for p in pts}
 METHOD_RUNS = list(dict.fromkeys((m, p.run_id) for m, pts in GRID_POINTS.items() for p in pts))
 THREADS = {"train": 1, "evaluate": 1, "data": 1, **config.get("threads", {})}
+
+
+# Scheduling order: longest jobs first. With as many jobs as cores, a long evaluation started last
+# runs alone at the end while the other cores idle (a Humanoid seed's P&C evaluation did so for
+# 15 of the piece's 56 minutes). A job's priority is the rough size of its work that
+# pnc.mujoco.grid.evaluation_work / training_work read from the config. Priorities only order the
+# ready jobs: no output, command or parameter depends on them.
+EVALUATION_WORK = pnc_grid.evaluation_work(GRID_POINTS)
+TRAINING_WORK = pnc_grid.training_work(GRID_POINTS)
+
+
+def evaluation_priority(wildcards):
+    return EVALUATION_WORK.get((wildcards.method, wildcards.run), 0)
+
+
+def training_priority(wildcards):
+    return TRAINING_WORK.get(wildcards.run, 0)
+
+
 MINARI_ROOT = DATA.get("minari_root", "resources/minari")
 
 

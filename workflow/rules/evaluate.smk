@@ -27,6 +27,7 @@ rule evaluate:
         mem_mb=RESOURCES["evaluate"]["mem_mb"],
         runtime=RESOURCES["evaluate"]["runtime"],
     threads: THREADS["evaluate"]
+    priority: evaluation_priority
     conda:
         "../../envs/pnc.yaml"
     shell:

@@ -26,6 +26,7 @@ rule train:
         mem_mb=RESOURCES["train"]["mem_mb"],
         runtime=RESOURCES["train"]["runtime"],
     threads: THREADS["train"]
+    priority: training_priority
     conda:
         "../../envs/pnc.yaml"
     shell:
