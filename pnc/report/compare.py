@@ -13,8 +13,10 @@ A reference folder's ``comparison.md`` shows, for each headline metric of the pa
 - **paper, printed**: the paper's Table 1 as printed (``PAPER/table1_printed.csv``).
 
 Each cell is ``mean rank ± std (wins / environments)`` followed by the Wilcoxon-Holm arrow against
-P&C (↑: P&C significantly better, ↓: the reverse); the best mean rank of a column is in bold. The
-file is built from CSVs alone, so :func:`pnc.report.export.check_folder` rebuilds it and compares it
+P&C (↑: P&C significantly better, ↓: the reverse); the best mean rank of a column is in bold. Then
+come the per-environment AUROC and Spearman, ours beside the paper's, and last the paper's claims
+measured on the folder, each with its verdict (:mod:`pnc.report.claims`; the mechanism claims from
+the folder's ``tables/mechanism.csv`` when it has one). The file is built from CSVs alone, so :func:`pnc.report.export.check_folder` rebuilds it and compares it
 with the committed one.
 
 Command line::
@@ -194,10 +196,21 @@ def per_env_markdown(
     return markdown_table(None, header, rows).rstrip("\n")
 
 
-def _columns(ours: pd.DataFrame, paper: pd.DataFrame, paper_dir: Path) -> list[tuple[str, Column]]:
-    columns = [("ours, draws", statistics_of(ours))]
+def our_readings(ours: pd.DataFrame) -> tuple[Column, Column | None]:
+    """Our Table 1 cells: the draws reading, and the mixture reading when the table has it."""
+    mixture = None
     if set(MIXTURE_SUBSTITUTION.values()) <= set(ours["method"]):
-        columns.append(("ours, mixture", statistics_of(ours, MIXTURE_SUBSTITUTION)))
+        mixture = statistics_of(ours, MIXTURE_SUBSTITUTION)
+    return statistics_of(ours), mixture
+
+
+def _columns(
+    readings: tuple[Column, Column | None], paper: pd.DataFrame, paper_dir: Path
+) -> list[tuple[str, Column]]:
+    draws, mixture = readings
+    columns = [("ours, draws", draws)]
+    if mixture is not None:
+        columns.append(("ours, mixture", mixture))
     columns.append(("paper, recomputed", statistics_of(paper)))
     columns.append(("paper, printed", read_printed(paper_dir / PRINTED_FILE)))
     return columns
@@ -206,7 +219,8 @@ def _columns(ours: pd.DataFrame, paper: pd.DataFrame, paper_dir: Path) -> list[t
 def comparison_columns(folder: str | Path, paper: str | Path) -> list[tuple[str, Column]]:
     """The comparison's columns for a reference folder and the paper's folder (module docstring)."""
     paper = Path(paper)
-    return _columns(load(Path(folder) / "results.csv"), load(paper / "results.csv"), paper)
+    ours = our_readings(load(Path(folder) / "results.csv"))
+    return _columns(ours, load(paper / "results.csv"), paper)
 
 
 def comparison_text(folder: str | Path, paper: str | Path) -> str:
@@ -237,8 +251,23 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
         "(`docs/offline_data.md`), the paper's are Minari's datasets, so a cell pair compares the "
         "methods' behaviour, not the same numbers.\n\n"
     )
+    from pnc.report import claims  # deferred: claims builds on this module's cells
+
+    readings = our_readings(ours)
+    measured = claims.claims_of(*readings, claims.read_mechanism_table(folder))
+    claims_section = (
+        "\n## The paper's claims, measured\n\n"
+        "Each claim of the paper's Sections 5.2 and 5.3 beside what this folder measures: the "
+        "ranking claims from the tables above, the mechanism claims from `tables/mechanism.csv`. "
+        f"{claims.RULE}\n\n" + claims.claims_markdown(measured)
+    )
     return (
-        intro + comparison_markdown(_columns(ours, theirs, paper)) + per_env_intro + per_env + "\n"
+        intro
+        + comparison_markdown(_columns(readings, theirs, paper))
+        + per_env_intro
+        + per_env
+        + "\n"
+        + claims_section
     )
 
 

@@ -1,0 +1,473 @@
+"""The paper's claims (Sections 5.2 and 5.3), each measured on a reference folder with a verdict.
+
+One :class:`Claim` per claim of the paper: ``claim`` (the paper's wording, shortened), ``measured``
+(the numbers behind the verdict) and ``verdict``, from a fixed vocabulary:
+
+- :data:`HOLDS`, :data:`DOES_NOT_HOLD`;
+- ``"holds in k of n environments"`` (:func:`environment_verdict`) for a per-environment claim that
+  holds in some environments but not all;
+- :data:`DRAWS_ONLY` / :data:`MIXTURE_ONLY` for a ranking claim that holds in one reading of the
+  Deep Ensemble but not in the other (:func:`reading_verdict`);
+- :data:`CANNOT_BE_COMPARED` when an optional input is missing: the mechanism table
+  (``tables/mechanism.csv``) for the mechanism claims.
+
+**Ranking claims** (Section 5.3) are read from the Table 1 cells of
+:func:`pnc.report.compare.statistics_of`: mean ranks over environments, wins (every tied best
+wins) and the Wilcoxon-Holm arrows at 0.05 (↑: P&C significantly better than the baseline, ↓: the
+reverse). Each is judged in the "draws" reading (the Deep Ensemble's predictive of the authors'
+runs) and, when the folder has it, in the "mixture" reading (``deep_ensemble_mixture`` ranked in the
+Deep Ensemble's place, :data:`pnc.report.compare.MIXTURE_SUBSTITUTION`); the verdict is
+:data:`HOLDS` when the claim holds in every reading present. The rules, per reading:
+
+- *competitive on ID RMSE*: no baseline is significantly better than P&C (no ↓ arrow);
+- *the most ID RMSE wins*: no method has more ID RMSE wins than P&C (a tie counts);
+- *best mean rank on Far NLL / AUROC / Spearman* (one claim each): no method has a lower mean rank
+  than P&C (a tie counts, as the comparison bolds every tied best);
+- *stronger OOD ranks than Deep Ensembles*: P&C's mean rank is lower than the Deep Ensemble's on
+  all three Far metrics.
+
+**Mechanism claims** (Section 5.2 and the theory it validates) are read from the rows of
+``tables/mechanism.csv`` (:func:`pnc.report.mechanism_table.mechanism_stats`) and judged per
+environment; the verdict is :data:`HOLDS` when the rule holds in every environment of the table,
+:data:`DOES_NOT_HOLD` when in none, else ``"holds in k of n environments"``. The rules, per
+environment:
+
+- *3A, the correction lowers Far NLL at equal sigma*: P&C's Far NLL minus that of P&C without
+  correction is negative at every sigma (the paper shows Ant, :data:`PAPER_ENV`, whose values are
+  named in ``measured``);
+- *3B, disagreement grows with Mahalanobis distance*: slope > 0 with t > :data:`MIN_T`;
+- *3C, random-probe sensitivity predicts disagreement*: the Spearman correlation of the probe
+  sketch with the disagreement is > 0 (``measured`` names the environments whose log-log slope lies
+  outside :data:`SLOPE_BAND`, the theory's 1 within a margin);
+- *1B/C, the output change re-emerges under shift*: P&C's Far/ID ratio of ``||dy|| / ||dh||`` is
+  > 1 (``measured`` gives the ratio without correction beside it);
+- *Theorem 3, per-member bootstrap subsets raise the effective rank*: the median ratio of the
+  effective ranks (per-member over shared subset) is > 1.
+
+Nothing is dropped silently: a results table without a headline metric, a method the rule needs,
+or a finite mean rank, and a mechanism table without an evidence row, an environment that another
+evidence has, or a finite value, raise :class:`ValueError` naming what is missing.
+
+Numbers in ``measured``: mean ranks with 2 decimals (as in :mod:`pnc.report.compare`), every other
+number with 3 significant digits. :func:`pnc.report.compare.comparison_text` renders the claims of a
+reference folder at the end of its ``comparison.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pnc.mujoco.results import METHOD_INFO, REFERENCE, load
+from pnc.report import stats as st
+from pnc.report.compare import Cell, Column, our_readings
+from pnc.report.render import ARROW, decimals_for, fmt, markdown_table
+from pnc.report.tables import column_label
+
+#: The verdicts (module docstring; ``"holds in k of n environments"``: :func:`environment_verdict`).
+HOLDS = "holds"
+DOES_NOT_HOLD = "does not hold"
+DRAWS_ONLY = "holds with the draws, not the mixture"
+MIXTURE_ONLY = "holds with the mixture, not the draws"
+CANNOT_BE_COMPARED = "cannot be compared"
+
+#: The mechanism table inside a reference folder.
+MECHANISM_FILE = Path("tables") / "mechanism.csv"
+#: Columns of the mechanism table the claims read.
+MECHANISM_COLUMNS: tuple[str, ...] = (
+    "env", "evidence", "method", "sigma", "estimate", "t", "spearman",
+)  # fmt: skip
+#: Evidence labels of the mechanism table (:func:`pnc.report.mechanism_table.mechanism_stats`).
+EVIDENCE_3A = "3A: Far NLL, P&C - w/o Corr"
+EVIDENCE_3B = "3B: D ~ log10 Mahalanobis"
+EVIDENCE_3C = "3C: log D ~ log probe sketch (J probes, FD)"
+EVIDENCE_1BC = "1B/C: Far/ID of ||dy||/||dh||"
+EVIDENCE_THM3 = "Thm 3: r_eff per-member / shared subset"
+#: The environment of the paper's mechanism figures (Figures 1 and 3).
+PAPER_ENV = "Ant"
+#: 3B: the t statistic a slope must exceed.
+MIN_T = 2.0
+#: 3C: log-log slopes outside this band are named (the theory predicts 1).
+SLOPE_BAND = (0.8, 1.2)
+#: The Far metrics of the OOD claims, in the order ``measured`` lists them.
+FAR_METRICS: tuple[str, ...] = ("nll", "auroc", "spearman")
+#: How the verdicts are decided, in one sentence (printed above the table).
+RULE = (
+    "Verdicts follow fixed rules (`pnc/report/claims.py`): a ranking claim is judged in each "
+    "reading of the Deep Ensemble present (draws, mixture) and holds when it holds in every one; "
+    "a mechanism claim (`tables/mechanism.csv`) is judged per environment and holds when it holds "
+    'in every one; "cannot be compared" marks a missing input.'
+)
+
+#: A ranking rule on one reading's Table 1 cells: whether the claim holds, and the numbers.
+Judge = Callable[[Column], tuple[bool, str]]
+#: A mechanism rule on the mechanism table: ``measured`` and ``verdict``.
+MechanismJudge = Callable[[pd.DataFrame], tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One of the paper's claims, what this folder measures, and the verdict."""
+
+    claim: str
+    measured: str
+    verdict: str
+
+
+# --------------------------------------------------------------------------------------------
+# Verdicts and numbers
+# --------------------------------------------------------------------------------------------
+
+
+def reading_verdict(draws: bool, mixture: bool | None) -> str:
+    """The verdict of a ranking claim from its result in each reading (``None``: no mixture)."""
+    if mixture is None or draws == mixture:
+        return HOLDS if draws else DOES_NOT_HOLD
+    return DRAWS_ONLY if draws else MIXTURE_ONLY
+
+
+def environment_verdict(k: int, n: int) -> str:
+    """The verdict of a per-environment claim that holds in ``k`` of ``n`` environments."""
+    if not 0 <= k <= n or n == 0:
+        raise ValueError(f"cannot judge {k} of {n} environments")
+    if k == n:
+        return HOLDS
+    return DOES_NOT_HOLD if k == 0 else f"holds in {k} of {n} environments"
+
+
+def number(value: float, *, signed: bool = False) -> str:
+    """``value`` with 3 significant digits (a leading ``+`` when ``signed`` and positive)."""
+    text = fmt(value, decimals_for(value, 3, lo=0, hi=6))
+    return f"+{text}" if signed and value > 0 else text
+
+
+def span(values: Sequence[float]) -> str:
+    """``"lo to hi"`` of ``values`` (3 significant digits)."""
+    return f"{number(min(values))} to {number(max(values))}"
+
+
+def names(methods: Sequence[str]) -> str:
+    """Method labels joined: ``"MC Dropout, SWAG and Subspace"``."""
+    labels = [METHOD_INFO[m].label for m in methods]
+    if not labels:
+        return "none"
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+def _which(passing: Sequence[str], failing: Sequence[str]) -> str:
+    """The shorter of the two environment lists, in parentheses (empty when all or none pass)."""
+    if not failing or not passing:
+        return ""
+    if len(passing) <= len(failing):
+        return f" ({', '.join(passing)})"
+    return f" (not {', '.join(failing)})"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+# --------------------------------------------------------------------------------------------
+# Ranking claims (Section 5.3)
+# --------------------------------------------------------------------------------------------
+
+
+def cells_of(
+    column: Column, split: str, metric: str, *, need: Sequence[str] = ()
+) -> dict[str, Cell]:
+    """One metric's cells of a reading, checked: P&C, ``need`` and a baseline present, ranks finite.
+
+    Raises:
+        ValueError: the metric, P&C, a method of ``need`` or every baseline is missing, or a mean
+            rank is not finite.
+    """
+    label = column_label(split, metric)
+    cells = column.get(st.key(split, metric))
+    if cells is None:
+        raise ValueError(f"the results have no {label} ranks ({st.key(split, metric)} is missing)")
+    lacking = [m for m in (REFERENCE, *need) if m not in cells]
+    if lacking:
+        raise ValueError(f"the results have no {label} rank for {lacking}")
+    if len(cells) < 2:
+        raise ValueError(f"the results rank no baseline on {label}")
+    bad = [m for m, c in cells.items() if not np.isfinite(c.mean_rank)]
+    if bad:
+        raise ValueError(f"non-finite {label} mean rank for {bad}")
+    return dict(cells)
+
+
+def id_competitive(column: Column) -> tuple[bool, str]:
+    """P&C is competitive on ID RMSE: no baseline significantly better (no ↓ arrow)."""
+    cells = cells_of(column, "id", "rmse")
+    pnc = cells[REFERENCE]
+    better = [m for m, c in cells.items() if c.arrow == "down"]
+    worse = [m for m, c in cells.items() if c.arrow == "up"]
+    place = 1 + sum(c.mean_rank < pnc.mean_rank for c in cells.values())
+    text = f"mean rank {pnc.mean_rank:.2f} ({_ordinal(place)} of {len(cells)}), "
+    text += (
+        f"{names(better)} significantly better" if better else "no baseline significantly better"
+    )
+    if worse:
+        text += f" (P&C significantly better than {names(worse)})"
+    return not better, text
+
+
+def id_most_wins(column: Column) -> tuple[bool, str]:
+    """P&C has the most ID RMSE wins (a tie counts)."""
+    cells = cells_of(column, "id", "rmse")
+    pnc = cells[REFERENCE]
+    others = sorted((m for m in cells if m != REFERENCE), key=lambda m: -cells[m].wins)
+    more = [m for m in others if cells[m].wins > pnc.wins]
+    shown = more or others[:1]
+    listed = ", ".join(f"{METHOD_INFO[m].label} {cells[m].wins}" for m in shown)
+    text = f"P&C {pnc.wins} of {pnc.n_envs}, {'more: ' if more else 'next: '}{listed}"
+    return not more, text
+
+
+def far_best_rank(metric: str) -> Judge:
+    """P&C has the best mean rank on Far ``metric`` (a tie counts); ``measured`` gives its wins
+    and against how many baselines it is significant."""
+
+    def judge(column: Column) -> tuple[bool, str]:
+        cells = cells_of(column, "far", metric)
+        pnc = cells[REFERENCE]
+        baselines = [m for m in cells if m != REFERENCE]
+        best = min(baselines, key=lambda m: cells[m].mean_rank)
+        holds = pnc.mean_rank <= cells[best].mean_rank
+        up = [m for m in baselines if cells[m].arrow == "up"]
+        down = [m for m in baselines if cells[m].arrow == "down"]
+        not_up = [m for m in baselines if m not in up]
+        text = (
+            f"mean rank {pnc.mean_rank:.2f}, {pnc.wins} of {pnc.n_envs} wins, significant against "
+            f"{len(up)} of {len(baselines)} baselines"
+        )
+        if up and not_up:
+            text += f" ({names(up)})" if len(up) <= len(not_up) else f" (not {names(not_up)})"
+        if down:
+            text += f", significantly worse than {names(down)}"
+        if not holds:
+            text += f", best: {METHOD_INFO[best].label} {cells[best].mean_rank:.2f}"
+        return holds, text
+
+    return judge
+
+
+def stronger_than_deep_ensemble(column: Column) -> tuple[bool, str]:
+    """P&C's mean rank is lower than the Deep Ensemble's on every Far metric of
+    :data:`FAR_METRICS`; ``measured`` marks the Deep Ensemble's ranks with their arrows."""
+    cells = [cells_of(column, "far", m, need=("deep_ensemble",)) for m in FAR_METRICS]
+    pnc = [c[REFERENCE] for c in cells]
+    de = [c["deep_ensemble"] for c in cells]
+    holds = all(p.mean_rank < d.mean_rank for p, d in zip(pnc, de, strict=True))
+    ours = " / ".join(f"{p.mean_rank:.2f}" for p in pnc)
+    theirs = " / ".join(f"{d.mean_rank:.2f}{ARROW.get(d.arrow or '', '')}" for d in de)
+    return holds, f"{ours} against {theirs}"
+
+
+#: The ranking claims in order: the paper's wording (Section 5.3) and the rule.
+RANKING_CLAIMS: tuple[tuple[str, Judge], ...] = (
+    ("P&C is competitive on ID RMSE", id_competitive),
+    ("P&C has the most ID RMSE wins (paper: 5/11)", id_most_wins),
+    ("P&C has the best mean rank on Far NLL (paper: 8/11 wins)", far_best_rank("nll")),
+    ("P&C has the best mean rank on Far AUROC (paper: 9/11 wins)", far_best_rank("auroc")),
+    ("P&C has the best mean rank on Far Spearman (paper: 7/11 wins)", far_best_rank("spearman")),
+    (
+        "P&C has stronger OOD ranks than Deep Ensembles (Far NLL / AUROC / Spearman)",
+        stronger_than_deep_ensemble,
+    ),
+)
+
+
+def ranking_claim(claim: str, judge: Judge, draws: Column, mixture: Column | None) -> Claim:
+    """One ranking claim judged in each reading present (:func:`reading_verdict`)."""
+    holds_draws, text = judge(draws)
+    measured = f"draws: {text}"
+    holds_mixture = None
+    if mixture is None:
+        measured += "; no mixture reading"
+    else:
+        holds_mixture, text = judge(mixture)
+        measured += f"; mixture: {text}"
+    return Claim(claim, measured, reading_verdict(holds_draws, holds_mixture))
+
+
+# --------------------------------------------------------------------------------------------
+# Mechanism claims (Section 5.2)
+# --------------------------------------------------------------------------------------------
+
+
+def read_mechanism_table(folder: str | Path) -> pd.DataFrame | None:
+    """A reference folder's ``tables/mechanism.csv``, or ``None`` when it has none.
+
+    Raises:
+        ValueError: a column of :data:`MECHANISM_COLUMNS` is missing.
+    """
+    path = Path(folder) / MECHANISM_FILE
+    if not path.is_file():
+        return None
+    frame = pd.read_csv(path)
+    missing = [c for c in MECHANISM_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing}")
+    return frame
+
+
+def evidence_rows(
+    mechanism: pd.DataFrame, evidence: str, values: Sequence[str], method: str = REFERENCE
+) -> pd.DataFrame:
+    """The rows of one evidence and method, checked: every environment of the table present and
+    every column of ``values`` finite.
+
+    Raises:
+        ValueError: no such rows, an environment of the table without one, or a non-finite value.
+    """
+    rows = mechanism[(mechanism["evidence"] == evidence) & (mechanism["method"] == method)]
+    what = f"mechanism table: {evidence!r} ({method})"
+    if rows.empty:
+        raise ValueError(f"{what} has no rows")
+    lacking = [e for e in dict.fromkeys(mechanism["env"]) if e not in set(rows["env"])]
+    if lacking:
+        raise ValueError(f"{what} is missing for env(s) {lacking}")
+    numbers = rows[list(values)].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    bad = sorted(set(rows["env"][~np.isfinite(numbers).all(axis=1)]))
+    if bad:
+        raise ValueError(f"{what} has a non-finite {'/'.join(values)} in env(s) {bad}")
+    return rows
+
+
+def _per_env(rows: pd.DataFrame, passes: pd.Series) -> tuple[list[str], list[str]]:
+    """Environments (table order) where every row passes, and the others."""
+    ok = passes.groupby(rows["env"], sort=False).all()
+    return [e for e in ok.index if ok[e]], [e for e in ok.index if not ok[e]]
+
+
+def correction_lowers_far_nll(mechanism: pd.DataFrame) -> tuple[str, str]:
+    """3A: P&C's Far NLL minus that of P&C w/o Corr is negative at every sigma; ``measured`` also
+    names the environments where it is positive at every sigma."""
+    rows = evidence_rows(mechanism, EVIDENCE_3A, ("sigma", "estimate"))
+    good, bad = _per_env(rows, rows["estimate"] < 0)
+    n = len(good) + len(bad)
+    positive, _ = _per_env(rows, rows["estimate"] > 0)
+    text = f"negative at every σ in {len(good)} of {n}{_which(good, bad)}"
+    if positive:
+        text += f", positive at every σ in {', '.join(positive)}"
+    paper = rows[rows["env"] == PAPER_ENV].sort_values("sigma")
+    if paper.empty:
+        text += f"; no {PAPER_ENV} row"
+    else:
+        diffs = " / ".join(number(v, signed=True) for v in paper["estimate"])
+        sigmas = " / ".join(f"{s:g}" for s in paper["sigma"])
+        text += f"; {PAPER_ENV} (the paper's): {diffs} at σ = {sigmas}"
+    return text, environment_verdict(len(good), n)
+
+
+def disagreement_grows_with_distance(mechanism: pd.DataFrame) -> tuple[str, str]:
+    """3B: the slope of D on log10 Mahalanobis distance is positive with t > :data:`MIN_T`."""
+    rows = evidence_rows(mechanism, EVIDENCE_3B, ("estimate", "t", "spearman"))
+    good, bad = _per_env(rows, (rows["estimate"] > 0) & (rows["t"] > MIN_T))
+    n = len(good) + len(bad)
+    text = (
+        f"slope > 0 with t > {MIN_T:g} in {len(good)} of {n}{_which(good, bad)}; "
+        f"t {span(rows['t'])}, Spearman {span(rows['spearman'])}"
+    )
+    return text, environment_verdict(len(good), n)
+
+
+def sketch_predicts_disagreement(mechanism: pd.DataFrame) -> tuple[str, str]:
+    """3C: the probe sketch's Spearman correlation with D is positive; slopes outside
+    :data:`SLOPE_BAND` are named."""
+    rows = evidence_rows(mechanism, EVIDENCE_3C, ("estimate", "spearman"))
+    good, bad = _per_env(rows, rows["spearman"] > 0)
+    n = len(good) + len(bad)
+    lo, hi = SLOPE_BAND
+    outside = rows[(rows["estimate"] < lo) | (rows["estimate"] > hi)]
+    band = f"[{lo:g}, {hi:g}]"
+    off = ", ".join(f"{r.env} ({number(r.estimate)})" for r in outside.itertuples())
+    text = (
+        f"Spearman > 0 in {len(good)} of {n}{_which(good, bad)} ({span(rows['spearman'])}); "
+        f"log-log slope {span(rows['estimate'])}, "
+        + (f"outside {band} in {off}" if off else f"within {band} everywhere")
+    )
+    return text, environment_verdict(len(good), n)
+
+
+def output_change_reemerges(mechanism: pd.DataFrame) -> tuple[str, str]:
+    """1B/C: P&C's Far/ID ratio of ``||dy|| / ||dh||`` is above 1; P&C w/o Corr's beside it."""
+    rows = evidence_rows(mechanism, EVIDENCE_1BC, ("estimate",))
+    nocorr = evidence_rows(mechanism, EVIDENCE_1BC, ("estimate",), method="pnc_nocorr")
+    good, bad = _per_env(rows, rows["estimate"] > 1)
+    n = len(good) + len(bad)
+    lo, hi = rows.loc[rows["estimate"].idxmin()], rows.loc[rows["estimate"].idxmax()]
+    text = (
+        f"P&C above 1 in {len(good)} of {n}{_which(good, bad)} ({number(lo.estimate)} {lo.env} to "
+        f"{number(hi.estimate)} {hi.env}); w/o correction {span(nocorr['estimate'])}"
+    )
+    return text, environment_verdict(len(good), n)
+
+
+def bootstrap_raises_rank(mechanism: pd.DataFrame) -> tuple[str, str]:
+    """Theorem 3: the effective rank per-member over shared subset is above 1."""
+    rows = evidence_rows(mechanism, EVIDENCE_THM3, ("estimate",))
+    good, bad = _per_env(rows, rows["estimate"] > 1)
+    n = len(good) + len(bad)
+    text = f"above 1 in {len(good)} of {n}{_which(good, bad)} ({span(rows['estimate'])})"
+    return text, environment_verdict(len(good), n)
+
+
+#: The mechanism claims in order: the claim (Section 5.2, Figures 1 and 3, Theorem 3) and the rule.
+MECHANISM_CLAIMS: tuple[tuple[str, MechanismJudge], ...] = (
+    ("3A: the correction lowers Far NLL at equal sigma (paper: Ant)", correction_lowers_far_nll),
+    ("3B: disagreement grows with Mahalanobis distance", disagreement_grows_with_distance),
+    (
+        "3C: random-probe sensitivity predicts disagreement (theory: log-log slope 1)",
+        sketch_predicts_disagreement,
+    ),
+    (
+        "1B/C: the output change re-emerges under shift (Far/ID of ‖dy‖ / ‖dh‖ above 1)",
+        output_change_reemerges,
+    ),
+    (
+        "Theorem 3: per-member bootstrap subsets raise the effective rank over one shared subset",
+        bootstrap_raises_rank,
+    ),
+)
+
+
+def mechanism_claim(claim: str, judge: MechanismJudge, mechanism: pd.DataFrame | None) -> Claim:
+    """One mechanism claim, or :data:`CANNOT_BE_COMPARED` without a mechanism table."""
+    if mechanism is None:
+        return Claim(claim, f"no mechanism table ({MECHANISM_FILE})", CANNOT_BE_COMPARED)
+    measured, verdict = judge(mechanism)
+    return Claim(claim, measured, verdict)
+
+
+# --------------------------------------------------------------------------------------------
+# All claims
+# --------------------------------------------------------------------------------------------
+
+
+def claims_of(
+    draws: Column, mixture: Column | None = None, mechanism: pd.DataFrame | None = None
+) -> list[Claim]:
+    """Every claim: the ranking claims on the Table 1 cells of the draws and mixture readings
+    (:func:`pnc.report.compare.our_readings`), the mechanism claims on the mechanism table."""
+    return [ranking_claim(c, judge, draws, mixture) for c, judge in RANKING_CLAIMS] + [
+        mechanism_claim(c, judge, mechanism) for c, judge in MECHANISM_CLAIMS
+    ]
+
+
+def claims_of_folder(folder: str | Path) -> list[Claim]:
+    """Every claim measured on a reference folder (``results.csv``, ``tables/mechanism.csv``)."""
+    draws, mixture = our_readings(load(Path(folder) / "results.csv"))
+    return claims_of(draws, mixture, read_mechanism_table(folder))
+
+
+def claims_markdown(claims: Sequence[Claim]) -> str:
+    """The claims as a Markdown pipe table (:func:`pnc.report.render.markdown_table`)."""
+    rows = [[c.claim, c.measured, c.verdict] for c in claims]
+    return markdown_table(None, ["Claim", "Measured", "Verdict"], rows)
