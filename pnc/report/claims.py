@@ -12,11 +12,11 @@ One :class:`Claim` per claim of the paper: ``claim`` (the paper's wording, short
   (``tables/mechanism.csv``) for the mechanism claims.
 
 **Ranking claims** (Section 5.3) are read from the Table 1 cells of
-:func:`pnc.report.compare.statistics_of`: mean ranks over environments, wins (every tied best
+:func:`pnc.report.table1.statistics_of`: mean ranks over environments, wins (every tied best
 wins) and the Wilcoxon-Holm arrows at 0.05 (↑: P&C significantly better than the baseline, ↓: the
 reverse). Each is judged in the "draws" reading (the Deep Ensemble's predictive of the authors'
 runs) and, when the folder has it, in the "mixture" reading (``deep_ensemble_mixture`` ranked in the
-Deep Ensemble's place, :data:`pnc.report.compare.MIXTURE_SUBSTITUTION`); the verdict is
+Deep Ensemble's place, :data:`pnc.report.table1.MIXTURE_SUBSTITUTION`); the verdict is
 :data:`HOLDS` when the claim holds in every reading present. The rules, per reading:
 
 - *competitive on ID RMSE*: no baseline is significantly better than P&C (no ↓ arrow);
@@ -64,8 +64,8 @@ import pandas as pd
 
 from pnc.mujoco.results import METHOD_INFO, REFERENCE, load
 from pnc.report import stats as st
-from pnc.report.compare import Cell, Column, our_readings
 from pnc.report.render import ARROW, decimals_for, fmt, markdown_table
+from pnc.report.table1 import Cell, Column, our_readings
 from pnc.report.tables import column_label
 
 #: The verdicts (module docstring; ``"holds in k of n environments"``: :func:`environment_verdict`).
@@ -455,7 +455,7 @@ def claims_of(
     draws: Column, mixture: Column | None = None, mechanism: pd.DataFrame | None = None
 ) -> list[Claim]:
     """Every claim: the ranking claims on the Table 1 cells of the draws and mixture readings
-    (:func:`pnc.report.compare.our_readings`), the mechanism claims on the mechanism table."""
+    (:func:`pnc.report.table1.our_readings`), the mechanism claims on the mechanism table."""
     return [ranking_claim(c, judge, draws, mixture) for c, judge in RANKING_CLAIMS] + [
         mechanism_claim(c, judge, mechanism) for c, judge in MECHANISM_CLAIMS
     ]

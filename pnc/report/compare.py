@@ -26,17 +26,24 @@ Command line::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pnc.mujoco.results import HEADLINE, METHOD_INFO, RANKED_METHODS, ResultsError, load
+from pnc.report import claims
 from pnc.report import stats as st
-from pnc.report.render import ARROW, markdown_table
+from pnc.report.render import markdown_table
+from pnc.report.table1 import (  # noqa: F401  (re-exported: the cells are part of this API)
+    MIXTURE_SUBSTITUTION,
+    Cell,
+    Column,
+    cells_from_stats,
+    our_readings,
+    statistics_of,
+)
 from pnc.report.tables import column_label
 
 #: File name of the comparison inside a reference folder.
@@ -47,52 +54,6 @@ PRINTED_FILE = "table1_printed.csv"
 PRINTED_COLUMNS: tuple[str, ...] = (
     "method", "split", "metric", "mean_rank", "rank_std", "wins", "n_envs", "arrow",
 )  # fmt: skip
-#: The Deep Ensemble's second reading, ranked in its place in the "mixture" column.
-MIXTURE_SUBSTITUTION: dict[str, str] = {"deep_ensemble": "deep_ensemble_mixture"}
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One method's Table 1 entry for one metric."""
-
-    mean_rank: float
-    rank_std: float
-    wins: int
-    n_envs: int
-    arrow: str | None  # "up", "down" or None
-
-    def text(self, *, bold: bool) -> str:
-        rank = f"{self.mean_rank:.2f} ± {self.rank_std:.2f}"
-        rank = f"**{rank}**" if bold else rank
-        return f"{rank} ({self.wins}/{self.n_envs}){ARROW[self.arrow] if self.arrow else ''}"
-
-
-#: ``{"split/metric": {method: Cell}}``: one column of the comparison.
-Column = dict[str, dict[str, Cell]]
-
-
-def cells_from_stats(stats: Mapping[str, Any]) -> Column:
-    """The Table 1 cells of :func:`pnc.report.stats.compute_statistics`' output."""
-    out: Column = {}
-    for split, metric in HEADLINE:
-        k = st.key(split, metric)
-        if k not in stats["ranks"]:
-            continue
-        r = stats["ranks"][k]
-        tests = stats["wilcoxon"].get(k, {}).get("tests", {})
-        out[k] = {
-            m: Cell(
-                mean_rank=float(r["mean_rank"][m]),
-                rank_std=float("nan") if r["rank_std"][m] is None else float(r["rank_std"][m]),
-                wins=int(r["wins"][m]),
-                n_envs=int(r["n_envs"]),
-                arrow=tests[m]["arrow"] if m in tests else None,
-            )
-            for m in r["mean_rank"]
-        }
-    return out
-
-
 def read_printed(path: str | Path) -> Column:
     """The paper's Table 1 as printed, from :data:`PRINTED_FILE`.
 
@@ -125,13 +86,6 @@ def read_printed(path: str | Path) -> Column:
     if problems:
         raise ResultsError(f"{path}: " + "; ".join(problems))
     return out
-
-
-def statistics_of(df: pd.DataFrame, substitutions: Mapping[str, str] | None = None) -> Column:
-    """The Table 1 cells of a loaded results table, with ``substitutions`` applied first."""
-    if substitutions:
-        df = st.substitute_methods(df, substitutions)
-    return cells_from_stats(st.compute_statistics(df))
 
 
 def comparison_markdown(columns: Sequence[tuple[str, Column]]) -> str:
@@ -196,14 +150,6 @@ def per_env_markdown(
     return markdown_table(None, header, rows).rstrip("\n")
 
 
-def our_readings(ours: pd.DataFrame) -> tuple[Column, Column | None]:
-    """Our Table 1 cells: the draws reading, and the mixture reading when the table has it."""
-    mixture = None
-    if set(MIXTURE_SUBSTITUTION.values()) <= set(ours["method"]):
-        mixture = statistics_of(ours, MIXTURE_SUBSTITUTION)
-    return statistics_of(ours), mixture
-
-
 def _columns(
     readings: tuple[Column, Column | None], paper: pd.DataFrame, paper_dir: Path
 ) -> list[tuple[str, Column]]:
@@ -251,8 +197,6 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
         "(`docs/offline_data.md`), the paper's are Minari's datasets, so a cell pair compares the "
         "methods' behaviour, not the same numbers.\n\n"
     )
-    from pnc.report import claims  # deferred: claims builds on this module's cells
-
     readings = our_readings(ours)
     measured = claims.claims_of(*readings, claims.read_mechanism_table(folder))
     claims_section = (

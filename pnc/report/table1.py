@@ -1,0 +1,81 @@
+"""Table 1 cells: per headline metric, each ranked method's mean rank, wins and Wilcoxon-Holm arrow.
+
+The cells are what :mod:`pnc.report.compare` puts side by side (ours and the paper's) and what
+:mod:`pnc.report.claims` judges the paper's ranking claims on. Our results give two readings: the
+Deep Ensemble's predictive of the authors' runs ("draws", ``deep_ensemble``) and its mixture
+reading (``deep_ensemble_mixture``) ranked in its place (:func:`our_readings`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from pnc.mujoco.results import HEADLINE
+from pnc.report import stats as st
+from pnc.report.render import ARROW
+
+#: The Deep Ensemble's second reading, ranked in its place in the "mixture" column.
+MIXTURE_SUBSTITUTION: dict[str, str] = {"deep_ensemble": "deep_ensemble_mixture"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One method's Table 1 entry for one metric."""
+
+    mean_rank: float
+    rank_std: float
+    wins: int
+    n_envs: int
+    arrow: str | None  # "up", "down" or None
+
+    def text(self, *, bold: bool) -> str:
+        rank = f"{self.mean_rank:.2f} ± {self.rank_std:.2f}"
+        rank = f"**{rank}**" if bold else rank
+        return f"{rank} ({self.wins}/{self.n_envs}){ARROW[self.arrow] if self.arrow else ''}"
+
+
+#: ``{"split/metric": {method: Cell}}``: one column of the comparison.
+Column = dict[str, dict[str, Cell]]
+
+
+def cells_from_stats(stats: Mapping[str, Any]) -> Column:
+    """The Table 1 cells of :func:`pnc.report.stats.compute_statistics`' output."""
+    out: Column = {}
+    for split, metric in HEADLINE:
+        k = st.key(split, metric)
+        if k not in stats["ranks"]:
+            continue
+        r = stats["ranks"][k]
+        tests = stats["wilcoxon"].get(k, {}).get("tests", {})
+        out[k] = {
+            m: Cell(
+                mean_rank=float(r["mean_rank"][m]),
+                rank_std=float("nan") if r["rank_std"][m] is None else float(r["rank_std"][m]),
+                wins=int(r["wins"][m]),
+                n_envs=int(r["n_envs"]),
+                arrow=tests[m]["arrow"] if m in tests else None,
+            )
+            for m in r["mean_rank"]
+        }
+    return out
+
+
+def statistics_of(df: pd.DataFrame, substitutions: Mapping[str, str] | None = None) -> Column:
+    """The Table 1 cells of a loaded results table, with ``substitutions`` applied first."""
+    if substitutions:
+        df = st.substitute_methods(df, substitutions)
+    return cells_from_stats(st.compute_statistics(df))
+
+
+def our_readings(ours: pd.DataFrame) -> tuple[Column, Column | None]:
+    """Our Table 1 cells: the draws reading, and the mixture reading when the table has it."""
+    mixture = None
+    if set(MIXTURE_SUBSTITUTION.values()) <= set(ours["method"]):
+        mixture = statistics_of(ours, MIXTURE_SUBSTITUTION)
+    return statistics_of(ours), mixture
+
+
