@@ -6,10 +6,7 @@ setup_venv() {
     "$py" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
     [ -x .venv/bin/python ] || "$py" -m venv .venv
     .venv/bin/python -m pip install --quiet --upgrade pip
-    # --no-compile: Python byte-compiles each module on its first import instead of pip compiling
-    # every installed file up front (measured here: the set-up 55 s -> 21 s of wall time, the
-    # first import of the project, JAX, SciPy, pandas and Snakemake 1.0 -> 2.8 s once)
-    .venv/bin/python -m pip install --quiet --no-compile -e "$1"
+    .venv/bin/python -m pip install --quiet -e "$1"
     export PATH="$PWD/.venv/bin:$PATH"  # workflow jobs run `python -m pnc...`
 }
 
