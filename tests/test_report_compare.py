@@ -100,7 +100,7 @@ def test_markdown_refuses_columns_that_rank_different_methods():
 
 
 @pytest.mark.slow
-def test_check_rebuilds_the_comparison_and_finds_an_edit(tmp_path):
+def test_check_rebuilds_the_comparison_and_finds_an_edit(tmp_path, capsys):
     folder = _folder_with_mixture(tmp_path, factor=0.5)
     export.build_tables(folder, folder / "tables")
     assert main(["compare", str(folder), "--paper", str(PAPER)]) == 0
@@ -110,10 +110,12 @@ def test_check_rebuilds_the_comparison_and_finds_an_edit(tmp_path):
     ]
     path = folder / "comparison.md"
     path.write_text(path.read_text().replace("(8/11)", "(9/11)", 1))
-    assert export.check_folder(folder, PAPER) == [
+    capsys.readouterr()
+    # the command prints each problem check_folder finds and fails
+    assert main(["check", str(folder), "--paper", str(PAPER)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
         f"{path}: differs from the comparison rebuilt from the CSVs"
     ]
-    assert main(["check", str(folder), "--paper", str(PAPER)]) == 1
 
 
 def test_per_environment_cells_put_our_seed_mean_beside_the_papers_mean():
