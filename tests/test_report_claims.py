@@ -50,7 +50,7 @@ def _mechanism(envs: tuple[str, ...] = ("Ant", "Hopper", "Swimmer")) -> pd.DataF
         row = {"env": env, "method": "pnc", "sigma": np.nan, "t": np.nan, "spearman": np.nan}
         rows += [
             {**row, "evidence": claims.EVIDENCE_3B, "estimate": 2.0, "t": 20.0, "spearman": 0.9},
-            {**row, "evidence": claims.EVIDENCE_3C, "estimate": 1.0, "t": 80.0, "spearman": 0.95},
+            {**row, "evidence": claims.EVIDENCE_3C_PROBE, "estimate": 1.0, "t": 80.0, "spearman": 0.95},
             {**row, "evidence": claims.EVIDENCE_1BC, "estimate": 5.0},
             {**row, "evidence": claims.EVIDENCE_1BC, "method": "pnc_nocorr", "estimate": 1.0},
             {**row, "evidence": claims.EVIDENCE_THM3, "estimate": 1.05},
@@ -212,7 +212,7 @@ def test_3a_with_one_positive_sigma_in_one_environment_holds_in_k_of_n():
 def test_3b_3c_1bc_and_theorem_3_judge_each_environment():
     frame = _mechanism()
     _set(frame, claims.EVIDENCE_3B, "Swimmer", "t", 1.5)  # positive but not significant
-    _set(frame, claims.EVIDENCE_3C, "Ant", "estimate", 0.47)  # named, but Spearman decides
+    _set(frame, claims.EVIDENCE_3C_PROBE, "Ant", "estimate", 0.47)  # named, but Spearman decides
     _set(frame, claims.EVIDENCE_THM3, "Hopper", "estimate", 0.99)
     frame.loc[frame.evidence == claims.EVIDENCE_1BC, "estimate"] = 0.9  # below 1 everywhere
     assert _judge(frame, C3B).verdict == "holds in 2 of 3 environments"
@@ -221,7 +221,7 @@ def test_3b_3c_1bc_and_theorem_3_judge_each_environment():
     assert _judge(frame, C3C).measured.endswith("outside [0.8, 1.2] in Ant (0.470)")
     assert _judge(frame, C1BC).verdict == claims.DOES_NOT_HOLD
     assert _judge(frame, THM3).verdict == "holds in 2 of 3 environments"
-    _set(frame, claims.EVIDENCE_3C, "Hopper", "spearman", -0.1)
+    _set(frame, claims.EVIDENCE_3C_PROBE, "Hopper", "spearman", -0.1)
     assert _judge(frame, C3C).verdict == "holds in 2 of 3 environments"
 
 

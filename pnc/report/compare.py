@@ -16,8 +16,8 @@ Each cell is ``mean rank ± std (wins / environments)`` followed by the Wilcoxon
 P&C (↑: P&C significantly better, ↓: the reverse); the best mean rank of a column is in bold. Then
 come the per-environment AUROC and Spearman, ours beside the paper's, and last the paper's claims
 measured on the folder, each with its verdict (:mod:`pnc.report.claims`; the mechanism claims from
-the folder's ``tables/mechanism.csv`` when it has one). The file is built from CSVs alone, so :func:`pnc.report.export.check_folder` rebuilds it and compares it
-with the committed one.
+the folder's ``tables/mechanism.csv`` when it has one). The file is built from CSVs alone, so
+:func:`pnc.report.export.check_folder` rebuilds it and compares it with the committed one.
 
 Command line::
 

@@ -56,6 +56,14 @@ SKETCHES = {
     "sketch_analytic": "analytic sketch (Thm 2)",
 }
 
+#: Evidence labels of the mechanism table's rows (:func:`mechanism_stats`; read by
+#: :mod:`pnc.report.claims`).
+EVIDENCE_3A = "3A: Far NLL, P&C - w/o Corr"
+EVIDENCE_3B = "3B: D ~ log10 Mahalanobis"
+EVIDENCE_3C = {sketch: f"3C: log D ~ log {label}" for sketch, label in SKETCHES.items()}
+EVIDENCE_1BC = "1B/C: Far/ID of ||dy||/||dh||"
+EVIDENCE_THM3 = "Thm 3: r_eff per-member / shared subset"
+
 
 def read_mechanism(paths: Sequence[str | Path]) -> pd.DataFrame:
     """Read and concatenate mechanism files (parquet), checking their columns.
@@ -259,16 +267,16 @@ def mechanism_stats(frame: pd.DataFrame, all_configs: pd.DataFrame) -> pd.DataFr
         wide = wide_all[wide_all.env == env]
         base = {"env": env, "method": "pnc", "sigma": np.nan, "note": ""}
         r = distance_regression(wide)
-        rows.append({**base, "evidence": "3B: D ~ log10 Mahalanobis", "estimate": r["slope"],
+        rows.append({**base, "evidence": EVIDENCE_3B, "estimate": r["slope"],
                      "se": r["se"], "t": r["t"], "spearman": r["spearman"], "n": r["n"]})  # fmt: skip
-        for sketch, label in SKETCHES.items():
+        for sketch, evidence in EVIDENCE_3C.items():
             r = sketch_regression(wide, sketch)
-            rows.append({**base, "evidence": f"3C: log D ~ log {label}", "estimate": r["slope"],
+            rows.append({**base, "evidence": evidence, "estimate": r["slope"],
                          "se": r["se"], "t": r["t"], "spearman": r["spearman"], "n": r["n"]})  # fmt: skip
         ratios = summary[summary.env == env].set_index("method")
         ratios = ratios.loc[[m for m in MECHANISM_METHODS if m in ratios.index]].reset_index()
         for rec in ratios.itertuples():
-            rows.append({**base, "method": rec.method, "evidence": "1B/C: Far/ID of ||dy||/||dh||",
+            rows.append({**base, "method": rec.method, "evidence": EVIDENCE_1BC,
                          "estimate": rec.far_over_id, "se": np.nan, "t": np.nan,
                          "spearman": np.nan, "n": np.nan,
                          "note": f"ID {rec.id:.3g}, Far {rec.far:.3g}"})  # fmt: skip
@@ -277,7 +285,7 @@ def mechanism_stats(frame: pd.DataFrame, all_configs: pd.DataFrame) -> pd.DataFr
             if len(boot):
                 gain = boot.rank_mixture / boot.rank_shared
                 ratio = boot.rank_predicted / boot.rank_mixture
-                rows.append({**base, "evidence": "Thm 3: r_eff per-member / shared subset",
+                rows.append({**base, "evidence": EVIDENCE_THM3,
                              "estimate": float(gain.median()), "se": np.nan, "t": np.nan,
                              "spearman": np.nan, "n": len(boot),
                              "note": (f"median r_eff {boot.rank_mixture.median():.3g} vs "
@@ -291,7 +299,7 @@ def mechanism_stats(frame: pd.DataFrame, all_configs: pd.DataFrame) -> pd.DataFr
             if pd.notna(rec.nocorr_config):
                 note += (f" (Far NLL {rec.pnc_far_nll:.3g} vs {rec.nocorr_far_nll:.3g}; "
                          f"ID RMSE {rec.pnc_id_rmse:.3g} vs {rec.nocorr_id_rmse:.3g})")  # fmt: skip
-            rows.append({**base, "sigma": rec.sigma, "evidence": "3A: Far NLL, P&C - w/o Corr",
+            rows.append({**base, "sigma": rec.sigma, "evidence": EVIDENCE_3A,
                          "estimate": rec.pnc_far_nll - rec.nocorr_far_nll, "se": np.nan,
                          "t": np.nan, "spearman": np.nan, "n": np.nan, "note": note})  # fmt: skip
     columns = ["env", "evidence", "method", "sigma", "estimate", "se", "t", "spearman", "n", "note"]

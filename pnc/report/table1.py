@@ -77,5 +77,3 @@ def our_readings(ours: pd.DataFrame) -> tuple[Column, Column | None]:
     if set(MIXTURE_SUBSTITUTION.values()) <= set(ours["method"]):
         mixture = statistics_of(ours, MIXTURE_SUBSTITUTION)
     return statistics_of(ours), mixture
-
-
