@@ -632,11 +632,10 @@ def _finished_jobs(output: str) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def resume_record(tiny_run, tmp_path_factory) -> dict:
     """The tiny run's results (:data:`RESUMED_TARGET`) interrupted with Ctrl-C after its first
-    finished evaluation, then resumed:
-    the work directory, the jobs finished before the interruption and those the resumed run
-    scheduled (rule -> count), and the modification times (ns), taken before resuming, of
-    outputs whose jobs had certainly finished (the data and the training run behind the first
-    evaluation table)."""
+    finished evaluation, then resumed: the work directory, the jobs finished before the
+    interruption and those the resumed run scheduled (rule -> count), and the modification times
+    (ns), taken before resuming, of outputs whose jobs had certainly finished (the data and the
+    training run behind the first evaluation table)."""
     workdir = _copy_workflow(tmp_path_factory.mktemp("resumed"))
     output = tmp_path_factory.mktemp("interrupted") / "snakemake.log"
     code = _interrupt_after_first(workdir, RESUMED_TARGET, "evaluate", output)
