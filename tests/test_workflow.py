@@ -129,6 +129,23 @@ def test_every_rule_with_a_command_has_log_benchmark_and_threads():
                 assert "{log:q}" in directives["shell"], (path.name, name)
 
 
+def test_upstream_jobs_and_the_mechanism_chain_go_before_training_and_evaluation():
+    """Data, splits, selection and the mechanism chain run as soon as they are ready: their
+    priority is above every training and evaluation job's (the size of its work)."""
+    rules = {}
+    for path in RULE_FILES:
+        rules.update(_rules(path.read_text()))
+    upstream = {"behaviour_policies", "offline_data", "minari_data", "far_data", "splits"}
+    for name in upstream | {"select", "pnc_members", "mechanism"}:
+        assert rules[name].get("priority") == "UPSTREAM_PRIORITY", name
+    assert rules["train"]["priority"] == "training_priority"
+    assert rules["evaluate"]["priority"] == "evaluation_priority"
+    common = (ROOT / "workflow/rules/common.smk").read_text()
+    line = next(t for t in common.splitlines() if t.startswith("UPSTREAM_PRIORITY = "))
+    assert "EVALUATION_WORK.values()" in line and "TRAINING_WORK.values()" in line
+    assert line.startswith("UPSTREAM_PRIORITY = 1 + max(")
+
+
 @pytest.mark.parametrize(
     ("stage", "library", "argv", "expected"),
     [

@@ -77,6 +77,14 @@ def training_priority(wildcards):
     return TRAINING_WORK.get(wildcards.run, 0)
 
 
+# The jobs that everything else waits for (data, splits) and the mechanism chain (selection,
+# members, diagnostics: a long job that can start only when its environment's seeds are all
+# evaluated) go before any training or evaluation as soon as they are ready. With the data jobs
+# last, the quick default started one environment's seed 0 only after the other seeds' evaluations
+# and then ran its mechanism stage alone at the end.
+UPSTREAM_PRIORITY = 1 + max([0, *EVALUATION_WORK.values(), *TRAINING_WORK.values()])
+
+
 MINARI_ROOT = DATA.get("minari_root", "resources/minari")
 
 

@@ -19,6 +19,7 @@ rule behaviour_policies:
     resources:
         mem_mb=RESOURCES["policies"]["mem_mb"],
         runtime=RESOURCES["policies"]["runtime"],
+    priority: UPSTREAM_PRIORITY
     threads: THREADS["data"]
     conda:
         "../../envs/pnc.yaml"
@@ -47,6 +48,7 @@ rule offline_data:
     resources:
         mem_mb=RESOURCES["data"]["mem_mb"],
         runtime=RESOURCES["data"]["runtime"],
+    priority: UPSTREAM_PRIORITY
     threads: THREADS["data"]
     conda:
         "../../envs/pnc.yaml"
@@ -72,6 +74,7 @@ rule minari_data:
     resources:
         mem_mb=RESOURCES["data"]["mem_mb"],
         runtime=RESOURCES["data"]["runtime"],
+    priority: UPSTREAM_PRIORITY
     threads: THREADS["data"]
     conda:
         "../../envs/pnc.yaml"
@@ -95,6 +98,7 @@ rule far_data:
     resources:
         mem_mb=RESOURCES["data"]["mem_mb"],
         runtime=RESOURCES["data"]["runtime"],
+    priority: UPSTREAM_PRIORITY
     threads: THREADS["data"]
     conda:
         "../../envs/pnc.yaml"
@@ -125,6 +129,7 @@ rule splits:
     resources:
         mem_mb=RESOURCES["splits"]["mem_mb"],
         runtime=RESOURCES["splits"]["runtime"],
+    priority: UPSTREAM_PRIORITY
     threads: THREADS["data"]
     conda:
         "../../envs/pnc.yaml"

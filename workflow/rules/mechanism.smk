@@ -33,6 +33,7 @@ rule pnc_members:
     resources:
         mem_mb=RESOURCES["mechanism"]["mem_mb"],
         runtime=RESOURCES["mechanism"]["runtime"],
+    priority: UPSTREAM_PRIORITY
     threads: THREADS["evaluate"]
     conda:
         "../../envs/pnc.yaml"
@@ -74,6 +75,7 @@ rule mechanism:
     resources:
         mem_mb=RESOURCES["mechanism"]["mem_mb"],
         runtime=RESOURCES["mechanism"]["runtime"],
+    priority: UPSTREAM_PRIORITY
     threads: THREADS["evaluate"]
     conda:
         "../../envs/pnc.yaml"

@@ -23,6 +23,7 @@ rule select:
         "logs/select/{env}.log",
     benchmark:
         "benchmarks/select/{env}.tsv"
+    priority: UPSTREAM_PRIORITY
     threads: 1
     conda:
         "../../envs/pnc.yaml"
