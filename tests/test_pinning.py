@@ -90,7 +90,8 @@ print(json.dumps({"allowed": allowed, "mine": mine, "late": late}))
 @pytest.mark.slow
 def test_a_job_that_finds_too_few_free_cpus_still_runs_on_n_cpus(tmp_path):
     """With the other CPUs held by running (or paused) jobs, a job takes the free one; the next
-    finds none free and runs on one CPU it does not claim, neither unpinned nor on every CPU."""
+    finds none free at the first rung and takes a CPU one rung up, neither unpinned nor on every
+    CPU."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU allowed: nothing to distribute")
     got = _run(FULL, tmp_path)
@@ -98,6 +99,32 @@ def test_a_job_that_finds_too_few_free_cpus_still_runs_on_n_cpus(tmp_path):
     assert got["mine"] == allowed[:-1]
     assert got["late"][0] == [allowed[-1]]
     assert len(got["late"][1]) == 1 and got["late"][1][0] in allowed
+
+
+EVERY_CPU_HELD = """
+import json, os, subprocess, sys
+import pnc.workflow as W
+allowed = sorted(os.sched_getaffinity(0))
+mine = [W.claim_cpus(1) for _ in allowed]  # one job on every CPU (running, or paused)
+code = "import json, pnc.workflow as W; print(json.dumps([W.claim_cpus(1) for _ in range(N)]))"
+late = json.loads(subprocess.run([sys.executable, "-c", code.replace("N", str(len(allowed)))],
+                                 capture_output=True, text=True, check=True).stdout)
+print(json.dumps({"allowed": allowed, "mine": mine, "late": late}))
+"""
+
+
+@pytest.mark.slow
+def test_jobs_that_find_every_cpu_held_still_go_to_distinct_cpus(tmp_path):
+    """With one job (perhaps paused) holding each CPU, as many new jobs as CPUs take one CPU each
+    instead of piling onto one: the next rung of each CPU's lock ladder."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU allowed: nothing to distribute")
+    got = _run(EVERY_CPU_HELD, tmp_path)
+    allowed = got["allowed"]
+    assert sorted(c for [c] in got["mine"]) == allowed
+    assert sorted(c for [c] in got["late"]) == allowed
+    locks = tmp_path / f"pnc-cpus-{os.getuid()}"
+    assert {f"cpu{c}.1.lock" for c in allowed} <= {p.name for p in locks.iterdir()}
 
 
 GRAM_JOB = """

@@ -13,7 +13,7 @@ is the stage's.
 :func:`limit_threads` makes a job use the number of cores Snakemake gave it. XLA ignores
 ``OMP_NUM_THREADS`` and, on this JAX version, also runs a training scan on two busy threads whatever
 ``XLA_FLAGS`` say, so the process is pinned to ``n`` CPUs (``os.sched_setaffinity``); concurrent
-jobs on one machine claim distinct CPUs through lock files. The BLAS/OpenMP pools of NumPy are sized
+jobs on one machine spread over the CPUs through lock files. The BLAS/OpenMP pools of NumPy are sized
 by the ``OMP_NUM_THREADS``-style variables that Snakemake sets to the rule's ``threads`` for every
 shell command, before the stage's interpreter starts.
 
@@ -80,16 +80,26 @@ def limit_threads(n: int) -> list[int]:
 
 _HELD_LOCKS: list[int] = []
 
+#: Jobs per CPU that :func:`claim_cpus` keeps apart by lock files; beyond that it spreads by pid.
+LOCK_LEVELS = 64
+
+
+def _lock_file(lock_dir: Path, cpu: int, level: int) -> Path:
+    """The lock of the ``level``-th job on ``cpu`` (level 0 keeps the name ``cpu<k>.lock``)."""
+    return lock_dir / (f"cpu{cpu}.lock" if level == 0 else f"cpu{cpu}.{level}.lock")
+
 
 def claim_cpus(n: int) -> list[int]:
-    """Choose ``n`` of the CPUs this process may run on, preferring ones no other job holds.
+    """Choose ``n`` of the CPUs this process may run on, those the fewest other jobs hold.
 
     When more than ``n`` CPUs are allowed (a workstation; on a cluster the scheduler's cpuset usually
-    allows exactly ``n``), free CPUs are claimed with non-blocking ``flock`` on node-local lock files
-    (``$TMPDIR/pnc-cpus-<uid>/cpu<k>.lock``), held until the process exits. If fewer than ``n`` are
-    free (other jobs, perhaps of another study or paused, hold the rest), nothing is claimed and
-    ``n`` allowed CPUs are returned unclaimed, starting at an offset given by the process id, so
-    that such jobs spread over the machine instead of piling onto its first CPUs.
+    allows exactly ``n``), CPUs are claimed with non-blocking ``flock`` on node-local lock files
+    (``$TMPDIR/pnc-cpus-<uid>/cpu<k>.lock``), held until the process exits. Each CPU has a ladder of
+    locks (``cpu<k>.lock``, ``cpu<k>.1.lock``, ...; :data:`LOCK_LEVELS` of them): a job takes the
+    first free rung of the CPUs the fewest jobs hold. So when every CPU is held, by another study's
+    jobs or by paused ones, the new jobs still go to distinct CPUs instead of onto the same one.
+    Only when every rung of every CPU is held are ``n`` allowed CPUs returned unclaimed, starting at
+    an offset given by the process id.
 
     A job always runs on exactly ``min(n, allowed)`` CPUs because XLA's CPU compiler partitions
     loops (and so orders floating-point sums) by the number of CPUs the process may use: the same
@@ -103,17 +113,22 @@ def claim_cpus(n: int) -> list[int]:
     lock_dir.mkdir(parents=True, exist_ok=True)
     chosen: list[int] = []
     held: list[int] = []
-    for cpu in allowed:
+    for level in range(LOCK_LEVELS):
+        for cpu in allowed:
+            if len(chosen) == n:
+                break
+            if cpu in chosen:
+                continue
+            fd = os.open(_lock_file(lock_dir, cpu, level), os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            held.append(fd)
+            chosen.append(cpu)
         if len(chosen) == n:
             break
-        fd = os.open(lock_dir / f"cpu{cpu}.lock", os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        held.append(fd)
-        chosen.append(cpu)
     if len(chosen) < n:
         for fd in held:  # a partial claim would keep other jobs off CPUs this one does not own
             os.close(fd)
