@@ -4,8 +4,9 @@ The suite's processes (the parallel workers and the Snakemake jobs of the workfl
 JAX compilation cache (:mod:`pnc.compile_cache`) in a temporary directory made for the run and
 removed after it, so a function compiled by one test or job is loaded by the others. A
 ``PNC_COMPILE_CACHE`` set by the caller is used instead (``off`` turns the cache off) and kept, so
-a second run loads what the first compiled (the fast tier, ``docs/testing.md``); a relative path
-is made absolute, since tests and their subprocesses change directory.
+a second run loads what the first compiled (``scripts/test.sh`` names one in the user's cache
+directory; the fast tier, ``docs/testing.md``); a relative path is made absolute, since tests and
+their subprocesses change directory.
 
 ``scripts/test.sh`` runs the suite on parallel workers with whole files per worker
 (``--dist loadfile``), handing out files in collection order. The workflow runs take minutes each;
