@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import importlib
+import itertools
 import json
 import logging
 import os
@@ -113,22 +114,19 @@ def claim_cpus(n: int) -> list[int]:
     lock_dir.mkdir(parents=True, exist_ok=True)
     chosen: list[int] = []
     held: list[int] = []
-    for level in range(LOCK_LEVELS):
-        for cpu in allowed:
-            if len(chosen) == n:
-                break
-            if cpu in chosen:
-                continue
-            fd = os.open(_lock_file(lock_dir, cpu, level), os.O_CREAT | os.O_RDWR, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            held.append(fd)
-            chosen.append(cpu)
+    for level, cpu in itertools.product(range(LOCK_LEVELS), allowed):  # rung by rung
         if len(chosen) == n:
             break
+        if cpu in chosen:
+            continue
+        fd = os.open(_lock_file(lock_dir, cpu, level), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        held.append(fd)
+        chosen.append(cpu)
     if len(chosen) < n:
         for fd in held:  # a partial claim would keep other jobs off CPUs this one does not own
             os.close(fd)
