@@ -9,10 +9,7 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import pnc, snakemake' >/
     setup_venv "."
 fi
 export PATH="$PWD/.venv/bin:$PATH"
-# The jobs' compiled programs are kept in the user's cache directory, so that a later quick run on
-# this machine (from a new clone too) loads them instead of compiling (pnc.compile_cache,
-# docs/performance.md). PNC_COMPILE_CACHE=off runs without it, another directory moves it.
-export PNC_COMPILE_CACHE="${PNC_COMPILE_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/pnc/jax}"
+keep_compile_cache jax
 snakemake --cores "${CORES:-2}" --configfile config/quick.yaml "$@"
 # self-contained HTML report of the tables and figures
 if [[ " $* " != *" -n "* && " $* " != *" --dry-run "* ]]; then

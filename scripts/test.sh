@@ -5,10 +5,7 @@ cd "$(dirname "$0")/.."
 source scripts/venv.sh
 setup_venv ".[test]"
 ruff check .
-# The suite's compiled programs are kept between runs, outside the checkout, so that a later run
-# (a new clone included) loads them instead of compiling (pnc.compile_cache; docs/testing.md).
-# PNC_COMPILE_CACHE=off runs without it, another directory moves it.
-export PNC_COMPILE_CACHE="${PNC_COMPILE_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/pnc/jax-tests}"
+keep_compile_cache jax-tests  # docs/testing.md
 # Test files run in parallel worker processes, each file whole on one worker (its module-scoped
 # fixtures, such as the tiny workflow runs, are built once); PNC_TEST_WORKERS=0 runs serially.
 python -m pytest -n "${PNC_TEST_WORKERS:-2}" --dist loadfile "$@"
