@@ -1,12 +1,14 @@
 """Measured study cost from Snakemake benchmark files (pnc.report.costs)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from pnc.report import costs
 from pnc.report.__main__ import main
 
+ROOT = Path(__file__).resolve().parents[1]
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
 
@@ -109,6 +111,7 @@ def test_exact_process_records_in_logs_replace_sampled_cpu(bench, tmp_path):
     from pnc.io import PROCESS_RECORD
 
     logs = tmp_path / "logs"
+
     def record(cpu: float, rss: float) -> str:
         return PROCESS_RECORD + json.dumps({"cpu_s": cpu, "max_rss_mb": rss})
 
@@ -120,7 +123,10 @@ def test_exact_process_records_in_logs_replace_sampled_cpu(bench, tmp_path):
     dotted.write_text(record(8.75, 300.0) + "\n")
     (logs / "train/Ant/seed1/base.log").write_text("no record: the job was killed\n")
     df = costs.read_benchmarks(bench, logs).set_index("job")
-    assert df.loc["evaluate/Ant/seed1/pnc/base", ["cpu_s", "max_rss_mb"]].tolist() == [654.5, 2345.0]
+    assert df.loc["evaluate/Ant/seed1/pnc/base", ["cpu_s", "max_rss_mb"]].tolist() == [
+        654.5,
+        2345.0,
+    ]
     assert df.loc["evaluate/Ant/seed1/pnc/base", "cpu_source"] == "process"
     assert df.loc["train/Ant/seed1/mc_dropout-rate0.1", "cpu_s"] == 8.75
     assert df.loc["train/Ant/seed1/base", ["cpu_s", "cpu_source"]].tolist() == [20.0, "sampled"]
@@ -145,3 +151,86 @@ def test_stage_ends_with_its_process_record(capsys):
     assert record["stage"] == "train_run" and record["status"] == 2
     assert record["cpu_s"] == pytest.approx(record["user_s"] + record["system_s"], abs=2e-3)
     assert record["cpu_s"] > 0 and record["max_rss_mb"] > 10
+
+
+def test_projection_by_env_mean_fills_each_env_from_its_own_seeds(bench):
+    """Hopper's two pairs cost 414 each, Ant's 724: 11 x 10 needs 8 more of each and 9 x 10 of
+    environments never measured, taken at the mean over all pairs."""
+    _write(bench, "far_data/Walker2d/seed0.tsv", 6, 5)  # incomplete: not counted
+    out = costs.summarize(costs.read_benchmarks(bench), n_envs=11, n_seeds=10)
+    proj = out["by_env_mean"]
+    assert proj["stored_pairs"] == 4 and proj["pairs_left"] == 106
+    assert proj["stored_cpu_s"] == 2 * 414 + 2 * 724
+    assert proj["data_cpu_s"] == (20 + 2 + 4) + (40 + 2 + 4) + 4
+    assert proj["left_cpu_s"] == 8 * 414 + 8 * 724 + 9 * 10 * (414 + 724) / 2
+    assert proj["core_hours"] * 3600 == pytest.approx(
+        proj["stored_cpu_s"] + proj["data_cpu_s"] + proj["left_cpu_s"]
+    )
+    # more environments measured than projected: no such projection, and no line for it
+    small = costs.summarize(costs.read_benchmarks(bench), n_envs=1, n_seeds=10)
+    assert small["by_env_mean"] is None
+    assert "Projected" not in costs.render_markdown(small)
+
+
+def test_markdown_lists_each_env_cheapest_first_with_the_projection(bench, tmp_path):
+    out = costs.summarize(costs.read_benchmarks(bench), n_envs=2, n_seeds=3)
+    text = costs.render_markdown(out)
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[1:] == [
+        "| Hopper | 0, 1 | 414 / 414 | 414 | 390 / 390 | 18 / 18 | 6.0 | 0 of 6 / 0 of 6 |",
+        "| Ant | 0, 1 | 724 / 724 | 724 | 690 / 690 | 28 / 28 | 6.0 | 0 of 6 / 0 of 6 |",
+    ]
+    assert "**4 pairs**, 2,276 CPU s" in text
+    # 2 x 3: one more seed of each environment at its own mean
+    assert "**1.0 core-hours**, 0.3 of them for the 2 pairs" in " ".join(text.split())
+    # Hopper: evaluations 390 of 414 (94 %), Ant 690 of 724 (95 %); training 18/414, 28/724
+    assert "The evaluations are 94-95 % of every pair, the training runs 4 %." in " ".join(
+        text.split()
+    )
+    md = tmp_path / "costs.md"
+    assert main(["costs", str(bench), "--envs", "2", "--seeds", "3", "--markdown", str(md)]) == 0
+    assert md.read_text() == text
+
+
+REFERENCE_PIECES = ROOT / "docs/results/offline/pieces/benchmarks"
+REFERENCE_COSTS = ROOT / "docs/performance/reference_costs.json"
+BEGIN, END = costs.BLOCK_BEGIN, costs.BLOCK_END
+
+
+def _flat(tree, prefix=""):
+    if isinstance(tree, dict):
+        return {k: v for key in tree for k, v in _flat(tree[key], f"{prefix}/{key}").items()}
+    if isinstance(tree, list):
+        return {f"{prefix}/{i}": v for i, v in enumerate(tree)} if tree else {prefix: "[]"}
+    return {prefix: tree}
+
+
+def test_committed_reference_costs_match_the_stored_pieces():
+    """The committed cost summary is the one of the stored pieces' benchmark files, and the table
+    in docs/performance.md is its markdown: neither can lag behind a newly stored piece."""
+    committed = json.loads(REFERENCE_COSTS.read_text())
+    fresh = costs.summarize(costs.read_benchmarks(REFERENCE_PIECES), n_envs=11, n_seeds=10)
+    assert _flat(json.loads(json.dumps(fresh))) == pytest.approx(_flat(committed))
+    doc = (ROOT / "docs/performance.md").read_text()
+    assert doc.count(BEGIN) == 1 and doc.count(END) == 1
+    block = doc[doc.index(BEGIN) + len(BEGIN) : doc.index(END)]
+    assert block.strip() == costs.render_markdown(committed).strip()
+
+
+def test_markdown_into_replaces_only_the_marked_block(bench, tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"# Costs\n\nintro\n{costs.BLOCK_BEGIN}\nold table\n{costs.BLOCK_END}\nafter\n")
+    out = tmp_path / "costs.json"
+    assert main(["costs", str(bench), "--markdown-into", str(doc), "--out", str(out)]) == 0
+    text = doc.read_text()
+    assert text.startswith(f"# Costs\n\nintro\n{costs.BLOCK_BEGIN}\n| environment |")
+    assert text.endswith(f"training runs 4 %.\n{costs.BLOCK_END}\nafter\n")
+    assert "old table" not in text
+    block = text[text.index(costs.BLOCK_BEGIN) : text.index(costs.BLOCK_END)]
+    assert block.count("| Ant |") == 1
+    # a document without exactly one pair of markers is refused before anything is written
+    out.unlink()
+    doc.write_text(f"{costs.BLOCK_BEGIN}\n{costs.BLOCK_BEGIN}\n{costs.BLOCK_END}\n")
+    assert main(["costs", str(bench), "--markdown-into", str(doc), "--out", str(out)]) == 2
+    assert not out.exists()
+    assert doc.read_text() == f"{costs.BLOCK_BEGIN}\n{costs.BLOCK_BEGIN}\n{costs.BLOCK_END}\n"

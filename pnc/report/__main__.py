@@ -6,7 +6,7 @@
     python -m pnc.report tables results/results.csv --out DIR --substitute deep_ensemble=deep_ensemble_mixture
     python -m pnc.report frontier results/all_configs.csv --out figures/frontier/Ant-v5 --env Ant-v5
     python -m pnc.report metrics results/results.csv --out figures/metrics/Ant-v5 --env Ant-v5
-    python -m pnc.report costs benchmarks --envs 11 --seeds 10 --cores 2 8 32
+    python -m pnc.report costs benchmarks --envs 11 --seeds 10 --cores 2 8 32 [--markdown F]
     python -m pnc.report export STUDY_DIR --out docs/results/offline [--force]
     python -m pnc.report check docs/results/offline --paper docs/results/paper
     python -m pnc.report compare docs/results/offline --paper docs/results/paper
@@ -19,7 +19,8 @@ statistics of :func:`pnc.report.stats.compute_statistics` as ``DIR/stats.json``.
 ``metrics`` write ``STEM.pdf`` and ``STEM.png`` (:mod:`pnc.report.figures`); ``--env`` may repeat,
 and omitted means every environment (``metrics`` needs exactly one). ``costs`` prints the measured
 CPU time per (env, seed) and the projected cost of an ``--envs x --seeds`` protocol as JSON
-(:mod:`pnc.report.costs`). ``export`` turns a finished study's directory into a reference folder
+(:mod:`pnc.report.costs`), and with ``--markdown`` also writes a per-environment table of it.
+``export`` turns a finished study's directory into a reference folder
 (its data, cost summary, tables and PNG figures) and ``check`` rebuilds such a folder's tables from
 its ``results.csv`` and exits with status 1 when any differs (:mod:`pnc.report.export`);
 ``compare`` writes the folder's ``comparison.md``, its Table 1 beside the paper's
@@ -92,6 +93,17 @@ def _parser() -> argparse.ArgumentParser:
     co.add_argument("--seeds", type=int, default=10, help="seeds to project (paper: 10)")
     co.add_argument("--cores", type=int, nargs="+", default=[2, 8, 32], help="machine sizes")
     co.add_argument("--out", default=None, help="also write the JSON here")
+    co.add_argument(
+        "--markdown",
+        default=None,
+        help="also write the per-environment table and the projection here (markdown)",
+    )
+    co.add_argument(
+        "--markdown-into",
+        default=None,
+        help="replace the per-environment table between the cost markers of this markdown file "
+        f"({costs.BLOCK_BEGIN} ... {costs.BLOCK_END})",
+    )
     ex = sub.add_parser(
         "export", help="a finished study's data, costs, tables and figures as a reference folder"
     )
@@ -175,8 +187,16 @@ def _costs(args: argparse.Namespace) -> int:
         n_seeds=args.seeds,
         cores=args.cores,
     )
+    block = costs.render_markdown(summary)
+    # the document is checked for its markers before anything is written
+    into = Path(args.markdown_into) if args.markdown_into else None
+    document = costs.replace_block(into.read_text(), block) if into else None
     if args.out:
         write_json(Path(args.out), summary)
+    if args.markdown:
+        Path(args.markdown).write_text(block)
+    if into:
+        into.write_text(document)
     print(json.dumps(summary, indent=2, sort_keys=True))
     return 0
 

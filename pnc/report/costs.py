@@ -19,6 +19,7 @@ bound when jobs are few and long).
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -111,6 +112,29 @@ def _critical_path(jobs: pd.DataFrame) -> float:
     return chain
 
 
+def _projection_by_env_mean(
+    pairs: dict, complete: list[str], per_env: dict, study_wide: float, n_envs: int, n_seeds: int
+) -> dict | None:
+    """``n_envs x n_seeds`` with each environment's missing seeds at its own measured mean; None
+    when more environments or seeds were measured than that protocol has."""
+    done = pd.DataFrame([pairs[k] for k in complete])
+    by_env = done.groupby("env")["cpu_s"]
+    if by_env.size().max() > n_seeds or by_env.ngroups > n_envs:
+        return None
+    left = float(((n_seeds - by_env.size()) * by_env.mean()).sum())
+    left += (n_envs - by_env.ngroups) * n_seeds * float(done["cpu_s"].mean())
+    stored = float(done["cpu_s"].sum())
+    data = sum(e["cpu_s"] for e in per_env.values()) + study_wide
+    return {
+        "stored_pairs": len(complete),
+        "stored_cpu_s": stored,
+        "data_cpu_s": data,
+        "pairs_left": n_envs * n_seeds - len(complete),
+        "left_cpu_s": left,
+        "core_hours": (stored + data + left) / 3600.0,
+    }
+
+
 def summarize(
     df: pd.DataFrame,
     *,
@@ -134,7 +158,11 @@ def summarize(
         ``study_wide_cpu_s``, ``wall_over_cpu`` (summed job wall time over CPU time: about 1.3 on
         an idle machine here, more when jobs share cores), ``mean_cpu_s_per_env_seed`` (with
         ``min``/``max``), the projected
-        ``core_hours`` and ``wall_hours`` per number of cores.
+        ``core_hours`` and ``wall_hours`` per number of cores, and ``by_env_mean``: the same
+        protocol projected with each environment's unmeasured seeds at the mean of its own
+        measured ones (environments with no measured seed at the mean over all complete pairs),
+        split into what is stored and what is left (:func:`render_markdown` prints it; None when
+        more environments or seeds were measured than the projected protocol has).
 
     Raises:
         ValueError: no per-(env, seed) job in ``df``, or non-positive sizes.
@@ -184,6 +212,9 @@ def summarize(
         float(env_cpu.max()) if len(env_cpu) else 0.0
     )
     return {
+        "by_env_mean": _projection_by_env_mean(
+            pairs, complete, per_env, study_wide, n_envs, n_seeds
+        ),
         "measured_env_seed_pairs": len(pairs),
         "complete_env_seed_pairs": complete,
         "per_env_seed": pairs,
@@ -201,3 +232,89 @@ def summarize(
             "wall_hours": {str(c): max(total / c, critical) / 3600.0 for c in cores},
         },
     }
+
+
+def _thousands(values: Sequence[float]) -> str:
+    return " / ".join(f"{v:,.0f}" for v in values)
+
+
+def _share(pairs: list[dict], stage: str) -> str:
+    """The range of ``stage``'s share of each pair's CPU time, as ``"89-97 %"``."""
+    shares = [100 * p["cpu_s_by_stage"].get(stage, 0.0) / p["cpu_s"] for p in pairs]
+    low, high = f"{min(shares):.0f}", f"{max(shares):.0f}"
+    return f"{low} %" if low == high else f"{low}-{high} %"
+
+
+def render_markdown(summary: dict) -> str:
+    """:func:`summarize`'s output as a markdown table per environment and a projection line.
+
+    One row per environment with a complete (env, seed) pair, cheapest mean first: its seeds, the
+    CPU s of each (all jobs, then the evaluations and the training runs alone), their mean, the
+    peak memory over its jobs and how many jobs had an exact CPU time. Below it, the stored total
+    and ``by_env_mean``'s projection. The text is deterministic, so a document can carry it and a
+    test can check that it matches the summary JSON it came from.
+    """
+    done = [summary["per_env_seed"][k] for k in summary["complete_env_seed_pairs"]]
+    envs: dict[str, list[dict]] = {}
+    for pair in sorted(done, key=lambda p: (p["env"], p["seed"])):
+        envs.setdefault(pair["env"], []).append(pair)
+    order = sorted(envs, key=lambda e: (sum(p["cpu_s"] for p in envs[e]) / len(envs[e]), e))
+    lines = [
+        "| environment | seeds | CPU s per (env, seed) | mean | of it: evaluate | train "
+        "| peak memory (GB) | jobs with exact CPU time |",
+        "| --- | --- | --- | ---: | --- | --- | ---: | --- |",
+    ]
+    for env in order:
+        ps = envs[env]
+        stage = {s: [p["cpu_s_by_stage"].get(s, 0.0) for p in ps] for s in ("evaluate", "train")}
+        exact = " / ".join(f"{p['jobs_with_exact_cpu']} of {p['jobs']}" for p in ps)
+        lines.append(
+            f"| {env} | {', '.join(str(p['seed']) for p in ps)} "
+            f"| {_thousands([p['cpu_s'] for p in ps])} "
+            f"| {sum(p['cpu_s'] for p in ps) / len(ps):,.0f} "
+            f"| {_thousands(stage['evaluate'])} | {_thousands(stage['train'])} "
+            f"| {max(p['max_rss_mb'] for p in ps) / 1000:.1f} | {exact} |"
+        )
+    proj = summary["by_env_mean"]
+    if proj is None:
+        return "\n".join(lines) + "\n"
+    total = proj["stored_cpu_s"] + proj["data_cpu_s"]
+    n_envs, n_seeds = summary["projection"]["n_envs"], summary["projection"]["n_seeds"]
+    lines += [
+        "",
+        textwrap.fill(
+            f"Stored: **{proj['stored_pairs']} pairs**, {proj['stored_cpu_s']:,.0f} CPU s, plus "
+            f"{proj['data_cpu_s']:,.0f} CPU s of data and study-wide jobs ({total / 3600:.1f} "
+            f"core-hours in all). Projected for {n_envs} environments x {n_seeds} seeds, each "
+            f"environment's missing seeds at the mean of its stored ones: **{proj['core_hours']:.1f} "
+            f"core-hours**, {proj['left_cpu_s'] / 3600:.1f} of them for the {proj['pairs_left']} "
+            "pairs not yet stored. "
+            f"The evaluations are {_share(done, 'evaluate')} of every pair, the training runs "
+            f"{_share(done, 'train')}.",
+            width=100,
+            break_on_hyphens=False,
+        ),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+#: The lines that enclose :func:`render_markdown`'s block in a document (:func:`replace_block`).
+BLOCK_BEGIN = "<!-- reference costs: begin -->"
+BLOCK_END = "<!-- reference costs: end -->"
+
+
+def replace_block(document: str, block: str) -> str:
+    """``document`` with the text between :data:`BLOCK_BEGIN` and :data:`BLOCK_END` replaced.
+
+    Raises:
+        ValueError: the document does not hold each marker exactly once, begin before end.
+    """
+    counts = (document.count(BLOCK_BEGIN), document.count(BLOCK_END))
+    if counts != (1, 1) or document.index(BLOCK_BEGIN) > document.index(BLOCK_END):
+        raise ValueError(
+            f"expected one {BLOCK_BEGIN!r} line before one {BLOCK_END!r} line, found "
+            f"{counts[0]} and {counts[1]}"
+        )
+    head = document[: document.index(BLOCK_BEGIN) + len(BLOCK_BEGIN)]
+    tail = document[document.index(BLOCK_END) :]
+    return f"{head}\n{block.strip()}\n{tail}"
