@@ -332,6 +332,35 @@ def _config_rows(method, config, calibration, val, rmse, far):
     ]
 
 
+def _score_points(id_parts, far_parts):
+    rows = []
+    for split, (aleatoric, epistemic) in (("id", id_parts), ("far", far_parts)):
+        for q, v in (("score_aleatoric", aleatoric), ("score_epistemic", epistemic)):
+            rows.append(pd.DataFrame({"env": "Ant", "seed": 0, "split": split,
+                                      "point": np.arange(len(v)), "method": "pnc", "member": -1,
+                                      "quantity": q, "value": np.asarray(v, float)}))  # fmt: skip
+    return rm.points_wide(pd.concat(rows, ignore_index=True))
+
+
+def test_score_aurocs_split_the_total_into_its_parts():
+    """Humanoid's case: the aleatoric part is larger on ID, the epistemic part on Far; the total
+    follows whichever part is larger, and each part's AUROC and medians are reported."""
+    wide = _score_points(([50.0, 60.0, 70.0], [1.0, 2.0, 0.5]), ([20.0, 30.0], [5.0, 4.0]))
+    rows = {r["part"]: r for r in rm.score_auroc_rows(wide)}
+    assert list(rows) == ["total", "score_aleatoric", "score_epistemic"]
+    assert rows["score_aleatoric"]["auroc"] == 0.0 and rows["score_epistemic"]["auroc"] == 1.0
+    # totals: ID 51, 62, 70.5; Far 25, 34
+    assert rows["total"]["auroc"] == 0.0 and rows["total"]["n"] == 5
+    assert rows["total"]["id_median"] == 62.0 and rows["total"]["far_median"] == 29.5
+    assert rows["score_epistemic"]["id_median"] == 1.0
+    # when the disagreement dominates, the total follows it
+    wide = _score_points(([1.0, 1.2], [0.1, 0.2]), ([1.1, 0.9], [30.0, 40.0]))
+    assert {r["part"]: r["auroc"] for r in rm.score_auroc_rows(wide)}["total"] == 1.0
+    # files without the two quantities, or without Far points, give no rows
+    assert rm.score_auroc_rows(wide.drop(columns="score_aleatoric")) == []
+    assert rm.score_auroc_rows(wide[wide.split == "id"]) == []
+
+
 def test_frontier_verdicts_per_sigma():
     rows = (
         _config_rows("pnc", "sigma=8,bootstrap_frac=0.1,ridge=0.0001", "raw", 1.0, 0.10, 2.0)

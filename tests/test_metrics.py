@@ -12,7 +12,7 @@ import scipy.stats
 
 from pnc.mlp import gaussian_nll
 from pnc.mujoco import metrics
-from pnc.mujoco.evaluate import evaluate_splits, summarise_split
+from pnc.mujoco.evaluate import evaluate_splits, score_parts, summarise_split
 from pnc.mujoco.results import RESULT_COLUMNS, ResultsError
 from pnc.mujoco.selection import apply_selection, select
 from pnc.predictive import Predictive
@@ -213,6 +213,23 @@ def test_summarise_split_units_and_mixture():
     np.testing.assert_allclose(
         out.epistemic_score, (pred.means.var(0) * std**2).mean(-1), rtol=1e-5
     )
+
+
+def test_score_parts_add_up_to_the_total_score():
+    """The aleatoric part (mean variance) plus the epistemic part (variance of the means) is the
+    evaluated total score, the epistemic part its epistemic score, both in original units."""
+    rng = np.random.default_rng(6)
+    means = rng.normal(size=(5, 40, 3))
+    variances = rng.uniform(0.1, 3.0, size=(5, 40, 3))
+    pred = Predictive(means, variances)
+    y_norm = Standardizer(np.array([1.0, -2.0, 0.0]), np.array([2.0, 0.5, 10.0]))
+    out = summarise_split(pred, rng.normal(size=(40, 3)), y_norm)
+    aleatoric, epistemic = score_parts(pred, y_norm)
+    assert aleatoric.shape == epistemic.shape == (40,)
+    std2 = np.square(y_norm.std)
+    np.testing.assert_allclose(aleatoric, (variances.mean(0) * std2).mean(-1), rtol=1e-12)
+    np.testing.assert_allclose(aleatoric + epistemic, out.total_score, rtol=1e-5)
+    np.testing.assert_allclose(epistemic, out.epistemic_score, rtol=1e-5)
 
 
 def test_evaluate_splits_rows_and_auroc_direction():

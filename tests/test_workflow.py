@@ -574,6 +574,10 @@ def test_tiny_config_end_to_end(tiny_run):
     assert table["evidence"].str.startswith("3C").sum() == 2
     thm3 = table[table["evidence"].str.startswith("Thm 3")]
     assert len(thm3) == 1 and thm3["n"].iloc[0] == 300 and thm3["estimate"].iloc[0] > 0
+    # the OOD score's AUROC, total and per part, on the 200 ID and 200 Far points
+    score = table[table["evidence"].str.startswith("Score: Far AUROC")].set_index("evidence")
+    assert len(score) == 3 and (score["n"] == 400).all()
+    assert score["estimate"].between(0, 1).all()
     for rule in ("train", "evaluate", "select", "pnc_members", "mechanism"):
         assert list((workdir / "benchmarks" / rule).rglob("*.tsv")), rule
         assert list((workdir / "logs" / rule).rglob("*.log")), rule

@@ -66,6 +66,29 @@ def nll_metrics(mean: np.ndarray, var: np.ndarray, y: np.ndarray, scale: np.ndar
     }
 
 
+def score_parts(pred: Predictive, y_norm: Standardizer) -> tuple[np.ndarray, np.ndarray]:
+    """The two parts of the total-variance OOD score of :func:`summarise_split`.
+
+    The moment-matched predictive variance is the mean of the samples' variances (aleatoric)
+    plus the variance of their means (epistemic, the members' disagreement); in original target
+    units and averaged over dimensions, as the score is, the two parts add up to
+    ``SplitSummary.total_score`` and the second is ``SplitSummary.epistemic_score``. A common
+    variance rescaling (the ``vcal`` calibration) scales both parts alike, so which part drives
+    the AUROC does not depend on it.
+
+    Args:
+        pred: ``S`` predictive samples, means/variances ``[S, N, D]`` in the units of ``y_norm``.
+        y_norm: the training target standardiser the prediction is expressed in.
+
+    Returns:
+        ``(aleatoric, epistemic)``, each ``[N]`` (NumPy float64).
+    """
+    scale = np.square(np.asarray(y_norm.std, np.float64))
+    aleatoric = np.asarray(pred.variances, np.float64).mean(axis=0) * scale
+    epistemic = np.asarray(epistemic_variance(pred), np.float64) * scale
+    return aleatoric.mean(axis=-1), epistemic.mean(axis=-1)
+
+
 def summarise_split(pred: Predictive, y_raw: np.ndarray, y_norm: Standardizer) -> SplitSummary:
     """Metrics and OOD scores of one split's prediction.
 

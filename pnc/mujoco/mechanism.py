@@ -9,7 +9,8 @@
    them back, verifying both hashes.
 2. :func:`mechanism_frame` -- for up to ``points_per_split`` points of ID, Near, Mid (where
    present) and Far, the tidy long table of :data:`pnc.mujoco.results.MECHANISM_COLUMNS`: the P&C
-   ensemble's disagreement, the Mahalanobis distance in the base network's second hidden layer,
+   ensemble's disagreement, the two parts of its total-variance OOD score (the members' mean
+   variance and their disagreement, in the evaluation's units), the Mahalanobis distance in the base network's second hidden layer,
    the probe and analytic sketches of the corrected sensitivity (:mod:`pnc.diagnostics`), the ridge
    leverage of each corrected layer, and ``||dh||``/``||dy||`` of every member or sample of P&C,
    P&C without correction, SWAG, Laplace and Subspace.
@@ -52,6 +53,7 @@ from pnc.keys import derive_key
 from pnc.methods.runs import TrainingRun
 from pnc.mlp import Params, forward, hidden_activations
 from pnc.mujoco import grid
+from pnc.mujoco.evaluate import score_parts
 from pnc.mujoco.results import (
     MECHANISM_COLUMNS,
     MECHANISM_LEVERAGE_PREFIX,
@@ -507,10 +509,14 @@ def mechanism_frame(
         boot_at[split] = slice(boot_start, boot_start + n_boot)
         start, boot_start = start + counts[split], boot_start + n_boot
     point_values: dict[tuple[str, str], np.ndarray] = {}
-    mu = jax.vmap(lambda p: forward(p, x, mlp_config)[0])(members)
+    mu, var = jax.vmap(lambda p: forward(p, x, mlp_config))(members)
     point_values[("pnc", "disagreement")] = np.asarray(
-        jnp.sum(epistemic_variance(Predictive(mu, mu)), axis=-1)
+        jnp.sum(epistemic_variance(Predictive(mu, var)), axis=-1)
     )
+    # the evaluation's total-variance OOD score, split into its two parts (original units)
+    aleatoric, epistemic = score_parts(Predictive(mu, var), model.y_norm)
+    point_values[("pnc", "score_aleatoric")] = aleatoric
+    point_values[("pnc", "score_epistemic")] = epistemic
     h = hidden_activations(model.params, x, mlp_config)
     point_values[("pnc", "mahalanobis")] = np.asarray(
         diagnostics.mahalanobis_distance(h_train, h[maha_layer], MAHALANOBIS_RIDGE)

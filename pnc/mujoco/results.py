@@ -553,6 +553,12 @@ MECHANISM_QUANTITIES: dict[str, str] = {
     "disagreement": "D(x): variance of the P&C members' predicted means across members, summed "
     "over target dimensions (the network's output units: standardised with the training "
     "statistics when train.standardize is true, raw otherwise)",
+    "score_aleatoric": "aleatoric part of the evaluation's OOD score (the total predictive "
+    "variance): the P&C members' mean predicted variance, in original target units, averaged over "
+    "target dimensions",
+    "score_epistemic": "epistemic part of that score: the variance of the members' predicted means "
+    "in original target units, averaged over target dimensions (score_aleatoric + "
+    "score_epistemic = the total score whose ID/Far AUROC the evaluation reports)",
     "mahalanobis": "Mahalanobis distance of the base network's second hidden layer activation to "
     "those of all ID train rows (their mean and covariance, covariance ridge 1e-4 x mean "
     "diagonal)",

@@ -11,6 +11,8 @@ Reads the per-(env, seed) mechanism files (:data:`pnc.mujoco.results.MECHANISM_C
   theorem predicts a slope near 1.
 - **1B/C** (:func:`magnitude_summary`): per method and split, ``||dh||`` and ``||dy||`` averaged
   over points, median over members, then over seeds; and the Far/ID ratio of ``||dy||/||dh||``.
+- **Score** (:func:`score_auroc_rows`): the ID/Far AUROC of the evaluation's total-variance OOD
+  score and of its aleatoric and epistemic parts, on the mechanism points.
 - **3A** (:func:`frontier_verdicts`): per sigma, P&C against P&C without correction, each at the
   (configuration, calibration) with the lowest seed-mean validation NLL among those at that sigma
   (the study's selection rule restricted to one sigma): seed-mean Far NLL and ID RMSE.
@@ -63,6 +65,13 @@ EVIDENCE_3B = "3B: D ~ log10 Mahalanobis"
 EVIDENCE_3C = {sketch: f"3C: log D ~ log {label}" for sketch, label in SKETCHES.items()}
 EVIDENCE_1BC = "1B/C: Far/ID of ||dy||/||dh||"
 EVIDENCE_THM3 = "Thm 3: r_eff per-member / shared subset"
+#: The ID/Far AUROC of the evaluation's OOD score and of each of its parts, on the mechanism
+#: points (:func:`score_auroc_rows`): part -> evidence label.
+EVIDENCE_SCORE = {
+    "total": "Score: Far AUROC, total variance",
+    "score_aleatoric": "Score: Far AUROC, aleatoric part",
+    "score_epistemic": "Score: Far AUROC, epistemic part",
+}
 
 
 def read_mechanism(paths: Sequence[str | Path]) -> pd.DataFrame:
@@ -144,6 +153,39 @@ def sketch_regression(wide: pd.DataFrame, sketch: str) -> dict:
     out = _ols("log_d ~ log_s" + _fixed_effects(data), data, "log_s")
     out["spearman"] = float(stats.spearmanr(data[sketch], data["disagreement"]).statistic)
     return out
+
+
+# ----------------------------------------------------------------------------- the OOD score
+
+
+def score_auroc_rows(wide: pd.DataFrame) -> list[dict]:
+    """The ID/Far AUROC of the total-variance score and of its aleatoric and epistemic parts.
+
+    ``wide`` holds one environment's P&C points (:func:`points_wide`) with ``score_aleatoric`` and
+    ``score_epistemic``; the total is their sum (the evaluation's score). Seeds are pooled. One
+    dict per part: ``part, auroc, id_median, far_median, n``. Empty when the points have no ID or
+    no Far row, or the mechanism files predate the two quantities.
+    """
+    from pnc.roc import auroc
+
+    parts = ("score_aleatoric", "score_epistemic")
+    if not set(parts) <= set(wide.columns):
+        return []
+    data = wide.dropna(subset=list(parts))
+    data = data.assign(total=data.score_aleatoric + data.score_epistemic)
+    id_rows, far_rows = data[data.split == "id"], data[data.split == "far"]
+    if id_rows.empty or far_rows.empty:
+        return []
+    return [
+        {
+            "part": part,
+            "auroc": auroc(id_rows[part].to_numpy(), far_rows[part].to_numpy()),
+            "id_median": float(id_rows[part].median()),
+            "far_median": float(far_rows[part].median()),
+            "n": len(id_rows) + len(far_rows),
+        }
+        for part in EVIDENCE_SCORE
+    ]
 
 
 # ----------------------------------------------------------------------------- Figure 1 B/C
@@ -294,6 +336,10 @@ def mechanism_stats(frame: pd.DataFrame, all_configs: pd.DataFrame) -> pd.DataFr
                                       f"{boot.alignment.median():.3g}; predicted/measured "
                                       f"{ratio.median():.3g}; trace CV "
                                       f"{boot.trace_cv.median():.2g}")})  # fmt: skip
+        for r in score_auroc_rows(wide):
+            rows.append({**base, "evidence": EVIDENCE_SCORE[r["part"]], "estimate": r["auroc"],
+                         "se": np.nan, "t": np.nan, "spearman": np.nan, "n": r["n"],
+                         "note": f"median ID {r['id_median']:.3g}, Far {r['far_median']:.3g}"})  # fmt: skip
         for rec in frontier_verdicts(all_configs, env).itertuples():
             note = rec.verdict
             if pd.notna(rec.nocorr_config):
@@ -334,7 +380,11 @@ def mechanism_table(stats: pd.DataFrame) -> Table:
         "by all members (theory: > 1 when the members' covariances are not aligned, alpha_bar "
         "< 1); the note gives both ranks, the median alignment alpha_bar, the theorem's "
         "prediction over the measured mixture rank (1 when every member's covariance has the "
-        "same trace and norm) and the coefficient of variation of the traces."
+        "same trace and norm) and the coefficient of variation of the traces. Score: AUROC of ID "
+        "against Far on the mechanism points of the evaluation's OOD score (the total predictive "
+        "variance of the P&C members, original units, mean over dimensions) and of its two "
+        "parts, the members' mean variance (aleatoric) and the variance of their means "
+        "(epistemic); the note gives each part's median on ID and on Far."
     )
     header = ["Environment", "Evidence", "Method", "σ", "Estimate", "SE", "t", "Spearman", "n",
               "Note"]  # fmt: skip
@@ -389,6 +439,7 @@ __all__ = [
     "mechanism_table",
     "points_wide",
     "read_mechanism",
+    "score_auroc_rows",
     "sigma_points",
     "sketch_regression",
     "split_label",
