@@ -195,6 +195,11 @@ def test_markdown_lists_each_env_cheapest_first_with_the_projection(bench, tmp_p
 REFERENCE_PIECES = ROOT / "docs/results/offline/pieces/benchmarks"
 REFERENCE_COSTS = ROOT / "docs/performance/reference_costs.json"
 BEGIN, END = costs.BLOCK_BEGIN, costs.BLOCK_END
+REGENERATE = (
+    "regenerate both after storing pieces: python -m pnc.report costs "
+    "docs/results/offline/pieces/benchmarks --out docs/performance/reference_costs.json "
+    "--markdown-into docs/performance.md"
+)
 
 
 def _flat(tree, prefix=""):
@@ -210,11 +215,11 @@ def test_committed_reference_costs_match_the_stored_pieces():
     in docs/performance.md is its markdown: neither can lag behind a newly stored piece."""
     committed = json.loads(REFERENCE_COSTS.read_text())
     fresh = costs.summarize(costs.read_benchmarks(REFERENCE_PIECES), n_envs=11, n_seeds=10)
-    assert _flat(json.loads(json.dumps(fresh))) == pytest.approx(_flat(committed))
+    assert _flat(json.loads(json.dumps(fresh))) == pytest.approx(_flat(committed)), REGENERATE
     doc = (ROOT / "docs/performance.md").read_text()
     assert doc.count(BEGIN) == 1 and doc.count(END) == 1
     block = doc[doc.index(BEGIN) + len(BEGIN) : doc.index(END)]
-    assert block.strip() == costs.render_markdown(committed).strip()
+    assert block.strip() == costs.render_markdown(committed).strip(), REGENERATE
 
 
 def test_markdown_into_replaces_only_the_marked_block(bench, tmp_path):
