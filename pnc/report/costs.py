@@ -5,7 +5,10 @@ directive: wall seconds ``s``, ``cpu_time`` of the job's processes, ``max_rss`` 
 :func:`read_benchmarks` collects them into one table with the stage, environment and seed read from
 the path; :func:`summarize` sums the CPU time per (env, seed), per environment and for the study as
 a whole, and projects the cost of a protocol with ``n_envs`` environments and ``n_seeds`` seeds
-onto machines with a given number of cores.
+onto machines with a given number of cores. :func:`render_markdown` prints the summary as a
+per-environment table, and :func:`replace_block` puts that table into a document between two
+marker lines (``python -m pnc.report costs --markdown-into``), so a document's cost table is
+regenerated, never edited by hand.
 
 The projection is CPU-time based: every job is single-threaded (``threads: 1`` in the configs),
 so its CPU time is what it needs of one dedicated core, and CPU time, unlike wall time, barely
