@@ -331,6 +331,41 @@ def mahalanobis_distance(h_cal: Array, h: Array, shrinkage: float = 1e-3) -> Arr
     return jnp.sqrt(jnp.sum(jnp.square(z), axis=0))
 
 
+@jax.jit
+def _nearest_block(reference: Array, ref_sq: Array, block: Array) -> Array:
+    d2 = jnp.sum(jnp.square(block), -1)[:, None] - 2.0 * block @ reference.T + ref_sq[None, :]
+    nearest = jnp.argmin(d2, axis=1)
+    # the distance itself from the difference, not the expansion (exact for near-duplicates)
+    return jnp.linalg.norm(block - reference[nearest], axis=-1)
+
+
+def nearest_distance(reference: Array, points: Array, block_size: int = 256) -> np.ndarray:
+    """Euclidean distance of each point to its nearest reference row (e.g. the training inputs).
+
+    The nearest row is found blockwise from the expanded squared distances (``[block_size, R]`` at
+    a time); its distance is then computed from the difference.
+
+    Args:
+        reference: ``[R, d]``; points: ``[N, d]``; block_size: points per block (> 0).
+
+    Returns:
+        ``[N]`` (NumPy float32).
+    """
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    reference = jnp.asarray(reference)
+    points = np.asarray(points, reference.dtype)
+    n = points.shape[0]
+    pad = (-n) % block_size  # every block has one shape: one compiled program
+    padded = np.concatenate([points, np.zeros((pad, points.shape[1]), points.dtype)])
+    ref_sq = jnp.sum(jnp.square(reference), -1)
+    blocks = [
+        np.asarray(_nearest_block(reference, ref_sq, padded[i : i + block_size]))
+        for i in range(0, padded.shape[0], block_size)
+    ]
+    return np.concatenate(blocks)[:n] if blocks else np.zeros(0, np.float32)
+
+
 # ----------------------------------------------------------------------------- the whole member
 
 

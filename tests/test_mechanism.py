@@ -178,6 +178,20 @@ def test_mahalanobis_distance_matches_scipy():
     np.testing.assert_allclose(got, want, rtol=2e-3)
 
 
+def test_nearest_distance_matches_scipy_across_blocks():
+    rng = np.random.default_rng(3)
+    reference = rng.normal(size=(300, 7)).astype(np.float32) * 5
+    points = np.concatenate([rng.normal(size=(45, 7)) * 5, reference[:5] + 1e-4]).astype(np.float32)
+    want = distance.cdist(points, reference).min(axis=1)
+    got = dg.nearest_distance(jnp.asarray(reference), points, block_size=16)  # 50 = 3 x 16 + 2
+    assert got.shape == (50,)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    # near-duplicates of reference rows: their tiny distance, not cancellation noise
+    np.testing.assert_allclose(got[-5:], np.sqrt(7) * 1e-4, rtol=0.05)
+    with pytest.raises(ValueError, match="block_size"):
+        dg.nearest_distance(jnp.asarray(reference), points, block_size=0)
+
+
 def test_point_rows_are_distinct_sorted_and_capped():
     rows = sm.point_rows(jax.random.key(0), 50, 20)
     assert len(rows) == 20 == len(set(rows.tolist())) and np.all(np.diff(rows) > 0)
@@ -359,6 +373,18 @@ def test_score_aurocs_split_the_total_into_its_parts():
     # files without the two quantities, or without Far points, give no rows
     assert rm.score_auroc_rows(wide.drop(columns="score_aleatoric")) == []
     assert rm.score_auroc_rows(wide[wide.split == "id"]) == []
+
+
+def test_distance_row_is_the_ratio_of_the_split_medians():
+    rows = [pd.DataFrame({"env": "Ant", "seed": 0, "split": split, "point": np.arange(len(v)),
+                          "method": "pnc", "member": -1, "quantity": "input_distance",
+                          "value": v})
+            for split, v in (("id", [1.0, 2.0, 9.0]), ("near", [4.0]), ("far", [6.0, 10.0]))]  # fmt: skip
+    wide = rm.points_wide(pd.concat(rows, ignore_index=True))
+    assert rm.distance_row(wide) == {"id_median": 2.0, "far_median": 8.0, "far_over_id": 4.0,
+                                     "n": 5}  # fmt: skip
+    assert rm.distance_row(wide[wide.split != "far"]) is None
+    assert rm.distance_row(wide.drop(columns="input_distance")) is None
 
 
 def test_frontier_verdicts_per_sigma():

@@ -578,6 +578,8 @@ def test_tiny_config_end_to_end(tiny_run):
     score = table[table["evidence"].str.startswith("Score: Far AUROC")].set_index("evidence")
     assert len(score) == 3 and (score["n"] == 400).all()
     assert score["estimate"].between(0, 1).all()
+    distance = table[table["evidence"].str.startswith("Input: nearest train row")]
+    assert len(distance) == 1 and distance["n"].iloc[0] == 400 and distance["estimate"].iloc[0] > 0
     for rule in ("train", "evaluate", "select", "pnc_members", "mechanism"):
         assert list((workdir / "benchmarks" / rule).rglob("*.tsv")), rule
         assert list((workdir / "logs" / rule).rglob("*.log")), rule

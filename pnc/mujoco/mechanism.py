@@ -10,7 +10,8 @@
 2. :func:`mechanism_frame` -- for up to ``points_per_split`` points of ID, Near, Mid (where
    present) and Far, the tidy long table of :data:`pnc.mujoco.results.MECHANISM_COLUMNS`: the P&C
    ensemble's disagreement, the two parts of its total-variance OOD score (the members' mean
-   variance and their disagreement, in the evaluation's units), the Mahalanobis distance in the base network's second hidden layer,
+   variance and their disagreement, in the evaluation's units), the distance to the nearest
+   training input, the Mahalanobis distance in the base network's second hidden layer,
    the probe and analytic sketches of the corrected sensitivity (:mod:`pnc.diagnostics`), the ridge
    leverage of each corrected layer, and ``||dh||``/``||dy||`` of every member or sample of P&C,
    P&C without correction, SWAG, Laplace and Subspace.
@@ -517,6 +518,7 @@ def mechanism_frame(
     aleatoric, epistemic = score_parts(Predictive(mu, var), model.y_norm)
     point_values[("pnc", "score_aleatoric")] = aleatoric
     point_values[("pnc", "score_epistemic")] = epistemic
+    point_values[("pnc", "input_distance")] = diagnostics.nearest_distance(x_train, x)
     h = hidden_activations(model.params, x, mlp_config)
     point_values[("pnc", "mahalanobis")] = np.asarray(
         diagnostics.mahalanobis_distance(h_train, h[maha_layer], MAHALANOBIS_RIDGE)

@@ -13,6 +13,8 @@ Reads the per-(env, seed) mechanism files (:data:`pnc.mujoco.results.MECHANISM_C
   over points, median over members, then over seeds; and the Far/ID ratio of ``||dy||/||dh||``.
 - **Score** (:func:`score_auroc_rows`): the ID/Far AUROC of the evaluation's total-variance OOD
   score and of its aleatoric and epistemic parts, on the mechanism points.
+- **Input** (:func:`distance_row`): how much farther Far's inputs lie from the nearest training
+  input than ID's (ratio of the medians).
 - **3A** (:func:`frontier_verdicts`): per sigma, P&C against P&C without correction, each at the
   (configuration, calibration) with the lowest seed-mean validation NLL among those at that sigma
   (the study's selection rule restricted to one sigma): seed-mean Far NLL and ID RMSE.
@@ -65,6 +67,8 @@ EVIDENCE_3B = "3B: D ~ log10 Mahalanobis"
 EVIDENCE_3C = {sketch: f"3C: log D ~ log {label}" for sketch, label in SKETCHES.items()}
 EVIDENCE_1BC = "1B/C: Far/ID of ||dy||/||dh||"
 EVIDENCE_THM3 = "Thm 3: r_eff per-member / shared subset"
+#: Far over ID median distance of the inputs to their nearest training input (:func:`distance_row`).
+EVIDENCE_DISTANCE = "Input: nearest train row distance, Far/ID"
 #: The ID/Far AUROC of the evaluation's OOD score and of each of its parts, on the mechanism
 #: points (:func:`score_auroc_rows`): part -> evidence label.
 EVIDENCE_SCORE = {
@@ -186,6 +190,25 @@ def score_auroc_rows(wide: pd.DataFrame) -> list[dict]:
         }
         for part in EVIDENCE_SCORE
     ]
+
+
+def distance_row(wide: pd.DataFrame) -> dict | None:
+    """How far Far lies from the training inputs, against ID: the median ``input_distance`` of
+    each and their ratio (``far_over_id``), with ``n`` the points. None when the points have no
+    ID or no Far row, or the mechanism files predate the quantity."""
+    if "input_distance" not in wide.columns:
+        return None
+    data = wide.dropna(subset=["input_distance"])
+    id_d = data.loc[data.split == "id", "input_distance"]
+    far_d = data.loc[data.split == "far", "input_distance"]
+    if id_d.empty or far_d.empty:
+        return None
+    return {
+        "id_median": float(id_d.median()),
+        "far_median": float(far_d.median()),
+        "far_over_id": float(far_d.median() / id_d.median()),
+        "n": len(id_d) + len(far_d),
+    }
 
 
 # ----------------------------------------------------------------------------- Figure 1 B/C
@@ -336,6 +359,11 @@ def mechanism_stats(frame: pd.DataFrame, all_configs: pd.DataFrame) -> pd.DataFr
                                       f"{boot.alignment.median():.3g}; predicted/measured "
                                       f"{ratio.median():.3g}; trace CV "
                                       f"{boot.trace_cv.median():.2g}")})  # fmt: skip
+        r = distance_row(wide)
+        if r is not None:
+            rows.append({**base, "evidence": EVIDENCE_DISTANCE, "estimate": r["far_over_id"],
+                         "se": np.nan, "t": np.nan, "spearman": np.nan, "n": r["n"],
+                         "note": f"median ID {r['id_median']:.3g}, Far {r['far_median']:.3g}"})  # fmt: skip
         for r in score_auroc_rows(wide):
             rows.append({**base, "evidence": EVIDENCE_SCORE[r["part"]], "estimate": r["auroc"],
                          "se": np.nan, "t": np.nan, "spearman": np.nan, "n": r["n"],
@@ -384,7 +412,9 @@ def mechanism_table(stats: pd.DataFrame) -> Table:
         "against Far on the mechanism points of the evaluation's OOD score (the total predictive "
         "variance of the P&C members, original units, mean over dimensions) and of its two "
         "parts, the members' mean variance (aleatoric) and the variance of their means "
-        "(epistemic); the note gives each part's median on ID and on Far."
+        "(epistemic); the note gives each part's median on ID and on Far. Input: the median Euclidean distance "
+        "of the Far points' standardised inputs to the nearest ID train input over that of the ID "
+        "points (the note gives both)."
     )
     header = ["Environment", "Evidence", "Method", "σ", "Estimate", "SE", "t", "Spearman", "n",
               "Note"]  # fmt: skip
@@ -431,6 +461,7 @@ __all__ = [
     "MECHANISM_METHODS",
     "SKETCHES",
     "config_sigma",
+    "distance_row",
     "distance_regression",
     "far_id_ratios",
     "frontier_verdicts",
