@@ -153,6 +153,14 @@ def test_stage_ends_with_its_process_record(capsys):
     assert record["cpu_s"] > 0 and record["max_rss_mb"] > 10
 
 
+def test_a_pieces_listing_job_counts_for_its_env_and_seed(bench):
+    _write(bench, "piece/Ant/seed1.tsv", 3, 2.5)
+    out = costs.summarize(costs.read_benchmarks(bench), n_envs=11, n_seeds=10)
+    assert out["per_env_seed"]["Ant/seed1"]["cpu_s"] == 724 + 2.5
+    assert out["per_env_seed"]["Ant/seed1"]["jobs_by_stage"]["piece"] == 1
+    assert out["study_wide_cpu_s"] == 4
+
+
 def test_projection_by_env_mean_fills_each_env_from_its_own_seeds(bench):
     """Hopper's two pairs cost 414 each, Ant's 724: 11 x 10 needs 8 more of each and 9 x 10 of
     environments never measured, taken at the mean over all pairs."""

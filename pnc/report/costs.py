@@ -32,7 +32,9 @@ from pnc.io import read_process_record
 from pnc.report.pieces import process_record_path
 
 #: Stages whose benchmark files are per (env, seed): ``{stage}/{env}/seed{S}[/...].tsv``.
-PER_SEED_STAGES = ("far_data", "splits", "train", "evaluate", "pnc_members", "mechanism")
+PER_SEED_STAGES = (
+    "far_data", "splits", "train", "evaluate", "pnc_members", "mechanism", "piece",
+)  # fmt: skip
 #: Stages whose benchmark files are per environment: ``{stage}/{env}.tsv``.
 PER_ENV_STAGES = ("behaviour_policies", "offline_data", "minari_data", "select")
 
