@@ -69,6 +69,7 @@ from pnc.perturb_correct import (
     perturbation_bases,
 )
 from pnc.predictive import Predictive, epistemic_variance
+from pnc.training import Standardizer
 
 _LOG = logging.getLogger("pnc.workflow")
 
@@ -500,9 +501,8 @@ def mechanism_frame(
         for split in split_names
     }
     counts = {split: int(idx.size) for split, idx in point_idx.items()}
-    x = model.x_norm.transform(
-        jnp.asarray(np.concatenate([splits[s][0][point_idx[s]] for s in split_names]), jnp.float32)
-    )
+    x_raw = np.concatenate([splits[s][0][point_idx[s]] for s in split_names])
+    x = model.x_norm.transform(jnp.asarray(x_raw, jnp.float32))
     at, boot_at, start, boot_start = {}, {}, 0, 0  # each split's rows of x and of Theorem 3's
     for split in split_names:
         n_boot = min(settings.bootstrap_points, counts[split])
@@ -518,7 +518,12 @@ def mechanism_frame(
     aleatoric, epistemic = score_parts(Predictive(mu, var), model.y_norm)
     point_values[("pnc", "score_aleatoric")] = aleatoric
     point_values[("pnc", "score_epistemic")] = epistemic
-    point_values[("pnc", "input_distance")] = diagnostics.nearest_distance(x_train, x)
+    # in inputs standardised by the train rows, whatever the network's own input units
+    inputs = Standardizer.fit(splits["train"][0])
+    point_values[("pnc", "input_distance")] = diagnostics.nearest_distance(
+        inputs.transform(jnp.asarray(splits["train"][0], jnp.float32)),
+        np.asarray(inputs.transform(jnp.asarray(x_raw, jnp.float32))),
+    )
     h = hidden_activations(model.params, x, mlp_config)
     point_values[("pnc", "mahalanobis")] = np.asarray(
         diagnostics.mahalanobis_distance(h_train, h[maha_layer], MAHALANOBIS_RIDGE)

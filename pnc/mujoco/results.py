@@ -559,8 +559,9 @@ MECHANISM_QUANTITIES: dict[str, str] = {
     "score_epistemic": "epistemic part of that score: the variance of the members' predicted means "
     "in original target units, averaged over target dimensions (score_aleatoric + "
     "score_epistemic = the total score whose ID/Far AUROC the evaluation reports)",
-    "input_distance": "Euclidean distance of the point's standardised input to the nearest ID "
-    "train row's",
+    "input_distance": "Euclidean distance of the point's input to the nearest ID train row's, "
+    "both standardised by the train rows' mean and standard deviation (whatever "
+    "train.standardize is)",
     "mahalanobis": "Mahalanobis distance of the base network's second hidden layer activation to "
     "those of all ID train rows (their mean and covariance, covariance ridge 1e-4 x mean "
     "diagonal)",
