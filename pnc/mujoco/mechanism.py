@@ -510,19 +510,17 @@ def mechanism_frame(
         boot_at[split] = slice(boot_start, boot_start + n_boot)
         start, boot_start = start + counts[split], boot_start + n_boot
     point_values: dict[tuple[str, str], np.ndarray] = {}
-    mu, var = jax.vmap(lambda p: forward(p, x, mlp_config))(members)
-    point_values[("pnc", "disagreement")] = np.asarray(
-        jnp.sum(epistemic_variance(Predictive(mu, var)), axis=-1)
-    )
+    pred = Predictive(*jax.vmap(lambda p: forward(p, x, mlp_config))(members))
+    point_values[("pnc", "disagreement")] = np.asarray(jnp.sum(epistemic_variance(pred), axis=-1))
     # the evaluation's total-variance OOD score, split into its two parts (original units)
-    aleatoric, epistemic = score_parts(Predictive(mu, var), model.y_norm)
+    aleatoric, epistemic = score_parts(pred, model.y_norm)
     point_values[("pnc", "score_aleatoric")] = aleatoric
     point_values[("pnc", "score_epistemic")] = epistemic
     # in inputs standardised by the train rows, whatever the network's own input units
     inputs = Standardizer.fit(splits["train"][0])
     point_values[("pnc", "input_distance")] = diagnostics.nearest_distance(
         inputs.transform(jnp.asarray(splits["train"][0], jnp.float32)),
-        np.asarray(inputs.transform(jnp.asarray(x_raw, jnp.float32))),
+        inputs.transform(jnp.asarray(x_raw, jnp.float32)),
     )
     h = hidden_activations(model.params, x, mlp_config)
     point_values[("pnc", "mahalanobis")] = np.asarray(

@@ -6,7 +6,7 @@
     python -m pnc.report tables results/results.csv --out DIR --substitute deep_ensemble=deep_ensemble_mixture
     python -m pnc.report frontier results/all_configs.csv --out figures/frontier/Ant-v5 --env Ant-v5
     python -m pnc.report metrics results/results.csv --out figures/metrics/Ant-v5 --env Ant-v5
-    python -m pnc.report costs benchmarks --envs 11 --seeds 10 --cores 2 8 32 [--markdown F]
+    python -m pnc.report costs benchmarks --envs 11 --seeds 10 --cores 2 8 32 [--markdown F] [--markdown-into DOC]
     python -m pnc.report export STUDY_DIR --out docs/results/offline [--force]
     python -m pnc.report check docs/results/offline --paper docs/results/paper
     python -m pnc.report compare docs/results/offline --paper docs/results/paper
@@ -19,9 +19,9 @@ statistics of :func:`pnc.report.stats.compute_statistics` as ``DIR/stats.json``.
 ``metrics`` write ``STEM.pdf`` and ``STEM.png`` (:mod:`pnc.report.figures`); ``--env`` may repeat,
 and omitted means every environment (``metrics`` needs exactly one). ``costs`` prints the measured
 CPU time per (env, seed) and the projected cost of an ``--envs x --seeds`` protocol as JSON
-(:mod:`pnc.report.costs`), and with ``--markdown`` also writes a per-environment table of it.
-``export`` turns a finished study's directory into a reference folder
-(its data, cost summary, tables and PNG figures) and ``check`` rebuilds such a folder's tables from
+(:mod:`pnc.report.costs`), and with ``--markdown``/``--markdown-into`` also a per-environment
+table of it. ``export`` turns a finished study's directory into a reference folder (its data, cost
+summary, tables and PNG figures) and ``check`` rebuilds such a folder's tables from
 its ``results.csv`` and exits with status 1 when any differs (:mod:`pnc.report.export`);
 ``compare`` writes the folder's ``comparison.md``, its Table 1 beside the paper's
 (:mod:`pnc.report.compare`), which ``check --paper`` rebuilds too.

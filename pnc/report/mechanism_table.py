@@ -162,6 +162,16 @@ def sketch_regression(wide: pd.DataFrame, sketch: str) -> dict:
 # ----------------------------------------------------------------------------- the OOD score
 
 
+def _id_far(wide: pd.DataFrame, columns: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The ID and the Far points of ``wide`` with every one of ``columns``; None when a column is
+    missing (mechanism files that predate it) or either split has no such point."""
+    if not set(columns) <= set(wide.columns):
+        return None
+    data = wide.dropna(subset=list(columns))
+    id_rows, far_rows = data[data.split == "id"], data[data.split == "far"]
+    return None if id_rows.empty or far_rows.empty else (id_rows, far_rows)
+
+
 def score_auroc_rows(wide: pd.DataFrame) -> list[dict]:
     """The ID/Far AUROC of the total-variance score and of its aleatoric and epistemic parts.
 
@@ -172,14 +182,10 @@ def score_auroc_rows(wide: pd.DataFrame) -> list[dict]:
     """
     from pnc.roc import auroc
 
-    parts = ("score_aleatoric", "score_epistemic")
-    if not set(parts) <= set(wide.columns):
+    split = _id_far(wide, ("score_aleatoric", "score_epistemic"))
+    if split is None:
         return []
-    data = wide.dropna(subset=list(parts))
-    data = data.assign(total=data.score_aleatoric + data.score_epistemic)
-    id_rows, far_rows = data[data.split == "id"], data[data.split == "far"]
-    if id_rows.empty or far_rows.empty:
-        return []
+    id_rows, far_rows = (d.assign(total=d.score_aleatoric + d.score_epistemic) for d in split)
     return [
         {
             "part": part,
@@ -196,13 +202,10 @@ def distance_row(wide: pd.DataFrame) -> dict | None:
     """How far Far lies from the training inputs, against ID: the median ``input_distance`` of
     each and their ratio (``far_over_id``), with ``n`` the points. None when the points have no
     ID or no Far row, or the mechanism files predate the quantity."""
-    if "input_distance" not in wide.columns:
+    split = _id_far(wide, ("input_distance",))
+    if split is None:
         return None
-    data = wide.dropna(subset=["input_distance"])
-    id_d = data.loc[data.split == "id", "input_distance"]
-    far_d = data.loc[data.split == "far", "input_distance"]
-    if id_d.empty or far_d.empty:
-        return None
+    id_d, far_d = (d["input_distance"] for d in split)
     return {
         "id_median": float(id_d.median()),
         "far_median": float(far_d.median()),
@@ -412,9 +415,9 @@ def mechanism_table(stats: pd.DataFrame) -> Table:
         "against Far on the mechanism points of the evaluation's OOD score (the total predictive "
         "variance of the P&C members, original units, mean over dimensions) and of its two "
         "parts, the members' mean variance (aleatoric) and the variance of their means "
-        "(epistemic); the note gives each part's median on ID and on Far. Input: the median Euclidean distance "
-        "of the Far points' standardised inputs to the nearest ID train input over that of the ID "
-        "points (the note gives both)."
+        "(epistemic); the note gives each part's median on ID and on Far. Input: the median "
+        "Euclidean distance of the Far points' standardised inputs to the nearest ID train input "
+        "over that of the ID points (the note gives both)."
     )
     header = ["Environment", "Evidence", "Method", "σ", "Estimate", "SE", "t", "Spearman", "n",
               "Note"]  # fmt: skip
