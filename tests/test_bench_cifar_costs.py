@@ -1,0 +1,67 @@
+"""The CIFAR cost projection's arithmetic (pnc.bench.cifar_costs)."""
+
+import pytest
+
+from pnc.bench import cifar_costs
+
+
+def test_image_counts_follow_the_protocol_sizes():
+    counts = cifar_costs.image_counts()
+    n_eval = 10_000 + sum(cifar_costs.OPENOOD_SIZES.values())
+    assert counts["training"] == 9 * 300 * 45_000
+    assert counts["forward_passes"] == 9 * (45_000 + 5_000 + n_eval)
+    assert counts["swag"] == 2 * 50 * (2_048 + 5_000) + 50 * n_eval
+    assert counts["pnc"] == 10 * 50 * 5_000 + 50 * n_eval
+
+
+def test_measured_rate_projection_divides_the_counts_by_the_rates():
+    out = cifar_costs.projection_at_rates(train_images_per_s=1_000.0, forward_images_per_s=4_000.0)
+    counts = out["images"]
+    hours = out["hours"]
+    assert hours["training"] == pytest.approx(counts["training"] / 1_000.0 / 3600)
+    assert hours["training_per_run"] == pytest.approx(hours["training"] / 9)
+    posthoc = (counts["forward_passes"] + counts["swag"] + counts["pnc"]) / 4_000.0 / 3600
+    assert hours["posthoc"] == pytest.approx(posthoc)
+    assert hours["total_per_seed"] == pytest.approx(hours["training"] + posthoc)
+    # twice the rates, half the hours
+    faster = cifar_costs.projection_at_rates(2_000.0, 8_000.0)["hours"]
+    assert faster["total_per_seed"] == pytest.approx(hours["total_per_seed"] / 2)
+
+
+def test_flop_projection_uses_the_same_image_counts():
+    counts = cifar_costs.image_counts()
+    out = cifar_costs.projection(train_flops=3.0, forward_flops=1.0, gpu_tflops=1e-12)
+    flops = out["flops"]
+    assert flops["training"] == pytest.approx(3.0 * counts["training"])
+    assert flops["forward_passes"] == pytest.approx(counts["forward_passes"])
+    assert flops["total"] == pytest.approx(
+        3.0 * counts["training"] + counts["forward_passes"] + counts["swag"] + counts["pnc"]
+    )
+    # at 1 FLOP/s the seconds are the FLOPs
+    assert out["hours"]["total_per_seed"] == pytest.approx(flops["total"] / 3600)
+
+
+def test_flops_are_counted_on_the_lowered_function():
+    import jax
+    import jax.numpy as jnp
+
+    a = jnp.ones((8, 16), jnp.float32)
+    b = jnp.ones((16, 4), jnp.float32)
+    lowered = jax.jit(lambda x, y: x @ y).lower(a, b)
+    assert cifar_costs._flops(lowered) == pytest.approx(2 * 8 * 16 * 4)
+
+
+def test_committed_gpu_measurement_matches_the_projection_and_the_page():
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    measured = json.loads((root / "docs/performance/cifar_costs_h200.json").read_text())
+    train = measured["train"]["images_per_s"]
+    forward = measured["forward"]["images_per_s"]
+    again = cifar_costs.projection_at_rates(train, forward)
+    assert again["hours"] == pytest.approx(measured["projection_at_measured_rates"]["hours"])
+    page = (root / "docs/cifar_results.md").read_text()
+    for rate in (train, forward, measured["pnc_predict"]["images_per_s"]):
+        assert f"{rate:,.0f}" in page
+    assert f"**{again['hours']['total_per_seed']:.1f} h on one H200**" in page
