@@ -139,3 +139,38 @@ def test_per_environment_cells_put_our_seed_mean_beside_the_papers_mean():
         compare.per_env_markdown(
             ours[ours.env == "Ant"], paper[paper.env == "Hopper"], "far", "auroc", 3
         )
+
+
+def test_shift_ratio_divides_the_far_seed_mean_by_the_id_seed_mean():
+    rows = []
+    for env, id_rmse, far_rmse in (
+        ("Hopper", (0.1, 0.3), (0.8, 1.2)),
+        ("Ant", (0.5, 0.5), (1.0, 1.0)),
+    ):
+        for seed in (0, 1):
+            for method in ("pnc", "deep_ensemble"):
+                scale = 1.0 if method == "pnc" else 2.0
+                rows.append((env, method, seed, "id", "rmse", id_rmse[seed]))
+                rows.append((env, method, seed, "far", "rmse", scale * far_rmse[seed]))
+    ours = pd.DataFrame(rows, columns=["env", "method", "seed", "split", "metric", "value"])
+    lines = compare.shift_ratio_markdown(ours).splitlines()
+    assert lines[0] == "| Environment | Deep Ensemble | P&C |"
+    cells = lambda line: [c.strip() for c in line.strip("|").split("|")]  # noqa: E731
+    # Hopper: mean Far 1.0 over mean ID 0.2 (not the mean of the per-seed ratios, 6.0)
+    assert cells(lines[2]) == ["Hopper", "10.0", "5.00"]
+    assert cells(lines[3]) == ["Ant", "4.00", "2.00"]
+    with pytest.raises(ValueError, match="no environment has rmse on both"):
+        compare.shift_ratio_markdown(ours[ours.split == "id"])
+    zero = ours.copy()
+    zero.loc[(zero.env == "Ant") & (zero.split == "id"), "value"] = 0.0
+    with pytest.raises(ValueError, match="Ant, .*: Far/ID rmse is not a positive number"):
+        compare.shift_ratio_markdown(zero)
+
+
+def test_a_folder_without_far_rmse_says_so_in_place_of_the_ratio_table(tmp_path):
+    folder = tmp_path / "ours"
+    folder.mkdir()
+    shutil.copyfile(PAPER / "results.csv", folder / "results.csv")  # the paper: ID RMSE only
+    text = compare.comparison_text(folder, PAPER)
+    section = text.split("### Far RMSE / ID RMSE per environment, ours")[1].split("## ")[0]
+    assert section.strip().endswith("This folder has no Far RMSE.")

@@ -14,10 +14,12 @@ A reference folder's ``comparison.md`` shows, for each headline metric of the pa
 
 Each cell is ``mean rank ± std (wins / environments)`` followed by the Wilcoxon-Holm arrow against
 P&C (↑: P&C significantly better, ↓: the reverse); the best mean rank of a column is in bold. Then
-come the per-environment AUROC and Spearman, ours beside the paper's, and last the paper's claims
-measured on the folder, each with its verdict (:mod:`pnc.report.claims`; the mechanism claims from
-the folder's ``tables/mechanism.csv`` when it has one). The file is built from CSVs alone, so
-:func:`pnc.report.export.check_folder` rebuilds it and compares it with the committed one.
+come the per-environment AUROC and Spearman, ours beside the paper's, our Far RMSE over ID RMSE
+per environment (:func:`shift_ratio_markdown`: how much harder Far is to predict), and last the
+paper's claims measured on the folder, each with its verdict (:mod:`pnc.report.claims`; the
+mechanism claims from the folder's ``tables/mechanism.csv`` when it has one). The file is built
+from CSVs alone, so :func:`pnc.report.export.check_folder` rebuilds it and compares it with the
+committed one.
 
 Command line::
 
@@ -54,6 +56,8 @@ PRINTED_FILE = "table1_printed.csv"
 PRINTED_COLUMNS: tuple[str, ...] = (
     "method", "split", "metric", "mean_rank", "rank_std", "wins", "n_envs", "arrow",
 )  # fmt: skip
+
+
 def read_printed(path: str | Path) -> Column:
     """The paper's Table 1 as printed, from :data:`PRINTED_FILE`.
 
@@ -150,6 +154,38 @@ def per_env_markdown(
     return markdown_table(None, header, rows).rstrip("\n")
 
 
+def shift_ratio_markdown(ours: pd.DataFrame, metric: str = "rmse") -> str:
+    """How much harder Far is to predict than ID: per environment (rows, table order) and ranked
+    method (columns), the seed mean of ``metric`` on Far over its seed mean on ID, 3 significant
+    digits. The ratio has no units, but the paper reports no Far RMSE, so it is ours alone.
+
+    Raises:
+        ValueError: no environment has ``metric`` on both splits, or a mean is not positive.
+    """
+
+    def means(split: str) -> pd.DataFrame:
+        rows = ours[(ours.split == split) & (ours.metric == metric)]
+        rows = rows[rows.method.isin(RANKED_METHODS)]
+        return rows.groupby(["env", "method"], sort=False)["value"].mean().unstack()
+
+    far, id_ = means("far"), means("id")
+    envs = [e for e in far.index if e in id_.index]
+    if not envs:
+        raise ValueError(f"no environment has {metric} on both the Far and the ID split")
+    methods = [m for m in RANKED_METHODS if m in far.columns and m in id_.columns]
+    ratio = far.loc[envs, methods] / id_.loc[envs, methods]
+    bad = ~np.isfinite(ratio.to_numpy()) | (ratio.to_numpy() <= 0)
+    if bad.any():
+        env, method = np.argwhere(bad)[0]
+        raise ValueError(
+            f"{envs[env]}, {methods[method]}: Far/ID {metric} is not a positive number "
+            f"({ratio.iloc[env, method]})"
+        )
+    header = ["Environment", *(METHOD_INFO[m].label for m in methods)]
+    rows = [[env, *(claims.number(ratio.loc[env, m]) for m in methods)] for env in envs]
+    return markdown_table(None, header, rows).rstrip("\n")
+
+
 def _columns(
     readings: tuple[Column, Column | None], paper: pd.DataFrame, paper_dir: Path
 ) -> list[tuple[str, Column]]:
@@ -197,6 +233,14 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
         "(`docs/offline_data.md`), the paper's are Minari's datasets, so a cell pair compares the "
         "methods' behaviour, not the same numbers.\n\n"
     )
+    has_far_rmse = bool(((ours.split == "far") & (ours.metric == "rmse")).any())
+    shift = (
+        "\n\n### Far RMSE / ID RMSE per environment, ours\n\n"
+        "How much harder the Far split is to predict than ID, for each method: its mean Far RMSE "
+        "over this folder's seeds divided by its mean ID RMSE. The ratio has no units; the paper "
+        "reports no Far RMSE, so there is no paper column.\n\n"
+        + (shift_ratio_markdown(ours) if has_far_rmse else "This folder has no Far RMSE.")
+    )
     readings = our_readings(ours)
     measured = claims.claims_of(*readings, claims.read_mechanism_table(folder))
     claims_section = (
@@ -210,6 +254,7 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
         + comparison_markdown(_columns(readings, theirs, paper))
         + per_env_intro
         + per_env
+        + shift
         + "\n"
         + claims_section
     )
