@@ -16,14 +16,18 @@ FLOPs per image come from XLA's cost analysis of the same functions as lowered, 
 backend's compilation (``lowered.cost_analysis()["flops"]``): a training step, a plain forward
 pass, and P&C's prefix and per-member suffix. The lowered count is the same on every backend; the
 compiled one is not: on a GPU the convolutions become library calls that the analysis counts as
-no FLOPs (an H200 reported 12.9 M per training image against 2.9 G on a CPU). The projected wall time of one seed of ``config/cifar.yaml`` on one GPU is
-the FLOP total of its jobs divided by an assumed sustained throughput ``--gpu-tflops`` (default
-20 TFLOP/s: an assumption, not a measurement; a plain float32/TF32 ResNet-18 CIFAR training loop
-running at 5,000-8,000 images/s on an A100 or H100 sustains about 15-23 TFLOP/s at the
-2.9 GFLOP per training image counted here; pass your own). Run on the GPU itself, the same image
-counts divided by the rates measured above give ``projection_at_measured_rates``: a measurement
-of this machine, not an assumption (on a CPU it projects the CPU). XLA counts the body of a loop once,
-so the training FLOPs per image are those of one compiled step over its batch. The FLOP totals count: 9 training runs (base, 4 further Deep Ensemble
+no FLOPs (an H200 reported 12.9 M per training image against 2.9 G on a CPU). XLA counts the
+body of a loop once, so the training FLOPs per image are those of one step over its batch.
+
+The projected wall time of one seed of ``config/cifar.yaml`` on one GPU is the FLOP total of its
+jobs divided by an assumed sustained throughput ``--gpu-tflops`` (default 20 TFLOP/s: an
+assumption, not a measurement; a plain float32/TF32 ResNet-18 CIFAR training loop running at
+5,000-8,000 images/s on an A100 or H100 sustains about 15-23 TFLOP/s at the 2.9 GFLOP per
+training image counted here; pass your own). Run on the GPU itself, the same image counts
+(:func:`image_counts`) divided by the rates measured above give ``projection_at_measured_rates``:
+a measurement of this machine, not an assumption (on a CPU it projects the CPU).
+
+The image counts, and so the FLOP totals, count: 9 training runs (base, 4 further Deep Ensemble
 members, 4 dropout rates) x 300 epochs x 45,000 images; one forward pass over train (45,000), val
 (5,000), test (10,000) and the six OpenOOD v1.5 sets (:data:`OPENOOD_SIZES`) per network the
 post-hoc jobs read; SWAG's 2 starts x 50 samples x (BN refresh on 2,048 + val) and the selected
@@ -181,7 +185,6 @@ def projection_at_rates(train_images_per_s: float, forward_images_per_s: float) 
 def projection(train_flops: float, forward_flops: float, gpu_tflops: float) -> dict:
     """FLOPs and hours of one seed of config/cifar.yaml on one GPU (see the module docstring)."""
     counts = image_counts()
-    runs = RUNS
     training = counts["training"] * train_flops
     passes = counts["forward_passes"] * forward_flops
     swag = counts["swag"] * forward_flops
@@ -200,7 +203,7 @@ def projection(train_flops: float, forward_flops: float, gpu_tflops: float) -> d
         },  # fmt: skip
         "hours": {
             "training": training / rate / 3600,
-            "training_per_run": training / runs / rate / 3600,
+            "training_per_run": training / RUNS / rate / 3600,
             "posthoc": (passes + swag + pnc) / rate / 3600,
             "total_per_seed": total / rate / 3600,
         },

@@ -127,6 +127,13 @@ def comparison_markdown(columns: Sequence[tuple[str, Column]]) -> str:
 UNITLESS: tuple[tuple[str, str, int], ...] = (("far", "auroc", 3), ("far", "spearman", 2))
 
 
+def seed_means(df: pd.DataFrame, split: str, metric: str) -> pd.DataFrame:
+    """``metric`` on ``split`` of the ranked methods, averaged over seeds: environments (table
+    order) x methods."""
+    rows = df[(df.split == split) & (df.metric == metric) & df.method.isin(RANKED_METHODS)]
+    return rows.groupby(["env", "method"], sort=False)["value"].mean().unstack()
+
+
 def per_env_markdown(
     ours: pd.DataFrame, paper: pd.DataFrame, split: str, metric: str, decimals: int
 ) -> str:
@@ -137,11 +144,7 @@ def per_env_markdown(
         ValueError: the two tables share no environment with this metric.
     """
 
-    def means(df: pd.DataFrame) -> pd.DataFrame:
-        rows = df[(df.split == split) & (df.metric == metric) & df.method.isin(RANKED_METHODS)]
-        return rows.groupby(["env", "method"], sort=False)["value"].mean().unstack()
-
-    a, b = means(ours), means(paper)
+    a, b = seed_means(ours, split, metric), seed_means(paper, split, metric)
     envs = [e for e in a.index if e in b.index]
     if not envs:
         raise ValueError(f"no environment has {column_label(split, metric)} in both tables")
@@ -162,13 +165,7 @@ def shift_ratio_markdown(ours: pd.DataFrame, metric: str = "rmse") -> str:
     Raises:
         ValueError: no environment has ``metric`` on both splits, or a mean is not positive.
     """
-
-    def means(split: str) -> pd.DataFrame:
-        rows = ours[(ours.split == split) & (ours.metric == metric)]
-        rows = rows[rows.method.isin(RANKED_METHODS)]
-        return rows.groupby(["env", "method"], sort=False)["value"].mean().unstack()
-
-    far, id_ = means("far"), means("id")
+    far, id_ = seed_means(ours, "far", metric), seed_means(ours, "id", metric)
     envs = [e for e in far.index if e in id_.index]
     if not envs:
         raise ValueError(f"no environment has {metric} on both the Far and the ID split")
