@@ -13,6 +13,7 @@
     python -m pnc.report piece ENV SEED FILE... --out results/pieces/ENV/seedS.json
     python -m pnc.report store-piece results/pieces/ENV/seedS.json --store docs/results/offline/pieces
     python -m pnc.report restore-pieces docs/results/offline/pieces --study STUDY_DIR
+    python -m pnc.report verify-piece ENV SEED --study STUDY_DIR [--store DIR] [--out F]
 
 ``tables`` writes ``DIR/{name}.tex|.md|.csv`` for every table of :mod:`pnc.report.tables` and the
 statistics of :func:`pnc.report.stats.compute_statistics` as ``DIR/stats.json``. ``frontier`` and
@@ -26,7 +27,9 @@ its ``results.csv`` and exits with status 1 when any differs (:mod:`pnc.report.e
 ``compare`` writes the folder's ``comparison.md``, its Table 1 beside the paper's
 (:mod:`pnc.report.compare`), which ``check --paper`` rebuilds too.
 ``piece``, ``store-piece`` and ``restore-pieces`` list, store and restore one (env, seed)'s small
-outputs of a long study (:mod:`pnc.report.pieces`). A malformed or missing input table exits with status 2 and a message
+outputs of a long study (:mod:`pnc.report.pieces`). ``verify-piece`` compares a re-run (env, seed) with the stored one, to
+the byte and against the stored seeds' spread, and exits 1 when it lies outside
+(:mod:`pnc.report.verify`). A malformed or missing input table exits with status 2 and a message
 naming the problem.
 """
 
@@ -39,7 +42,7 @@ from pathlib import Path
 
 from pnc.io import write_json
 from pnc.mujoco.results import ResultsError, load
-from pnc.report import compare, costs, export, figures, pieces, stats
+from pnc.report import compare, costs, export, figures, pieces, stats, verify
 from pnc.report.tables import write_tables_and_stats
 
 
@@ -138,7 +141,32 @@ def _parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("restore-pieces", help="copy a store's pieces back into a study directory")
     rp.add_argument("store")
     rp.add_argument("--study", required=True, help="the study directory to fill")
+    vp = sub.add_parser(
+        "verify-piece",
+        help="a re-run (env, seed) against the stored piece: bytes, selection, seeds' spread",
+    )
+    vp.add_argument("env")
+    vp.add_argument("seed", type=int)
+    vp.add_argument("--study", required=True, help="the re-run's study directory")
+    vp.add_argument(
+        "--store", default="docs/results/offline/pieces", help="the reference's pieces store"
+    )
+    vp.add_argument(
+        "--alpha", type=float, default=verify.ALPHA, help="family-wise level of the metric check"
+    )
+    vp.add_argument("--out", help="write the full report (every row checked) as JSON")
     return parser
+
+
+def _verify(args: argparse.Namespace) -> int:
+    if not 0.0 < args.alpha < 1.0:
+        raise ValueError(f"--alpha must lie in (0, 1), got {args.alpha}")
+    report = verify.verify_piece(args.study, args.store, args.env, args.seed, alpha=args.alpha)
+    if args.out:
+        write_json(Path(args.out), report)
+    for line in verify.summary(report):
+        print(line)
+    return 0 if report["verdict"] != "outside the seeds' spread" else 1
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -256,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         "piece": _pieces,
         "store-piece": _pieces,
         "restore-pieces": _pieces,
+        "verify-piece": _verify,
     }
     try:
         return commands.get(args.command, _figure)(args)

@@ -1,0 +1,303 @@
+"""Check a re-run (env, seed) piece against a stored reference, to the byte and in distribution.
+
+A piece re-run on the machine kind that made the reference, with the same software, reproduces
+its metric tables to the byte. On another machine kind (another CPU vector width, an ARM CPU, a
+GPU, docs/results.md, "What reproduces where") XLA's float32 kernels round differently, training
+amplifies the last bits into different networks, and the tables differ in every digit; the
+re-run is then another draw of the same (env, seed) and the question is whether it lands where
+the reference's seeds do. :func:`verify_piece` answers both, at the level the study's
+conclusions live:
+
+- **bytes**: each stored metric table of the (env, seed) against the re-run's file of the same
+  path (SHA-256);
+- **selection**: the cross-seed selection (:func:`pnc.mujoco.selection.select`, mean validation
+  NLL over the stored seeds) recomputed with the re-run's tables in place of the stored seed's:
+  the same (config, calibration) per method, or which one it moves to;
+- **metrics**: for the selected (config, calibration) of every method, every (split, metric)
+  value of the re-run against the stored seeds' values of that row: the statistic
+  ``t = (x - mean) / (sd * sqrt(1 + 1/n))`` is Student-t with ``n - 1`` degrees of freedom when
+  ``x`` is one more draw from the seeds' distribution (a prediction interval), and the re-run is
+  *within the spread* when every row's ``|t|`` is below the two-sided quantile at level
+  ``alpha / rows`` (Bonferroni over the rows checked, family-wise ``alpha``, default 0.05). A
+  row whose stored seeds all agree (``sd = 0``) is within only when the re-run's value equals
+  theirs to 1e-9 relative.
+
+Seeds are a conservative yardstick: they vary the splits and the training noise, a re-run of one
+seed only the latter. A re-run outside the spread is a finding to explain, not rounding.
+
+Command line::
+
+    python -m pnc.report verify-piece ENV SEED --study STUDY_DIR [--store DIR] [--out F]
+
+exits 0 when the re-run is within the spread and the selection is unchanged, 1 otherwise, 2 when
+a table is missing or malformed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from pnc.mujoco.results import SELECTION_SPLIT
+from pnc.mujoco.selection import read_metric_tables, select
+from pnc.report.pieces import MANIFESTS, PieceError, sha256
+
+#: Family-wise level of the metric check (Bonferroni over the rows checked).
+ALPHA = 0.05
+
+#: Relative tolerance for rows whose stored seeds all agree (zero spread).
+ZERO_SPREAD_RTOL = 1e-9
+
+
+def metric_dir(env: str, seed: int) -> str:
+    """Path of an (env, seed)'s metric tables relative to a study: ``results/metrics/ENV/seedS``."""
+    return f"results/metrics/{env}/seed{seed}"
+
+
+def _tables(root: Path, env: str, seed: int) -> list[Path]:
+    return sorted((root / metric_dir(env, seed)).rglob("*.csv"))
+
+
+def stored_seeds(store: str | Path, env: str) -> list[int]:
+    """The seeds of ``env`` whose piece a store holds (from its manifests), sorted."""
+    manifests = Path(store) / MANIFESTS / env
+    found = sorted(int(p.stem.removeprefix("seed")) for p in manifests.glob("seed*.json"))
+    if not found:
+        raise PieceError(f"no stored piece of {env} in {Path(store) / MANIFESTS / env}")
+    return found
+
+
+def compare_bytes(study: str | Path, store: str | Path, env: str, seed: int) -> dict[str, Any]:
+    """Each stored metric table of (env, seed) against the re-run's file of the same path.
+
+    Returns:
+        ``{"identical": [paths], "different": [paths], "missing": [paths]}`` (paths relative to
+        the study), with ``"extra"``: the re-run's tables the store does not have.
+    """
+    study, store = Path(study), Path(store)
+    stored = {p.relative_to(store).as_posix() for p in _tables(store, env, seed)}
+    rerun = {p.relative_to(study).as_posix() for p in _tables(study, env, seed)}
+    out: dict[str, list[str]] = {"identical": [], "different": [], "missing": []}
+    for rel in sorted(stored):
+        if rel not in rerun:
+            out["missing"].append(rel)
+        elif sha256(study / rel) == sha256(store / rel):
+            out["identical"].append(rel)
+        else:
+            out["different"].append(rel)
+    out["extra"] = sorted(rerun - stored)
+    return out
+
+
+def _candidate(record: dict) -> tuple[str, str]:
+    return record["config"], record["calibration"]
+
+
+def compare_selection(
+    stored: pd.DataFrame, rerun: pd.DataFrame, env: str, seed: int, seeds: list[int]
+) -> dict[str, dict[str, Any]]:
+    """The cross-seed selection with the stored seed's tables, and with the re-run's in their place.
+
+    Args:
+        stored: the stored seeds' metric rows of ``env`` (every seed of ``seeds``).
+        rerun: the re-run's metric rows of (env, seed).
+
+    Returns:
+        ``{method: {"stored": [config, calibration], "rerun": [config, calibration], "same":
+        bool, "val_nll_gap": float}}``; the gap is how much higher (worse) the stored choice's
+        seed-mean validation NLL is than the re-run's choice, with the re-run in place (0 when
+        the same).
+    """
+    val = SELECTION_SPLIT
+    swapped = pd.concat([stored[stored["seed"] != seed], rerun[rerun["split"] == val]])
+    # the selection reads only the validation rows; keep every split out of the swapped copy
+    before = select(stored[stored["split"] == val], seeds)[env]
+    after = select(swapped, seeds)[env]
+    out: dict[str, dict[str, Any]] = {}
+    for method, rec in before.items():
+        new = after.get(method)
+        if new is None:
+            raise PieceError(f"{env} seed {seed}: the re-run has no validation rows of {method}")
+        old_key = f"{rec['config']}|{rec['calibration']}"
+        old_nll, new_nll = new["candidates"][old_key], new["val_nll"]
+        out[method] = {
+            "stored": list(_candidate(rec)),
+            "rerun": list(_candidate(new)),
+            "same": _candidate(rec) == _candidate(new),
+            "val_nll_gap": float(old_nll - new_nll)
+            if old_nll is not None and new_nll is not None
+            else math.nan,
+        }
+    return out
+
+
+def compare_metrics(
+    stored: pd.DataFrame,
+    rerun: pd.DataFrame,
+    seed: int,
+    selected: dict[str, tuple[str, str]],
+    alpha: float = ALPHA,
+) -> pd.DataFrame:
+    """Every (split, metric) row of each method's selected candidate against the stored seeds.
+
+    Args:
+        stored: the stored seeds' metric rows of one environment.
+        rerun: the re-run's metric rows of (env, seed).
+        seed: the re-run's seed (its stored value is reported beside, ``stored_same_seed``).
+        selected: ``{method: (config, calibration)}``, the rows to check.
+        alpha: family-wise level over the rows checked.
+
+    Returns:
+        One row per checked (method, config, calibration, split, metric) with ``rerun``,
+        ``stored_same_seed``, ``mean``, ``sd``, ``n_seeds``, ``t``, ``limit`` and ``within``;
+        sorted by ``|t|``, largest first.
+
+    Raises:
+        PieceError: a selected candidate has no rows in the re-run, or a row of the re-run has
+            no stored values.
+    """
+    rows = []
+    for method, (config, calibration) in selected.items():
+        sel = lambda f, m=method, c=config, k=calibration: f[
+            (f["method"] == m) & (f["config"] == c) & (f["calibration"] == k)
+        ]
+        mine = sel(rerun)
+        if mine.empty:
+            raise PieceError(f"the re-run has no rows of {method} {config} ({calibration})")
+        theirs = sel(stored)
+        for (split, metric), group in mine.groupby(["split", "metric"], sort=False):
+            ref = theirs[(theirs["split"] == split) & (theirs["metric"] == metric)]
+            if ref.empty:
+                raise PieceError(f"no stored values of {method} {config} {split} {metric}")
+            values = ref["value"].to_numpy(np.float64)
+            same = ref.loc[ref["seed"] == seed, "value"].to_numpy(np.float64)
+            rows.append(
+                {
+                    "method": method,
+                    "config": config,
+                    "calibration": calibration,
+                    "split": split,
+                    "metric": metric,
+                    "rerun": float(group["value"].iloc[0]),
+                    "stored_same_seed": float(same[0]) if same.size else math.nan,
+                    "mean": float(values.mean()),
+                    "sd": float(values.std(ddof=1)) if values.size > 1 else 0.0,
+                    "n_seeds": int(values.size),
+                }
+            )
+    table = pd.DataFrame(rows)
+    if table.empty:
+        raise PieceError("no rows to check")
+    dof = max(int(table["n_seeds"].min()) - 1, 1)
+    quantile = float(stats.t.ppf(1 - alpha / (2 * len(table)), df=dof))
+    scale = (table["sd"] * np.sqrt(1 + 1 / table["n_seeds"])).to_numpy()
+    dev = (table["rerun"] - table["mean"]).to_numpy()
+    equal = np.abs(dev) <= ZERO_SPREAD_RTOL * np.maximum(1.0, table["mean"].abs().to_numpy())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread_t = dev / scale
+    table["t"] = np.where(scale > 0, spread_t, np.where(equal, 0.0, np.copysign(np.inf, dev)))
+    table["limit"] = quantile
+    table["within"] = np.abs(table["t"]) <= quantile
+    order = np.argsort(-np.abs(table["t"].to_numpy()), kind="stable")
+    return table.iloc[order].reset_index(drop=True)
+
+
+def verify_piece(
+    study: str | Path,
+    store: str | Path,
+    env: str,
+    seed: int,
+    alpha: float = ALPHA,
+) -> dict[str, Any]:
+    """Compare the re-run piece of (env, seed) in ``study`` with the stored reference in ``store``.
+
+    Args:
+        study: the re-run's study directory (``results/metrics/ENV/seedS/`` inside it).
+        store: a pieces store holding every seed of ``env`` (``docs/results/offline/pieces``).
+        env, seed: the piece.
+        alpha: family-wise level of the metric check.
+
+    Returns:
+        A JSON-ready record: ``bytes`` (:func:`compare_bytes`), ``byte_identical``,
+        ``selection`` (:func:`compare_selection`), ``selection_same``, ``metrics`` (the rows of
+        :func:`compare_metrics`), ``within_spread``, ``largest`` (the row of largest ``|t|``) and
+        ``verdict``: ``"byte-identical"``, ``"within the seeds' spread"`` or ``"outside the
+        seeds' spread"``.
+
+    Raises:
+        PieceError: the store lacks the seed, or the re-run lacks tables.
+        FileNotFoundError, pnc.io.ArtifactError: a table is missing or malformed (named).
+    """
+    study, store = Path(study), Path(store)
+    seeds = stored_seeds(store, env)
+    if seed not in seeds:
+        raise PieceError(f"the store {store} has no piece of {env} seed {seed} (it has {seeds})")
+    rerun_paths = _tables(study, env, seed)
+    if not rerun_paths:
+        where = study / metric_dir(env, seed)
+        raise PieceError(f"no metric tables of {env} seed {seed} under {where}")
+    stored = read_metric_tables(p for s in seeds for p in _tables(store, env, s))
+    rerun = read_metric_tables(rerun_paths)
+    byte_report = compare_bytes(study, store, env, seed)
+    selection = compare_selection(stored, rerun, env, seed, seeds)
+    selected = {m: tuple(rec["stored"]) for m, rec in selection.items()}
+    metrics = compare_metrics(stored, rerun, seed, selected, alpha)
+    identical = not (byte_report["different"] or byte_report["missing"])
+    within = bool(metrics["within"].all())
+    same = all(rec["same"] for rec in selection.values())
+    if identical:
+        verdict = "byte-identical"
+    elif within and same:
+        verdict = "within the seeds' spread"
+    else:
+        verdict = "outside the seeds' spread"
+    records = metrics.to_dict(orient="records")
+    return {
+        "env": env,
+        "seed": seed,
+        "stored_seeds": seeds,
+        "alpha": alpha,
+        "bytes": byte_report,
+        "byte_identical": identical,
+        "selection": selection,
+        "selection_same": same,
+        "metrics": records,
+        "rows_checked": len(records),
+        "rows_outside": int((~metrics["within"]).sum()),
+        "within_spread": within,
+        "largest": records[0],
+        "verdict": verdict,
+    }
+
+
+def summary(report: dict[str, Any], rows: int = 5) -> Iterable[str]:
+    """Lines for a person: the verdict, the byte count, selection changes, the largest |t| rows."""
+    b = report["bytes"]
+    n = len(b["identical"]) + len(b["different"]) + len(b["missing"])
+    yield f"{report['env']} seed {report['seed']}: {report['verdict']}"
+    yield f"  metric tables byte-identical: {len(b['identical'])} of {n}" + (
+        f" (missing: {', '.join(b['missing'])})" if b["missing"] else ""
+    )
+    for method, rec in report["selection"].items():
+        if not rec["same"]:
+            yield (
+                f"  selection of {method} moves: {'|'.join(rec['stored'])} -> "
+                f"{'|'.join(rec['rerun'])} (stored choice worse by {rec['val_nll_gap']:.4g} "
+                "seed-mean validation NLL)"
+            )
+    yield (
+        f"  {report['rows_checked']} selected-candidate rows against {len(report['stored_seeds'])} "
+        f"stored seeds: {report['rows_outside']} outside |t| <= {report['metrics'][0]['limit']:.3g} "
+        f"(family-wise alpha {report['alpha']})"
+    )
+    for r in report["metrics"][:rows]:
+        yield (
+            f"    {r['method']} {r['split']} {r['metric']}: re-run {r['rerun']:.5g}, stored seed "
+            f"{r['stored_same_seed']:.5g}, seeds {r['mean']:.5g} +- {r['sd']:.3g}, t {r['t']:.2f}"
+        )
