@@ -9,3 +9,5 @@ keep_compile_cache jax-tests  # docs/testing.md
 # Test files run in parallel worker processes, each file whole on one worker (its module-scoped
 # fixtures, such as the tiny workflow runs, are built once); PNC_TEST_WORKERS=0 runs serially.
 python -m pytest -n "${PNC_TEST_WORKERS:-2}" --dist loadfile "$@"
+# With no arguments (CI), the numerical test files once more at another instruction-set level.
+if [ $# -eq 0 ]; then bash scripts/test_isa.sh; fi

@@ -59,6 +59,19 @@ def _selected(store: Path, method: str) -> tuple[str, str]:
     return record["config"], record["calibration"]
 
 
+def test_the_selection_is_the_studys_rule(store):
+    """:func:`verify.cross_seed_selection` chooses what the study's selection stage chooses."""
+    tables = [p for s in SEEDS for p in (store / verify.metric_dir(ENV, s)).rglob("*.csv")]
+    mine = verify.cross_seed_selection(verify.read_tables(tables), list(SEEDS))
+    study = select(read_metric_tables(tables), SEEDS)[ENV]
+    assert set(mine) == set(study) == set(METHODS)
+    for method, rec in study.items():
+        assert mine[method]["choice"] == (rec["config"], rec["calibration"])
+        keys = [f"{c}|{k}" for c, k in mine[method]["candidates"]]
+        assert keys == list(rec["candidates"])
+        assert list(mine[method]["candidates"].values()) == list(rec["candidates"].values())
+
+
 def test_a_copy_of_the_stored_seed_is_byte_identical(store, tmp_path, capsys):
     study = _rerun(store, tmp_path)
     assert main(["verify-piece", ENV, "2", "--study", str(study), "--store", str(store)]) == 0

@@ -10,8 +10,8 @@ conclusions live:
 
 - **bytes**: each stored metric table of the (env, seed) against the re-run's file of the same
   path (SHA-256);
-- **selection**: the cross-seed selection (:func:`pnc.mujoco.selection.select`, mean validation
-  NLL over the stored seeds) recomputed with the re-run's tables in place of the stored seed's:
+- **selection**: the cross-seed selection (:func:`cross_seed_selection`, the study's rule: mean
+  validation NLL over the stored seeds) recomputed with the re-run's tables in place of the stored seed's:
   the same (config, calibration) per method, or which one it moves to;
 - **metrics**: for the selected (config, calibration) of every method, every (split, metric)
   value of the re-run against the stored seeds' values of that row: the statistic
@@ -44,8 +44,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from pnc.mujoco.results import SELECTION_SPLIT
-from pnc.mujoco.selection import read_metric_tables, select
+from pnc.io import ArtifactError
+from pnc.mujoco.results import (
+    CALIBRATIONS,
+    SELECTION_METRIC,
+    SELECTION_SPLIT,
+    read_csv,
+    select_candidate,
+    validate,
+)
 from pnc.report.pieces import MANIFESTS, PieceError, sha256
 
 #: Family-wise level of the metric check (Bonferroni over the rows checked).
@@ -62,6 +69,64 @@ def metric_dir(env: str, seed: int) -> str:
 
 def _tables(root: Path, env: str, seed: int) -> list[Path]:
     return sorted((root / metric_dir(env, seed)).rglob("*.csv"))
+
+
+def read_tables(paths: Iterable[Path]) -> pd.DataFrame:
+    """The metric tables at ``paths``, validated, refusing a cut or non-finite one (named)."""
+    frames = []
+    for path in paths:
+        data = Path(path).read_bytes()
+        if not data.endswith(b"\n"):
+            raise ArtifactError(f"{path}: does not end with a line break (cut short)")
+        try:
+            frame = validate(
+                read_csv(path), all_columns=True, one_config=False, drop_selection_split=False
+            )
+        except ValueError as err:
+            raise ArtifactError(f"{path}: {err}") from None
+        frames.append(frame)
+    if not frames:
+        raise PieceError("no metric tables given")
+    return pd.concat(frames, ignore_index=True)
+
+
+def cross_seed_selection(frame: pd.DataFrame, seeds: list[int]) -> dict[str, dict[str, Any]]:
+    """The study's selection rule on one environment's validation rows.
+
+    Per method, the (config, calibration) candidate with the lowest validation NLL averaged
+    over ``seeds``, configurations in table order and calibrations in
+    :data:`pnc.mujoco.results.CALIBRATIONS` order, ties and non-finite values resolved by
+    :func:`pnc.mujoco.results.select_candidate`: the rule of
+    :func:`pnc.mujoco.selection.select`, which ``tests/test_verify_piece.py`` checks it equals.
+
+    Returns:
+        ``{method: {"choice": (config, calibration), "candidates": {(config, calibration):
+        seed-mean validation NLL}}}``.
+
+    Raises:
+        PieceError: a candidate lacks the validation NLL of a seed.
+    """
+    val = frame[(frame["split"] == SELECTION_SPLIT) & (frame["metric"] == SELECTION_METRIC)]
+    out: dict[str, dict[str, Any]] = {}
+    for method, group in val.groupby("method", sort=False):
+        present = set(zip(group["config"], group["calibration"], strict=True))
+        order = [
+            (c, k)
+            for c in dict.fromkeys(group["config"])
+            for k in CALIBRATIONS
+            if (c, k) in present
+        ]
+        candidates = {}
+        for config, calibration in order:
+            rows = group[(group["config"] == config) & (group["calibration"] == calibration)]
+            if sorted(int(s) for s in rows["seed"]) != sorted(seeds):
+                raise PieceError(
+                    f"{method} {config} ({calibration}): validation NLL of seeds "
+                    f"{sorted(int(s) for s in rows['seed'])}, expected {sorted(seeds)}"
+                )
+            candidates[(config, calibration)] = float(np.mean(rows["value"].to_numpy(np.float64)))
+        out[str(method)] = {"choice": select_candidate(candidates), "candidates": candidates}
+    return out
 
 
 def stored_seeds(store: str | Path, env: str) -> list[int]:
@@ -95,10 +160,6 @@ def compare_bytes(study: str | Path, store: str | Path, env: str, seed: int) -> 
     return out
 
 
-def _candidate(record: dict) -> tuple[str, str]:
-    return record["config"], record["calibration"]
-
-
 def compare_selection(
     stored: pd.DataFrame, rerun: pd.DataFrame, env: str, seed: int, seeds: list[int]
 ) -> dict[str, dict[str, Any]]:
@@ -114,25 +175,20 @@ def compare_selection(
         seed-mean validation NLL is than the re-run's choice, with the re-run in place (0 when
         the same).
     """
-    val = SELECTION_SPLIT
-    swapped = pd.concat([stored[stored["seed"] != seed], rerun[rerun["split"] == val]])
-    # the selection reads only the validation rows; keep every split out of the swapped copy
-    before = select(stored[stored["split"] == val], seeds)[env]
-    after = select(swapped, seeds)[env]
+    swapped = pd.concat([stored[stored["seed"] != seed], rerun])
+    before = cross_seed_selection(stored, seeds)
+    after = cross_seed_selection(swapped, seeds)
     out: dict[str, dict[str, Any]] = {}
     for method, rec in before.items():
         new = after.get(method)
         if new is None:
             raise PieceError(f"{env} seed {seed}: the re-run has no validation rows of {method}")
-        old_key = f"{rec['config']}|{rec['calibration']}"
-        old_nll, new_nll = new["candidates"][old_key], new["val_nll"]
+        old, chosen = rec["choice"], new["choice"]
         out[method] = {
-            "stored": list(_candidate(rec)),
-            "rerun": list(_candidate(new)),
-            "same": _candidate(rec) == _candidate(new),
-            "val_nll_gap": float(old_nll - new_nll)
-            if old_nll is not None and new_nll is not None
-            else math.nan,
+            "stored": list(old),
+            "rerun": list(chosen),
+            "same": old == chosen,
+            "val_nll_gap": float(new["candidates"][old] - new["candidates"][chosen]),
         }
     return out
 
@@ -242,8 +298,8 @@ def verify_piece(
     if not rerun_paths:
         where = study / metric_dir(env, seed)
         raise PieceError(f"no metric tables of {env} seed {seed} under {where}")
-    stored = read_metric_tables(p for s in seeds for p in _tables(store, env, s))
-    rerun = read_metric_tables(rerun_paths)
+    stored = read_tables(p for s in seeds for p in _tables(store, env, s))
+    rerun = read_tables(rerun_paths)
     byte_report = compare_bytes(study, store, env, seed)
     selection = compare_selection(stored, rerun, env, seed, seeds)
     selected = {m: tuple(rec["stored"]) for m, rec in selection.items()}
