@@ -370,8 +370,9 @@ def read_mechanism_table(folder: str | Path) -> pd.DataFrame | None:
 
 
 def per_seed(mechanism: pd.DataFrame) -> bool:
-    """Whether the table holds rows per seed (a ``seed`` column with a value): then only those rows
-    are judged (rows without a seed, pooled over the seeds, are left to the reader)."""
+    """Whether the table holds rows per seed (a ``seed`` column with a value,
+    :func:`pnc.report.mechanism_table.mechanism_stats` on several seeds): then an evidence with
+    rows per seed is judged on those, and its rows over the seeds are left to the reader."""
     return "seed" in mechanism.columns and bool(mechanism["seed"].notna().any())
 
 
@@ -379,15 +380,17 @@ def evidence_rows(
     mechanism: pd.DataFrame, evidence: str, values: Sequence[str], method: str = REFERENCE
 ) -> pd.DataFrame:
     """The rows of one evidence and method, checked: every environment of the table present and
-    every column of ``values`` finite. In a table per seed (:func:`per_seed`), only the rows with a
-    seed, and every environment must have the same seeds.
+    every column of ``values`` finite. Where the evidence has rows per seed (:func:`per_seed`), only
+    those, and every environment must have the same seeds (3A, computed on the seed means, has
+    none: its rows are judged).
 
     Raises:
         ValueError: no such rows, an environment of the table without one, an environment
             lacking a seed another has, or a non-finite value.
     """
     rows = mechanism[(mechanism["evidence"] == evidence) & (mechanism["method"] == method)]
-    if per_seed(mechanism):
+    seeded = per_seed(rows)
+    if seeded:
         rows = rows[rows["seed"].notna()]
     what = f"mechanism table: {evidence!r} ({method})"
     if rows.empty:
@@ -399,7 +402,7 @@ def evidence_rows(
     bad = sorted(set(rows["env"][~np.isfinite(numbers).all(axis=1)]))
     if bad:
         raise ValueError(f"{what} has a non-finite {'/'.join(values)} in env(s) {bad}")
-    if per_seed(mechanism):
+    if seeded:
         seed = rows["seed"].astype(int)
         seeds = seed.groupby(rows["env"], sort=False).agg(lambda s: tuple(sorted(set(s))))
         every = tuple(sorted(set(seed)))
