@@ -10,8 +10,9 @@
 #                             [--envs "Ant Hopper"] [--seeds "0 1"]
 #
 # A piece whose jobs fail, or whose files cannot be stored, is reported and left out of the store
-# (the loop goes on); its log files are under logs/. Python: $PYTHON, else .venv/bin/python,
-# else python on PATH.
+# (the loop goes on); its log files are under logs/. Python: $PYTHON, else the project's .venv,
+# set up first when it is missing (scripts/venv.sh ready_python; PNC_NO_SETUP=1 stops instead,
+# naming the command that sets it up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,11 +35,9 @@ while [ $# -gt 0 ]; do
 done
 
 source scripts/venv.sh
-python="$(project_python)"
-bin="$(dirname "$python")"
-snakemake=snakemake
-if [ -x "$bin/snakemake" ]; then snakemake="$bin/snakemake"; fi
-export PATH="$bin:$PATH"
+python="$(ready_python . snakemake)" || exit 2
+export PATH="$(dirname "$python"):$PATH"  # workflow jobs run `python -m pnc...`
+snakemake=("$python" -m snakemake)
 
 read_list() {  # read_list KEY: the config's list KEY, space-separated
     "$python" -c 'import sys, yaml; print(" ".join(str(v) for v in yaml.safe_load(open(sys.argv[1]))[sys.argv[2]]))' "$config" "$1"
@@ -68,7 +67,7 @@ for pid in $(pgrep -f 'snakemake' || true); do
 done
 if [ "$running" = 0 ] && [ -n "$(ls -A .snakemake/locks 2>/dev/null)" ]; then
     echo "[reference_runs] removing stale Snakemake locks (no Snakemake process runs here)"
-    "$snakemake" --unlock --configfile "$config" >/dev/null
+    "${snakemake[@]}" --unlock --configfile "$config" >/dev/null
 fi
 
 failed=()
@@ -81,7 +80,7 @@ for seed in $seeds; do
         echo "[reference_runs] $env seed $seed: running ($(date -u +%FT%TZ))"
         piece="results/pieces/$env/seed$seed.json"
         # the target first: --configfile takes every value that follows it
-        if ! nice -n 15 "$snakemake" "$piece" --cores "$cores" --keep-going \
+        if ! nice -n 15 "${snakemake[@]}" "$piece" --cores "$cores" --keep-going \
             --configfile "$config"; then
             echo "[reference_runs] $env seed $seed: FAILED (see logs/)" >&2
             failed+=("$env/seed$seed")

@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
 done
 
 source scripts/venv.sh
-python="$(project_python)"
+python="$(ready_python . snakemake)" || exit 2  # $PYTHON, else .venv (set up when missing)
 export PATH="$(dirname "$python"):$PATH"
 
 mkdir -p "$study"

@@ -10,7 +10,9 @@
 #      out-of-memory state (`srun: error: ...: task 0: Out Of Memory`).
 # Every daemon it starts is stopped by its process id on exit, also on failure. Exits non-zero on
 # any difference. Needs root (it installs slurm-wlm and munge with apt-get when they are missing)
-# and python with pnc and snakemake on PATH (the project's venv); about 20 minutes on 2 cores.
+# and a python with pnc, snakemake and the SLURM executor plugin: the one on PATH, else the
+# project's .venv (never set up here, as root: without either it stops at once, naming the
+# command to run first); about 20 minutes on 2 cores.
 #
 # Environment: SLURM_CHECK_DIR (default: a new mktemp -d), SLURM_CHECK_PARTITION (default
 # pnccheck), SLURM_CHECK_JOBS (concurrent SLURM jobs, default 2), SLURM_CHECK_KEEP=1 keeps the
@@ -18,6 +20,19 @@
 # profile generated under the temporary directory, never in the repository.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
+# --- python: before anything is installed, started or written --------------------------------
+IMPORTS='import pnc, snakemake, snakemake_executor_plugin_slurm'
+if ! { command -v python >/dev/null && (cd / && python -c "$IMPORTS") >/dev/null 2>&1; }; then
+    if [ -x "$REPO/.venv/bin/python" ] && (cd / && "$REPO/.venv/bin/python" -c "$IMPORTS") \
+        >/dev/null 2>&1; then
+        export PATH="$REPO/.venv/bin:$PATH"
+    else
+        echo "[slurm_check] no python with pnc, snakemake and the SLURM executor plugin on PATH" \
+            "or in $REPO/.venv; set up the project's .venv first (as yourself, not root):" >&2
+        echo "    cd $REPO && source scripts/venv.sh && setup_venv ." >&2
+        exit 2
+    fi
+fi
 START=$(date +%s)
 TMP="${SLURM_CHECK_DIR:-$(mktemp -d /tmp/pnc-slurm-check.XXXXXX)}"
 mkdir -p "$TMP"
@@ -71,8 +86,6 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
 fi
-command -v python >/dev/null && python -c 'import pnc, snakemake, snakemake_executor_plugin_slurm' \
-    || { say "python with pnc, snakemake and the SLURM executor plugin must be on PATH"; exit 2; }
 
 # --- configuration --------------------------------------------------------------------------
 CPUS=$(nproc)

@@ -34,3 +34,39 @@ project_python() {
 keep_compile_cache() {
     export PNC_COMPILE_CACHE="${PNC_COMPILE_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/pnc/$1}"
 }
+
+# Sourced by the long-run scripts: print the Python to use once it imports pnc and MODULES.
+# $PYTHON if set (nothing is installed for it: when it cannot, stop naming what to run); else the
+# project's .venv, set up first as quick.sh does (setup_venv SPEC) when it is missing or lacks one
+# of them; with PNC_NO_SETUP=1, stop instead, naming the command that sets it up. Messages go to
+# stderr. Usage: python="$(ready_python . snakemake)" || exit 2
+ready_python() {
+    local spec=$1 module code="import pnc"
+    shift
+    for module in "$@"; do code+=", $module"; done
+    local fix="source scripts/venv.sh && setup_venv \"$spec\""
+    if [ -n "${PYTHON:-}" ]; then
+        if "$PYTHON" -c "$code" >/dev/null 2>&1; then
+            echo "$PYTHON"
+            return 0
+        fi
+        echo "PYTHON=$PYTHON cannot run \"$code\": unset PYTHON to use the project's .venv, or" \
+            "install the project there (the .venv: $fix)" >&2
+        return 2
+    fi
+    if [ -x .venv/bin/python ] && .venv/bin/python -c "$code" >/dev/null 2>&1; then
+        echo "$PWD/.venv/bin/python"  # absolute: jobs may run in another directory (snakemake -d)
+        return 0
+    fi
+    if [ "${PNC_NO_SETUP:-0}" = 1 ]; then
+        echo "the project's .venv is missing or cannot run \"$code\"; set it up with: $fix" >&2
+        return 2
+    fi
+    echo "[venv] the project's .venv is missing or cannot run \"$code\": setting it up" \
+        "(setup_venv $spec, about a minute with a warm pip cache)" >&2
+    if ! setup_venv "$spec" >&2 || ! .venv/bin/python -c "$code" >/dev/null 2>&1; then
+        echo "setting up .venv failed (see above); run: $fix" >&2
+        return 2
+    fi
+    echo "$PWD/.venv/bin/python"
+}

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pnc.mujoco.results import HEADLINE, METRIC_INFO
 from pnc.report import claims, compare
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
@@ -19,7 +20,7 @@ SIGMAS = (8.0, 16.0, 32.0)
 ID_COMPETITIVE, ID_WINS, FAR_NLL, FAR_AUROC, FAR_SPEARMAN, STRONGER = (
     c for c, _ in claims.RANKING_CLAIMS
 )
-C3A, C3B, C3C, C1BC, THM3 = (c for c, _ in claims.MECHANISM_CLAIMS)
+C3A, C3B, C3C, C3C_SLOPE, C1BC, THM3 = (c for c, _ in claims.MECHANISM_CLAIMS)
 
 
 def _paper() -> pd.DataFrame:
@@ -50,7 +51,13 @@ def _mechanism(envs: tuple[str, ...] = ("Ant", "Hopper", "Swimmer")) -> pd.DataF
         row = {"env": env, "method": "pnc", "sigma": np.nan, "t": np.nan, "spearman": np.nan}
         rows += [
             {**row, "evidence": claims.EVIDENCE_3B, "estimate": 2.0, "t": 20.0, "spearman": 0.9},
-            {**row, "evidence": claims.EVIDENCE_3C_PROBE, "estimate": 1.0, "t": 80.0, "spearman": 0.95},
+            {
+                **row,
+                "evidence": claims.EVIDENCE_3C_PROBE,
+                "estimate": 1.0,
+                "t": 80.0,
+                "spearman": 0.95,
+            },
             {**row, "evidence": claims.EVIDENCE_1BC, "estimate": 5.0},
             {**row, "evidence": claims.EVIDENCE_1BC, "method": "pnc_nocorr", "estimate": 1.0},
             {**row, "evidence": claims.EVIDENCE_THM3, "estimate": 1.05},
@@ -94,13 +101,23 @@ def test_a_ranking_claim_holds_when_it_holds_in_every_reading_present(draws, mix
     assert claims.reading_verdict(draws, mixture) == verdict
 
 
-def test_a_per_environment_claim_counts_environments():
-    assert claims.environment_verdict(9, 9) == claims.HOLDS
-    assert claims.environment_verdict(0, 9) == claims.DOES_NOT_HOLD
-    assert claims.environment_verdict(4, 9) == "holds in 4 of 9 environments"
-    for k, n in ((3, 2), (-1, 2), (0, 0)):
-        with pytest.raises(ValueError, match="cannot judge"):
-            claims.environment_verdict(k, n)
+def test_a_per_environment_claim_holds_only_in_every_environment_and_names_the_others():
+    envs = [f"E{i}" for i in range(11)]
+    assert claims.environment_verdict(envs, []) == claims.HOLDS
+    assert claims.environment_verdict([], envs) == claims.DOES_NOT_HOLD
+    # the shorter list is named: where it fails ("not ...") or where it holds
+    assert claims.environment_verdict(envs[2:], envs[:2]) == "partly: 9 of 11 (not E0, E1)"
+    assert claims.environment_verdict(envs[:4], envs[4:]) == "partly: 4 of 11 (E0, E1, E2, E3)"
+    assert claims.environment_verdict(envs[:1], envs[1:2]) == "partly: 1 of 2 (E0)"
+    with pytest.raises(ValueError, match="cannot judge a claim on no environment"):
+        claims.environment_verdict([], [])
+    with pytest.raises(ValueError, match=r"env\(s\) \['E0'\] both pass and fail"):
+        claims.environment_verdict(envs[:1], envs[:2])
+
+
+def test_every_verdict_short_of_holds_says_so_in_its_first_words():
+    assert claims.DRAWS_ONLY.startswith("partly: ") and claims.MIXTURE_ONLY.startswith("partly: ")
+    assert not claims.HOLDS.startswith("partly")
 
 
 def test_numbers_keep_three_significant_digits():
@@ -156,6 +173,101 @@ def test_a_mixture_that_wins_every_id_rmse_splits_the_verdict_by_reading():
     assert rows[STRONGER].verdict == claims.DRAWS_ONLY
 
 
+#: Eleven environments, as in the paper, for the tables built to sit on a verdict's edge.
+ENVS = tuple(f"E{i}" for i in range(11))
+#: Best first: the order of every metric in :func:`_ordered` before any edit.
+ORDER = ("pnc", "deep_ensemble", "mc_dropout", "swag", "laplace", "subspace")
+
+
+def _ordered() -> pd.DataFrame:
+    """A results table on which P&C is best on every headline metric in every environment, the
+    baselines behind it in :data:`ORDER`; the gaps grow with the environment (no tied
+    differences)."""
+    rows = []
+    for i, env in enumerate(ENVS):
+        for place, method in enumerate(ORDER):
+            for split, metric in HEADLINE:
+                gap = place * (1.0 + i / 100)
+                value = 10.0 - gap if METRIC_INFO[metric].higher_is_better else 10.0 + gap
+                rows.append(
+                    {"env": env, "method": method, "config": "c", "calibration": "raw", "seed": 0,
+                     "split": split, "metric": metric, "value": value, "data_source": "offline"}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _swap(frame: pd.DataFrame, envs, split: str, metric: str, a: str = "pnc",
+          b: str = "deep_ensemble") -> pd.DataFrame:  # fmt: skip
+    """``frame`` with the values of methods ``a`` and ``b`` exchanged in ``envs`` on one metric."""
+    frame = frame.copy()
+    for env in envs:
+        at = (frame.env == env) & (frame.split == split) & (frame.metric == metric)
+        ia, ib = frame.index[at & (frame.method == a)], frame.index[at & (frame.method == b)]
+        frame.loc[ia, "value"], frame.loc[ib, "value"] = (
+            frame.loc[ib, "value"].to_numpy(), frame.loc[ia, "value"].to_numpy(),
+        )  # fmt: skip
+    return frame
+
+
+def _verdicts(frame: pd.DataFrame) -> dict[str, claims.Claim]:
+    return _by_claim(claims.claims_of(compare.statistics_of(frame)))
+
+
+@pytest.mark.parametrize(
+    ("split", "metric"), [("far", "nll"), ("far", "auroc"), ("far", "spearman")]
+)
+def test_a_far_rank_claim_flips_when_one_environment_is_edited_against_it(split, metric):
+    # P&C first in 6 environments, the Deep Ensemble in 5: mean ranks 16/11 against 17/11
+    edge = _swap(_ordered(), ENVS[6:], split, metric)
+    claim = {"nll": FAR_NLL, "auroc": FAR_AUROC, "spearman": FAR_SPEARMAN}[metric]
+    rows = _verdicts(edge)
+    assert rows[claim].verdict == claims.HOLDS
+    assert rows[STRONGER].verdict == claims.HOLDS
+    assert "P&C better than Deep Ensemble in 6 of 11 environments, MC Dropout 11" in (
+        rows[claim].measured
+    )
+    broken = _verdicts(_swap(edge, ENVS[:1], split, metric))  # one environment more for it
+    assert broken[claim].verdict == claims.DOES_NOT_HOLD
+    assert "best: Deep Ensemble 1.45" in broken[claim].measured
+    assert broken[STRONGER].verdict == claims.DOES_NOT_HOLD
+    assert "P&C better than it in" in broken[STRONGER].measured
+
+
+def test_the_most_id_rmse_wins_flips_when_one_environment_is_edited_against_it():
+    edge = _swap(_ordered(), ENVS[6:], "id", "rmse")  # P&C 6 wins, the Deep Ensemble 5
+    assert _verdicts(edge)[ID_WINS].verdict == claims.HOLDS
+    broken = _verdicts(_swap(edge, ENVS[:1], "id", "rmse"))
+    assert broken[ID_WINS].verdict == claims.DOES_NOT_HOLD
+    assert broken[ID_WINS].measured.startswith("draws: P&C 5 of 11, more: Deep Ensemble 6")
+
+
+def test_id_competitiveness_flips_when_one_environment_is_edited_against_it():
+    # the Deep Ensemble better in 10 environments, P&C in E0 by the largest margin: W = 11 over
+    # 11 pairs, two-sided exact p = 0.054, not significant
+    edge = _swap(_ordered(), ENVS[1:], "id", "rmse")
+    at = (edge.env == "E0") & (edge.method == "deep_ensemble") & (edge.metric == "rmse")
+    edge.loc[at & (edge.split == "id"), "value"] = 10.0 + 50.0
+    row = _verdicts(edge)[ID_COMPETITIVE]
+    assert row.verdict == claims.HOLDS
+    assert "no baseline significantly better (P&C significantly better than" in row.measured
+    assert "; P&C better than Deep Ensemble in 1 of 11 environments, MC Dropout 11" in row.measured
+    edge.loc[at & (edge.split == "id"), "value"] = 10.0 - 50.0  # now better in all 11
+    row = _verdicts(edge)[ID_COMPETITIVE]
+    assert row.verdict == claims.DOES_NOT_HOLD
+    assert "(2nd of 6), Deep Ensemble significantly better (P&C" in row.measured
+    assert "; P&C better than Deep Ensemble in 0 of 11 environments" in row.measured
+
+
+def test_a_claim_broken_in_one_reading_only_holds_partly():
+    edge = _swap(_ordered(), ENVS[6:], "far", "auroc")
+    mixture = edge[edge.method == "deep_ensemble"].copy()
+    e0 = (mixture.env == "E0") & (mixture.split == "far") & (mixture.metric == "auroc")
+    mixture.loc[e0, "value"] = 20.0  # the mixture beats P&C in one environment more
+    frame = pd.concat([edge, mixture.assign(method="deep_ensemble_mixture")], ignore_index=True)
+    rows = _by_claim(claims.claims_of(*compare.our_readings(frame)))
+    assert rows[FAR_AUROC].verdict == claims.DRAWS_ONLY == "partly: with the draws, not the mixture"
+
+
 def test_ranking_inputs_that_are_missing_or_not_finite_are_refused(paper_draws):
     frame = _paper()
     no_auroc = compare.statistics_of(frame[frame.metric != "auroc"])
@@ -195,17 +307,17 @@ def test_every_mechanism_claim_holds_on_a_table_made_to_hold():
     )
 
 
-def test_3a_with_one_positive_sigma_in_one_environment_holds_in_k_of_n():
+def test_3a_with_one_positive_sigma_in_one_environment_holds_partly():
     frame = _mechanism()
     _set(frame, claims.EVIDENCE_3A, "Hopper", "estimate", 0.5, sigma=16.0)
     row = _judge(frame, C3A)
-    assert row.verdict == "holds in 2 of 3 environments"
+    assert row.verdict == "partly: 2 of 3 (not Hopper)"
     assert row.measured.startswith("negative at every σ in 2 of 3 (not Hopper);")
     frame.loc[(frame.evidence == claims.EVIDENCE_3A) & (frame.env == "Ant"), "estimate"] = [
         12.9, 18.0, 27.0,
     ]  # fmt: skip
     row = _judge(frame, C3A)
-    assert row.verdict == "holds in 1 of 3 environments"
+    assert row.verdict == "partly: 1 of 3 (Swimmer)"
     assert "positive at every σ in Ant; Ant (the paper's): +12.9 / +18.0 / +27.0" in row.measured
 
 
@@ -215,14 +327,99 @@ def test_3b_3c_1bc_and_theorem_3_judge_each_environment():
     _set(frame, claims.EVIDENCE_3C_PROBE, "Ant", "estimate", 0.47)  # named, but Spearman decides
     _set(frame, claims.EVIDENCE_THM3, "Hopper", "estimate", 0.99)
     frame.loc[frame.evidence == claims.EVIDENCE_1BC, "estimate"] = 0.9  # below 1 everywhere
-    assert _judge(frame, C3B).verdict == "holds in 2 of 3 environments"
+    assert _judge(frame, C3B).verdict == "partly: 2 of 3 (not Swimmer)"
     assert "(not Swimmer); t 1.50 to 20.0" in _judge(frame, C3B).measured
-    assert _judge(frame, C3C).verdict == claims.HOLDS
-    assert _judge(frame, C3C).measured.endswith("outside [0.8, 1.2] in Ant (0.470)")
+    assert _judge(frame, C3C).verdict == claims.HOLDS  # the two parts of 3C are judged apart
+    assert _judge(frame, C3C_SLOPE).verdict == "partly: 2 of 3 (not Ant)"
+    assert _judge(frame, C3C_SLOPE).measured.endswith("slope 0.470 to 1.00, outside in Ant (0.470)")
     assert _judge(frame, C1BC).verdict == claims.DOES_NOT_HOLD
-    assert _judge(frame, THM3).verdict == "holds in 2 of 3 environments"
+    assert _judge(frame, THM3).verdict == "partly: 2 of 3 (not Hopper)"
     _set(frame, claims.EVIDENCE_3C_PROBE, "Hopper", "spearman", -0.1)
-    assert _judge(frame, C3C).verdict == "holds in 2 of 3 environments"
+    assert _judge(frame, C3C).verdict == "partly: 2 of 3 (not Hopper)"
+
+
+#: Per mechanism claim: the evidence, the column and a value that breaks its rule.
+BREAKS = {
+    C3A: (claims.EVIDENCE_3A, "estimate", 0.5),
+    C3B: (claims.EVIDENCE_3B, "t", 1.5),
+    C3C: (claims.EVIDENCE_3C_PROBE, "spearman", -0.2),
+    C3C_SLOPE: (claims.EVIDENCE_3C_PROBE, "estimate", 1.66),
+    C1BC: (claims.EVIDENCE_1BC, "estimate", 0.9),
+    THM3: (claims.EVIDENCE_THM3, "estimate", 0.98),
+}
+
+
+@pytest.mark.parametrize("claim", list(BREAKS))
+def test_each_mechanism_verdict_flips_when_one_environment_is_edited_to_break_it(claim):
+    assert set(BREAKS) == {c for c, _ in claims.MECHANISM_CLAIMS}
+    evidence, column, value = BREAKS[claim]
+    frame = _mechanism()
+    assert _judge(frame, claim).verdict == claims.HOLDS
+    where = {"method": "pnc"} if evidence == claims.EVIDENCE_1BC else {}
+    if evidence == claims.EVIDENCE_3A:
+        where["sigma"] = 32.0  # one sigma of one environment is enough
+    _set(frame, evidence, "Swimmer", column, value, **where)
+    assert _judge(frame, claim).verdict == "partly: 2 of 3 (not Swimmer)"
+    others = [c for c in BREAKS if c != claim and BREAKS[c][0] != evidence]
+    assert all(_judge(frame, c).verdict == claims.HOLDS for c in others)
+
+
+# --------------------------------------------------------------------------------------------
+# Mechanism claims judged on several seeds
+# --------------------------------------------------------------------------------------------
+
+
+def _seeded(seeds=(0, 1, 2)) -> pd.DataFrame:
+    """:func:`_mechanism` once per seed (a ``seed`` column), plus pooled rows without a seed that
+    every rule would fail on (they must not be judged)."""
+    per_seed = [_mechanism().assign(seed=s) for s in seeds]
+    pooled = _mechanism().assign(seed=np.nan, estimate=-5.0, spearman=-0.5, t=0.0)
+    pooled.loc[pooled.evidence == claims.EVIDENCE_3A, "estimate"] = 5.0
+    return pd.concat([*per_seed, pooled], ignore_index=True)
+
+
+def test_mechanism_claims_on_several_seeds_hold_only_when_they_hold_on_every_seed():
+    frame = _seeded()
+    assert claims.per_seed(frame) and not claims.per_seed(_mechanism())
+    for claim in BREAKS:
+        assert _judge(frame, claim).verdict == claims.HOLDS, claim  # the pooled rows are not read
+    assert _judge(frame, C3B).measured.startswith(
+        "slope > 0 with t > 2 in 3 of 3, on 9 of 9 (environment, seed) pairs;"
+    )
+    for claim, (evidence, column, value) in BREAKS.items():
+        edited = frame.copy()
+        mask = (edited.evidence == evidence) & (edited.env == "Hopper") & (edited.seed == 2)
+        mask &= edited.method == "pnc"
+        if evidence == claims.EVIDENCE_3A:
+            mask &= edited.sigma == 8.0
+        edited.loc[mask, column] = value  # one seed of one environment
+        row = _judge(edited, claim)
+        assert row.verdict == "partly: 2 of 3 (not Hopper)", claim
+        assert "on 8 of 9 (environment, seed) pairs" in row.measured, claim
+
+
+def test_mechanism_numbers_on_several_seeds_are_means_over_the_seeds():
+    frame = _seeded(seeds=(0, 1))
+    ant = (frame.env == "Ant") & (frame.evidence == claims.EVIDENCE_3A)
+    frame.loc[ant & (frame.seed == 0), "estimate"] = -2.0  # seed 1 keeps -1.0: mean -1.5
+    assert _judge(frame, C3A).measured.endswith(
+        "Ant (the paper's): -1.50 / -1.50 / -1.50 at σ = 8 / 16 / 32 (means over the seeds)"
+    )
+    slope = (frame.env == "Ant") & (frame.evidence == claims.EVIDENCE_3C_PROBE)
+    frame.loc[slope & (frame.seed == 0), "estimate"] = 0.4  # seed 1 keeps 1.0: mean 0.7
+    assert _judge(frame, C3C_SLOPE).measured.endswith("outside in Ant (0.700)")
+
+
+def test_a_seed_missing_in_one_environment_is_refused():
+    frame = _seeded()
+    frame = frame[
+        ~((frame.env == "Ant") & (frame.seed == 1) & (frame.evidence == claims.EVIDENCE_3B))
+    ]
+    with pytest.raises(
+        ValueError,
+        match=r"'3B: .*' \(pnc\) lacks some of the seeds \[0, 1, 2\] in env\(s\) \['Ant'\]",
+    ):
+        claims.claims_of(compare.statistics_of(_paper()), None, frame)
 
 
 @pytest.mark.parametrize(
@@ -279,7 +476,14 @@ def test_the_reference_folder_holds_far_auroc_with_11_of_11_wins():
     assert auroc.verdict == claims.HOLDS
     assert auroc.measured.startswith("draws: mean rank 1.00, 11 of 11 wins, significant against 5")
     assert "; mixture: mean rank 1.09, 10 of 11 wins" in auroc.measured
-    assert rows[C3A].verdict == "holds in 4 of 11 environments"
+    assert rows[C3A].verdict == (
+        "partly: 4 of 11 (HalfCheetah, Humanoid, InvertedDoublePendulum, InvertedPendulum)"
+    )
+    assert rows[C3C].verdict == claims.HOLDS
+    assert rows[C3C_SLOPE].verdict == "partly: 9 of 11 (not Ant, HumanoidStandup)"
+    # the ID RMSE parity rests on the test alone: the draws beat P&C in 9 of 11 environments
+    assert rows[ID_COMPETITIVE].verdict == claims.DRAWS_ONLY
+    assert "P&C better than Deep Ensemble in 2 of 11 environments" in rows[ID_COMPETITIVE].measured
     # the generated table is the last section of the folder's committed comparison.md
     text = (REFERENCE / compare.COMPARISON_FILE).read_text()
     assert "\n## The paper's claims, measured\n" in text

@@ -325,52 +325,112 @@ def frontier_verdicts(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- the table
 
 
+#: Columns of :func:`mechanism_stats`; a table of several seeds has :data:`SEED_COLUMNS` too.
+STATS_COLUMNS = ["env", "evidence", "method", "sigma", "estimate", "se", "t", "spearman", "n",
+                 "note"]  # fmt: skip
+#: ``seed`` (empty on a row over the seeds) and ``seed_sd`` (the estimate's sample standard
+#: deviation over the seeds, on those rows).
+SEED_COLUMNS = ["seed", "seed_sd"]
+
+
+def point_evidence(frame: pd.DataFrame, env: str) -> list[dict]:
+    """The rows of ``env``'s point evidence (3B, 3C, 1B/C, Thm 3, Input, Score) computed on the
+    points of ``frame`` (one seed, or several pooled), as :func:`mechanism_stats` lists them."""
+    rows = []
+    frame = frame[frame.env == env]
+    wide = points_wide(frame)
+    summary = far_id_ratios(magnitude_summary(frame))
+    base = {"env": env, "method": "pnc", "sigma": np.nan, "note": ""}
+    r = distance_regression(wide)
+    rows.append({**base, "evidence": EVIDENCE_3B, "estimate": r["slope"],
+                 "se": r["se"], "t": r["t"], "spearman": r["spearman"], "n": r["n"]})  # fmt: skip
+    for sketch, evidence in EVIDENCE_3C.items():
+        r = sketch_regression(wide, sketch)
+        rows.append({**base, "evidence": evidence, "estimate": r["slope"],
+                     "se": r["se"], "t": r["t"], "spearman": r["spearman"], "n": r["n"]})  # fmt: skip
+    ratios = summary[summary.env == env].set_index("method")
+    ratios = ratios.loc[[m for m in MECHANISM_METHODS if m in ratios.index]].reset_index()
+    for rec in ratios.itertuples():
+        rows.append({**base, "method": rec.method, "evidence": EVIDENCE_1BC,
+                     "estimate": rec.far_over_id, "se": np.nan, "t": np.nan,
+                     "spearman": np.nan, "n": np.nan,
+                     "note": f"ID {rec.id:.3g}, Far {rec.far:.3g}"})  # fmt: skip
+    if {"rank_mixture", "rank_shared"} <= set(wide.columns):
+        boot = wide.dropna(subset=["rank_mixture", "rank_shared"])
+        if len(boot):
+            gain = boot.rank_mixture / boot.rank_shared
+            ratio = boot.rank_predicted / boot.rank_mixture
+            rows.append({**base, "evidence": EVIDENCE_THM3,
+                         "estimate": float(gain.median()), "se": np.nan, "t": np.nan,
+                         "spearman": np.nan, "n": len(boot),
+                         "note": (f"median r_eff {boot.rank_mixture.median():.3g} vs "
+                                  f"{boot.rank_shared.median():.3g}; > 1 at "
+                                  f"{100 * (gain > 1).mean():.0f}% of points; alpha_bar "
+                                  f"{boot.alignment.median():.3g}; predicted/measured "
+                                  f"{ratio.median():.3g}; trace CV "
+                                  f"{boot.trace_cv.median():.2g}")})  # fmt: skip
+    r = distance_row(wide)
+    if r is not None:
+        rows.append({**base, "evidence": EVIDENCE_DISTANCE, "estimate": r["far_over_id"],
+                     "se": np.nan, "t": np.nan, "spearman": np.nan, "n": r["n"],
+                     "note": f"median ID {r['id_median']:.3g}, Far {r['far_median']:.3g}"})  # fmt: skip
+    for r in score_auroc_rows(wide):
+        rows.append({**base, "evidence": EVIDENCE_SCORE[r["part"]], "estimate": r["auroc"],
+                     "se": np.nan, "t": np.nan, "spearman": np.nan, "n": r["n"],
+                     "note": f"median ID {r['id_median']:.3g}, Far {r['far_median']:.3g}"})  # fmt: skip
+    return rows
+
+
+def over_seeds(per_seed: pd.DataFrame) -> pd.DataFrame:
+    """One row per (env, evidence, method) of the per-seed rows (a ``seed`` column): the mean over
+    the seeds of ``estimate``, ``se``, ``t`` and ``spearman``, ``n`` summed, ``seed_sd`` the sample
+    standard deviation of the estimate (``ddof=1``), ``seed`` empty and a note naming the seeds.
+
+    Raises:
+        ValueError: an (env, evidence, method) lacks a seed that another has (a mean over
+            different seeds would be compared with the others).
+    """
+    keys = ["env", "evidence", "method"]
+    every = sorted(set(per_seed["seed"]))
+    out = []
+    for key, rows in per_seed.groupby(keys, sort=False):
+        seeds = sorted(set(rows["seed"]))
+        if seeds != every:
+            raise ValueError(f"mechanism evidence {key}: seeds {seeds}, expected {every}")
+        n = rows["n"].sum(min_count=len(rows))
+        out.append({**dict(zip(keys, key, strict=True)), "sigma": np.nan,
+                    "estimate": rows["estimate"].mean(), "se": rows["se"].mean(),
+                    "t": rows["t"].mean(), "spearman": rows["spearman"].mean(), "n": n,
+                    "note": f"mean over {len(seeds)} seeds ({seeds[0]}-{seeds[-1]})",
+                    "seed": np.nan, "seed_sd": rows["estimate"].std(ddof=1)})  # fmt: skip
+    return pd.DataFrame(out, columns=STATS_COLUMNS + SEED_COLUMNS)
+
+
 def mechanism_stats(frame: pd.DataFrame, all_configs: pd.DataFrame) -> pd.DataFrame:
     """Every number of the mechanism table, long: ``env, evidence, method, sigma, estimate, se,
-    t, spearman, n, note``."""
+    t, spearman, n, note``.
+
+    With one seed in ``frame`` the point evidence is computed on its points. With several, it is
+    computed on each seed's points (rows with a ``seed``) and summarised over them
+    (:func:`over_seeds`: the mean, and ``seed_sd``, the spread); the summary rows come first.
+    3A is computed from ``all_configs``' seed means in either case (``seed`` empty).
+    """
+    seeds = sorted(frame.seed.unique())
     rows = []
-    wide_all = points_wide(frame)
-    summary = far_id_ratios(magnitude_summary(frame))
     for env in sorted(frame.env.unique()):
-        wide = wide_all[wide_all.env == env]
-        base = {"env": env, "method": "pnc", "sigma": np.nan, "note": ""}
-        r = distance_regression(wide)
-        rows.append({**base, "evidence": EVIDENCE_3B, "estimate": r["slope"],
-                     "se": r["se"], "t": r["t"], "spearman": r["spearman"], "n": r["n"]})  # fmt: skip
-        for sketch, evidence in EVIDENCE_3C.items():
-            r = sketch_regression(wide, sketch)
-            rows.append({**base, "evidence": evidence, "estimate": r["slope"],
-                         "se": r["se"], "t": r["t"], "spearman": r["spearman"], "n": r["n"]})  # fmt: skip
-        ratios = summary[summary.env == env].set_index("method")
-        ratios = ratios.loc[[m for m in MECHANISM_METHODS if m in ratios.index]].reset_index()
-        for rec in ratios.itertuples():
-            rows.append({**base, "method": rec.method, "evidence": EVIDENCE_1BC,
-                         "estimate": rec.far_over_id, "se": np.nan, "t": np.nan,
-                         "spearman": np.nan, "n": np.nan,
-                         "note": f"ID {rec.id:.3g}, Far {rec.far:.3g}"})  # fmt: skip
-        if {"rank_mixture", "rank_shared"} <= set(wide.columns):
-            boot = wide.dropna(subset=["rank_mixture", "rank_shared"])
-            if len(boot):
-                gain = boot.rank_mixture / boot.rank_shared
-                ratio = boot.rank_predicted / boot.rank_mixture
-                rows.append({**base, "evidence": EVIDENCE_THM3,
-                             "estimate": float(gain.median()), "se": np.nan, "t": np.nan,
-                             "spearman": np.nan, "n": len(boot),
-                             "note": (f"median r_eff {boot.rank_mixture.median():.3g} vs "
-                                      f"{boot.rank_shared.median():.3g}; > 1 at "
-                                      f"{100 * (gain > 1).mean():.0f}% of points; alpha_bar "
-                                      f"{boot.alignment.median():.3g}; predicted/measured "
-                                      f"{ratio.median():.3g}; trace CV "
-                                      f"{boot.trace_cv.median():.2g}")})  # fmt: skip
-        r = distance_row(wide)
-        if r is not None:
-            rows.append({**base, "evidence": EVIDENCE_DISTANCE, "estimate": r["far_over_id"],
-                         "se": np.nan, "t": np.nan, "spearman": np.nan, "n": r["n"],
-                         "note": f"median ID {r['id_median']:.3g}, Far {r['far_median']:.3g}"})  # fmt: skip
-        for r in score_auroc_rows(wide):
-            rows.append({**base, "evidence": EVIDENCE_SCORE[r["part"]], "estimate": r["auroc"],
-                         "se": np.nan, "t": np.nan, "spearman": np.nan, "n": r["n"],
-                         "note": f"median ID {r['id_median']:.3g}, Far {r['far_median']:.3g}"})  # fmt: skip
+        if len(seeds) > 1:
+            per_seed = pd.DataFrame(
+                [
+                    {**r, "seed": s}
+                    for s in seeds
+                    for r in point_evidence(frame[frame.seed == s], env)
+                ]
+            )
+            rows += over_seeds(per_seed).to_dict("records")
+        else:
+            per_seed = None
+            rows += point_evidence(frame, env)
+        base = {"env": env, "method": "pnc", "note": ""}
         for rec in frontier_verdicts(all_configs, env).itertuples():
             note = rec.verdict
             if pd.notna(rec.nocorr_config):
@@ -379,7 +439,9 @@ def mechanism_stats(frame: pd.DataFrame, all_configs: pd.DataFrame) -> pd.DataFr
             rows.append({**base, "sigma": rec.sigma, "evidence": EVIDENCE_3A,
                          "estimate": rec.pnc_far_nll - rec.nocorr_far_nll, "se": np.nan,
                          "t": np.nan, "spearman": np.nan, "n": np.nan, "note": note})  # fmt: skip
-    columns = ["env", "evidence", "method", "sigma", "estimate", "se", "t", "spearman", "n", "note"]
+        if per_seed is not None:
+            rows += per_seed.assign(seed_sd=np.nan).to_dict("records")
+    columns = STATS_COLUMNS + (SEED_COLUMNS if len(seeds) > 1 else [])
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -394,9 +456,21 @@ def _cell(value: float, latex: bool) -> str:
 
 
 def mechanism_table(stats: pd.DataFrame) -> Table:
-    """The mechanism table (``results/tables/mechanism.{tex,md,csv}``) from :func:`mechanism_stats`."""
+    """The mechanism table (``results/tables/mechanism.{tex,md,csv}``) from :func:`mechanism_stats`.
+
+    With several seeds (a ``seed`` column) the CSV holds every row, the Markdown and LaTeX tables
+    the rows over the seeds with the standard deviation over them beside the estimate.
+    """
+    several = "seed" in stats.columns
+    scope = (
+        "each point evidence computed on every seed of the mechanism stage, then its mean over "
+        "the seeds (SD over seeds: the estimates' sample standard deviation; every seed's rows "
+        "are in the CSV)"
+        if several
+        else "seeds in the mechanism stage pooled"
+    )
     caption = (
-        "Mechanism evidence per environment (seeds in the mechanism stage pooled). 3B: OLS slope "
+        f"Mechanism evidence per environment ({scope}). 3B: OLS slope "
         "of the P&C disagreement D(x) on log10 Mahalanobis distance (second hidden layer, ID "
         "train statistics) with regime fixed effects (ID baseline). 3C: log-log OLS slope of D "
         "on the probe and analytic sketches of the corrected sensitivity with regime fixed "
@@ -421,12 +495,15 @@ def mechanism_table(stats: pd.DataFrame) -> Table:
     )
     header = ["Environment", "Evidence", "Method", "σ", "Estimate", "SE", "t", "Spearman", "n",
               "Note"]  # fmt: skip
+    if several:
+        header.insert(5, "SD over seeds")
+    shown = stats[stats["seed"].isna()] if several else stats
     md_rows, tex_rows = [], []
-    for rec in stats.itertuples():
+    for rec in shown.itertuples():
         label = METHOD_INFO[rec.method].label if rec.method in METHOD_INFO else rec.method
         cells = [rec.env, rec.evidence, label, "" if np.isnan(rec.sigma) else f"{rec.sigma:g}"]
         n = "" if not np.isfinite(rec.n) else str(int(rec.n))
-        nums = [rec.estimate, rec.se, rec.t, rec.spearman]
+        nums = [rec.estimate, *([rec.seed_sd] if several else []), rec.se, rec.t, rec.spearman]
         md_rows.append(cells + [_cell(v, False) for v in nums] + [n, rec.note])
         tex_rows.append(
             [latex_escape(c) for c in cells]
@@ -436,7 +513,7 @@ def mechanism_table(stats: pd.DataFrame) -> Table:
     latex = latex_tabular(
         caption,
         "tab:mechanism",
-        "lllrrrrrrp{5cm}",
+        "lllrrrrrrrp{5cm}" if several else "lllrrrrrrp{5cm}",
         [" & ".join(latex_escape(h) for h in header) + r" \\"],
         tex_rows,
         size=r"\scriptsize",
@@ -471,6 +548,8 @@ __all__ = [
     "magnitude_summary",
     "mechanism_stats",
     "mechanism_table",
+    "over_seeds",
+    "point_evidence",
     "points_wide",
     "read_mechanism",
     "score_auroc_rows",

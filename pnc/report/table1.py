@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from pnc.mujoco.results import HEADLINE
+from pnc.mujoco.results import HEADLINE, REFERENCE
 from pnc.report import stats as st
 from pnc.report.render import ARROW
 
@@ -31,6 +31,10 @@ class Cell:
     wins: int
     n_envs: int
     arrow: str | None  # "up", "down" or None
+    #: For a baseline, the environments where P&C's seed mean is strictly better than its own
+    #: (:func:`cells_from_stats`); ``None`` for P&C and where the per-environment ranks are not
+    #: known (the paper's Table 1 as printed).
+    better: int | None = None
 
     def text(self, *, bold: bool) -> str:
         rank = f"{self.mean_rank:.2f} ± {self.rank_std:.2f}"
@@ -40,6 +44,15 @@ class Cell:
 
 #: ``{"split/metric": {method: Cell}}``: one column of the comparison.
 Column = dict[str, dict[str, Cell]]
+
+
+def pnc_better(per_env: Mapping[str, Mapping[str, float]], method: str) -> int | None:
+    """In how many environments P&C ranks strictly better than ``method`` (``per_env``: the
+    per-environment ranks of :func:`pnc.report.stats.compute_statistics`, ties sharing a rank);
+    ``None`` for P&C itself or when P&C is not ranked."""
+    if method == REFERENCE or any(REFERENCE not in ranks for ranks in per_env.values()):
+        return None
+    return sum(ranks[REFERENCE] < ranks[method] for ranks in per_env.values())
 
 
 def cells_from_stats(stats: Mapping[str, Any]) -> Column:
@@ -58,6 +71,7 @@ def cells_from_stats(stats: Mapping[str, Any]) -> Column:
                 wins=int(r["wins"][m]),
                 n_envs=int(r["n_envs"]),
                 arrow=tests[m]["arrow"] if m in tests else None,
+                better=pnc_better(r["per_env"], m),
             )
             for m in r["mean_rank"]
         }

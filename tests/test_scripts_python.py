@@ -1,0 +1,109 @@
+"""The long-run scripts find or set up the Python they need before doing anything else: from a
+fresh clone (no ``.venv``), ``scripts/reference_runs.sh`` and ``scripts/reference_tables.sh`` set up
+the project's ``.venv`` as ``scripts/quick.sh`` does (``scripts/venv.sh``'s ``ready_python``), or,
+with ``PNC_NO_SETUP=1``, stop at once naming the command to run; ``scripts/slurm_check.sh`` (run
+as root) never sets one up and stops at once naming it. Each case runs a copy of ``scripts/`` in
+a temporary directory, with a stub ``setup_venv`` where setting up is the behaviour under test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # every test starts bash in a subprocess
+
+ROOT = Path(__file__).resolve().parents[1]
+SETUP = 'source scripts/venv.sh && setup_venv "."'
+
+
+def _clone(tmp_path: Path) -> Path:
+    """A checkout without a ``.venv``: the scripts and the reference config."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "scripts", repo / "scripts")
+    (repo / "config").mkdir()
+    shutil.copyfile(ROOT / "config" / "offline.yaml", repo / "config" / "offline.yaml")
+    return repo
+
+
+def _run(repo: Path, command: str, **extra: str) -> subprocess.CompletedProcess:
+    """``command`` in ``repo``, without ``PYTHON`` and the project's venv: first on ``PATH`` is a
+    ``python`` that imports nothing (whatever the machine has installed), then the system's
+    tools."""
+    stubs = repo.parent / "stubs"
+    stubs.mkdir(exist_ok=True)
+    (stubs / "python").write_text("#!/bin/sh\nexit 1\n")
+    (stubs / "python").chmod(0o755)
+    drop = ("PYTHON", "PNC_NO_SETUP", "VIRTUAL_ENV")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PATH"] = f"{stubs}:/usr/bin:/bin"
+    return subprocess.run(
+        ["bash", "-c", command], cwd=repo, env={**env, **extra}, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "scripts/reference_runs.sh --envs InvertedPendulum --seeds 0",
+        "scripts/reference_tables.sh --mechanism --cores 2",
+    ],
+)
+def test_a_fresh_clone_without_setting_up_stops_at_once_naming_the_command(tmp_path, script):
+    repo = _clone(tmp_path)
+    done = _run(repo, f"bash {script}", PNC_NO_SETUP="1")
+    assert done.returncode == 2, done.stderr
+    assert SETUP in done.stderr
+    assert "snakemake" not in done.stdout  # nothing ran: no piece, no restore
+    assert not (repo / "logs").exists() and not (repo / "reference_study").exists()
+
+
+def test_a_python_named_in_PYTHON_that_lacks_the_project_stops_the_script(tmp_path):
+    repo = _clone(tmp_path)
+    done = _run(repo, "bash scripts/reference_runs.sh --seeds 0", PYTHON="/bin/false")
+    assert done.returncode == 2
+    assert "PYTHON=/bin/false cannot run" in done.stderr and "unset PYTHON" in done.stderr
+
+
+def _stub_setup(works: bool) -> str:
+    """Shell code that sources venv.sh and replaces ``setup_venv`` by a stub recording its
+    argument and making a ``.venv/bin/python`` that imports everything (``works``) or nothing."""
+    body = "exit 0" if works else "exit 1"
+    return (
+        "source scripts/venv.sh; "
+        'setup_venv() { echo "$1" > setup_called; mkdir -p .venv/bin; '
+        f"printf '#!/bin/sh\\n{body}\\n' > .venv/bin/python; chmod +x .venv/bin/python; }}; "
+    )
+
+
+def test_ready_python_sets_up_the_missing_venv_and_prints_its_python(tmp_path):
+    repo = _clone(tmp_path)
+    done = _run(repo, _stub_setup(works=True) + "ready_python . snakemake")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(repo / ".venv" / "bin" / "python")
+    assert (repo / "setup_called").read_text().strip() == "."
+    assert "setting it up" in done.stderr
+    # a second call finds the venv and sets up nothing
+    (repo / "setup_called").unlink()
+    again = _run(repo, _stub_setup(works=True) + "ready_python . snakemake")
+    assert again.returncode == 0 and not (repo / "setup_called").exists()
+
+
+def test_ready_python_reports_a_set_up_that_leaves_the_venv_unusable(tmp_path):
+    repo = _clone(tmp_path)
+    done = _run(repo, _stub_setup(works=False) + "ready_python . snakemake")
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"setting up .venv failed (see above); run: {SETUP}" in done.stderr
+
+
+def test_slurm_check_without_a_python_stops_before_installing_or_starting_anything(tmp_path):
+    repo = _clone(tmp_path)
+    scratch = tmp_path / "scratch"
+    done = _run(repo, "bash scripts/slurm_check.sh", SLURM_CHECK_DIR=str(scratch))
+    assert done.returncode == 2, done.stderr
+    assert f"cd {repo} && source scripts/venv.sh && setup_venv ." in done.stderr
+    assert not scratch.exists()  # no temporary directory, no packages, no daemons
