@@ -215,11 +215,12 @@ def fetch_minari(env: str, *, root: str | Path | None, download: bool) -> dict:
 
     Raises:
         pnc.data.DatasetMissingError: datasets are absent (and ``download`` is false or the
-            download failed); the message names every missing level and dataset id, and the
-            offline alternative.
+            download failed or was refused); the message names every missing level and dataset
+            id, the remote, how to place them by hand, the offline alternative and each
+            dataset's error.
     """
     from pnc.data import DatasetMissingError, env_spec
-    from pnc.data.minari_io import load_dataset, resolve_root
+    from pnc.data.minari_io import describe_remote, load_dataset, resolve_root
 
     datasets, missing = {}, {}
     for level, dataset_id in env_spec(env).minari_ids.items():
@@ -236,12 +237,21 @@ def fetch_minari(env: str, *, root: str | Path | None, download: bool) -> dict:
     if missing:
         listing = ", ".join(f"{level} ({dataset_id})" for level, (dataset_id, _) in missing.items())
         first = next(iter(missing.values()))[1]
+        path = resolve_root(root)
+        example = path / next(iter(missing.values()))[0]
         raise DatasetMissingError(
-            f"{env}: Minari datasets missing under {resolve_root(root)}: {listing}. "
-            + ("Downloading failed. " if download else "Downloading is disabled (data.download). ")
-            + "Alternatives: copy the datasets there, or set data.source: offline to use behaviour "
-            f"datasets generated locally (e.g. `snakemake --config data='{{source: offline}}'`). "
-            f"First error: {first}"
+            f"{env}: Minari datasets missing under {path}: {listing}. "
+            + (
+                f"Downloading them from {describe_remote()} failed. "
+                if download
+                else "Downloading is disabled (data.download). "
+            )
+            + "To place them by hand, copy each dataset's folder (the one `minari download ID` "
+            f"writes under $MINARI_DATASETS_PATH where the remote is reachable) to {path}/ID, "
+            f"e.g. {example}; point MINARI_REMOTE / HF_ENDPOINT at a mirror that has them; or set "
+            "data.source: offline to use behaviour datasets generated locally (e.g. "
+            f"`snakemake --config data='{{source: offline}}'`). Errors: "
+            + " | ".join(f"{level}: {err}" for level, (_, err) in missing.items())
         ) from first
     return {"env": env, "minari_root": str(resolve_root(root)), "datasets": datasets}
 
