@@ -71,9 +71,12 @@ class LoopbackHub:
         ``altered``: ``{path: "truncate" | "flip"}``; the file is served cut to half its length
             (with a matching ``Content-Length``) or with one byte changed, while the listings and
             ``HEAD`` keep announcing the true size and checksums.
-        ``stop_after``: stop the server once this many LFS files have been sent in full.
-        ``stall``: a path whose ``GET`` sends half of the file, then holds the connection until
-            the server stops (``stalled`` is set when it does).
+        ``stop_after``: once this many LFS files have been sent, the server stops when the next
+            one is asked for, leaving that request unanswered.
+        ``stall``: a path whose ``GET`` sends half of the file, then one byte every 0.5 s while
+            ``stall`` names it and the server runs, then drops the connection (``stalled`` is set
+            when it starts to hold it).
+        ``refuse``: paths whose ``GET`` answers 503.
 
     ``requests`` records ``(method, path, Range header)`` of every request.
     """
@@ -95,6 +98,7 @@ class LoopbackHub:
         self.altered: dict[str, str] = {}
         self.stop_after: int | None = None
         self.stall: str | None = None
+        self.refuse: set[str] = set()
         self.stalled = threading.Event()
         self.requests: list[tuple[str, str, str | None]] = []
         self.lfs_sent = 0
@@ -253,6 +257,11 @@ def _handler(hub: LoopbackHub):
                     headers["X-Linked-Etag"] = f'"{hashlib.sha256(data).hexdigest()}"'
                     headers["X-Linked-Size"] = str(len(data))
                 headers["ETag"] = f'"{git_blob_id(data)}"'
+            if body and name in hub.refuse:
+                return self._json({"error": "unavailable"}, 503)
+            if body and lfs and hub.stop_after is not None and hub.lfs_sent >= hub.stop_after:
+                hub.stop()  # this request's thread is not the server's: stopping here is safe
+                return
             sent = data
             if body:  # faults touch the content only, never what HEAD and the listings announce
                 fault = hub.altered.get(name)
@@ -279,13 +288,14 @@ def _handler(hub: LoopbackHub):
                 self.wfile.write(part[: len(part) // 2])
                 self.wfile.flush()
                 hub.stalled.set()
-                while hub.running:  # hold the connection until the server stops
-                    time.sleep(0.05)
+                rest = iter(part[len(part) // 2 :])
+                while hub.running and hub.stall == name:  # a byte now and then: no read timeout
+                    self.wfile.write(bytes([next(rest, 0)]))
+                    self.wfile.flush()
+                    time.sleep(0.5)
                 return
             self.wfile.write(part)
             if lfs:
                 hub.lfs_sent += 1
-                if hub.stop_after is not None and hub.lfs_sent >= hub.stop_after:
-                    threading.Thread(target=hub.stop, daemon=True).start()
 
     return Handler

@@ -16,8 +16,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -224,8 +226,10 @@ def _same_files(a: Path, b: Path) -> bool:
 
 
 def _placed(root: Path) -> list[str]:
-    """The ids of the Minari datasets under ``root`` (a staging folder's included)."""
-    return [str(p.parent.relative_to(root)) for p in sorted(root.rglob("data")) if p.is_dir()]
+    """The ids of the datasets under ``root`` (a staging folder's included), but for the Far data
+    the workflow makes (namespace ``pnc``)."""
+    found = [str(p.parent.relative_to(root)) for p in sorted(root.rglob("data")) if p.is_dir()]
+    return [i for i in found if not i.startswith("pnc/")]
 
 
 # ----------------------------------------------------------------------------- the tiny study
@@ -348,3 +352,105 @@ def test_files_cut_short_or_altered_are_refused_and_downloaded_again(hub, source
     assert _placed(root) == sorted(i for i in _dataset_ids() if "hopper" in i)
     for dataset_id in _placed(root):
         assert _same_files(root / dataset_id, source_root / dataset_id), dataset_id
+
+
+def test_server_gone_mid_run_names_what_is_missing_and_how_to_place_it(hub, tmp_path):
+    """The server stops once it has sent the first dataset's data: the run fails with a message
+    naming the environment's missing datasets, the remote and where to place each one by hand;
+    the dataset that arrived is kept, complete, and nothing partial is left."""
+    hub.stop_after = 1
+    workdir = _workdir(tmp_path / "w")
+    root = workdir / "resources/minari"
+    proc = _snakemake(workdir, _client_env(hub.url, tmp_path), TARGET, cores=1)
+    assert proc.returncode != 0 and not hub.running
+    placed = _placed(root)
+    assert len(placed) == 1, placed
+    (failed,) = [
+        p for p in (workdir / "logs/minari_data").glob("*.log") if "Error" in p.read_text()
+    ]
+    log = failed.read_text()
+    env = failed.stem
+    from pnc.data import env_spec
+
+    missing = [i for i in env_spec(env).minari_ids.values() if i not in placed]
+    assert missing and f"{env}: Minari datasets missing under {root}" in log, log[-3000:]
+    for dataset_id in missing:
+        assert f"({dataset_id})" in log
+    assert f"Downloading them from {REMOTE} at {hub.url} failed" in log
+    assert "To place them by hand, copy each dataset's folder" in log
+    assert f"{root}/ID, e.g. {root / missing[0]}" in log
+    assert "ConnectError" in log
+    assert not (root / ".downloading").exists()
+    assert not list(workdir.glob("resources/data/*/far-*.json"))
+
+
+def test_interrupted_download_is_redone_by_a_rerun_without_recomputing_finished_jobs(hub, tmp_path):
+    """Hopper's expert data stall halfway while InvertedPendulum's datasets, Far data and splits
+    are made; the run is interrupted (Ctrl-C). Nothing of Hopper's download is left; the rerun
+    downloads it again (huggingface_hub 2.x keeps no partial file between processes) and reruns
+    none of the finished jobs."""
+    stalled = "hopper/expert-v0/data/main_data.hdf5"
+    hub.stall = stalled
+    workdir = _workdir(tmp_path / "w")
+    root = workdir / "resources/minari"
+    env = _client_env(hub.url, tmp_path)
+    splits = "resources/splits/{}/seed0/manifest.json"
+    targets = [splits.format(name) for name in ENVS]
+    finished = [
+        workdir / "resources/data/InvertedPendulum/minari.json",
+        workdir / "resources/data/InvertedPendulum/far-seed0.json",
+        workdir / splits.format("InvertedPendulum"),
+    ]
+    with (tmp_path / "interrupted.log").open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *targets, "--cores", "2"]
+            + ["--configfile", "mirror.yaml"],
+            cwd=workdir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # a run started in the background of a non-interactive shell inherits SIGINT as
+            # ignored: restore the default handler, as a terminal's Ctrl-C finds it
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+    try:
+        deadline = time.monotonic() + 120
+        # Hopper's splits need its datasets: a finished splits job is InvertedPendulum's
+        done = re.compile(r"Finished jobid: \d+ \(Rule: splits\)")
+        while not (
+            hub.stalled.is_set() and done.search((tmp_path / "interrupted.log").read_text())
+        ):
+            assert proc.poll() is None, (tmp_path / "interrupted.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "InvertedPendulum's jobs did not finish"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        # the connection then drops and the file is refused: the job cannot finish it
+        hub.refuse.add(stalled)
+        hub.stall = None
+        assert proc.wait(timeout=60) != 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert "KeyboardInterrupt" in (workdir / "logs/minari_data/Hopper.log").read_text()
+    assert not (workdir / "resources/data/Hopper/minari.json").exists()
+    assert not [i for i in _placed(root) if "hopper" in i]
+    assert not (root / ".downloading").exists()
+    mtimes = {p: p.stat().st_mtime_ns for p in finished}
+    started = time.time_ns()
+
+    hub.refuse.clear()
+    proc = _snakemake(workdir, env, *targets)
+    assert proc.returncode == 0, _output(proc)[-3000:] + _logs(workdir)[-3000:]
+    gets = hub.served("GET", re.escape(stalled))
+    assert len(gets) == 3 and gets[-1][2] is None, gets  # stalled, refused, then whole
+    assert {p: p.stat().st_mtime_ns for p in finished} == mtimes
+    rewritten = [p for p in (workdir / "logs").rglob("*.log") if p.stat().st_mtime_ns > started]
+    assert sorted(str(p.relative_to(workdir / "logs")) for p in rewritten) == [
+        "far_data/Hopper/seed0.log",
+        "minari_data/Hopper.log",
+        "splits/Hopper/seed0.log",
+    ]
+    assert _placed(root) == sorted(_dataset_ids())
+    assert not (root / ".downloading").exists()

@@ -195,8 +195,10 @@ def download_dataset(dataset_id: str, root: str | Path | None) -> Path:
     Minari downloads into ``root/.downloading/<dataset_id>`` (:data:`STAGING_DIR`). Every file is
     then checked against the remote's tree listing (size, and the SHA-256 of an LFS file or the git
     blob id of another): a dataset that matches is moved to ``root/<dataset_id>`` in one rename,
-    one that does not is deleted with its staging folder. A download cut off by a signal leaves its
-    partial files in the staging folder; the next call resumes them (HTTP range requests).
+    one that does not is deleted with its staging folder. The staging folder is deleted whatever
+    happens (a failure, a refusal, Ctrl-C), and again before a download starts (what a killed
+    process left). ``huggingface_hub`` (2.x) keeps no partial file between processes, so a
+    download that was cut off starts again from the beginning.
 
     Returns:
         The dataset's folder under ``root``.
@@ -211,9 +213,7 @@ def download_dataset(dataset_id: str, root: str | Path | None) -> Path:
     stage = path / STAGING_DIR / dataset_id
     staged = stage / dataset_id
     final = path / dataset_id
-    # files an interrupted attempt completed are fetched again (Minari skips a dataset whose folder
-    # exists); its partial files, kept by huggingface_hub under the staging folder, are resumed
-    shutil.rmtree(staged, ignore_errors=True)
+    _remove_stage(stage, path)  # what a process killed during a download left
     try:
         with using_root(stage):
             minari.download_dataset(dataset_id)
@@ -225,9 +225,7 @@ def download_dataset(dataset_id: str, root: str | Path | None) -> Path:
                 "download it again."
             )
         final.parent.mkdir(parents=True, exist_ok=True)
-        if final.exists():  # placed meanwhile by another process: keep that copy
-            shutil.rmtree(staged)
-        else:
+        if not final.exists():  # else placed meanwhile by another process: keep that copy
             os.replace(staged, final)
         # Minari's namespace records (namespace_metadata.json of each level of the id)
         for meta in stage.rglob("namespace_metadata.json"):
@@ -235,11 +233,8 @@ def download_dataset(dataset_id: str, root: str | Path | None) -> Path:
             if ".cache" not in rel.parts and not (path / rel).exists():
                 (path / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(meta, path / rel)
-    except Exception:
+    finally:
         _remove_stage(stage, path)
-        raise
-    # a KeyboardInterrupt or SystemExit (a signal) keeps the staging folder for the next call
-    _remove_stage(stage, path)
     return final
 
 

@@ -207,6 +207,21 @@ def train_run(
     }
 
 
+def _connection_failed(err: BaseException) -> bool:
+    """Whether a connection to the remote was refused, reset or timed out somewhere in the chain
+    of ``err``'s causes (the HTTP client's ConnectError/ConnectTimeout or the OS's error)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, ConnectionError | TimeoutError) or type(err).__name__ in {
+            "ConnectError",
+            "ConnectTimeout",
+        }:
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
 def fetch_minari(env: str, *, root: str | Path | None, download: bool) -> dict:
     """Open (downloading if allowed) the Minari datasets of ``env``'s behaviour levels.
 
@@ -220,14 +235,23 @@ def fetch_minari(env: str, *, root: str | Path | None, download: bool) -> dict:
             dataset's error.
     """
     from pnc.data import DatasetMissingError, env_spec
-    from pnc.data.minari_io import describe_remote, load_dataset, resolve_root
+    from pnc.data.minari_io import dataset_exists, describe_remote, load_dataset, resolve_root
 
     datasets, missing = {}, {}
+    unreachable = None
     for level, dataset_id in env_spec(env).minari_ids.items():
+        if unreachable is not None and not dataset_exists(dataset_id, root):
+            # the remote stopped answering: the other downloads would wait out the same retries
+            missing[level] = (dataset_id, unreachable)
+            continue
         try:
             ds = load_dataset(dataset_id, root=root, download=download)
         except DatasetMissingError as err:
             missing[level] = (dataset_id, err)
+            if download and _connection_failed(err):
+                unreachable = DatasetMissingError(
+                    f"not tried: the remote did not answer for {dataset_id}"
+                )
             continue
         datasets[level] = {
             "id": dataset_id,
