@@ -68,9 +68,10 @@ class LoopbackHub:
     ``static``: ``{url path: bytes}`` served as plain files.
 
     Faults, settable while it runs:
-        ``altered``: ``{path: "truncate" | "flip"}``; the file is served cut to half its length
-            (with a matching ``Content-Length``) or with one byte changed, while the listings and
-            ``HEAD`` keep announcing the true size and checksums.
+        ``altered``: ``{path: "truncate" | "flip" | "cut"}``; the file is served cut to half its
+            length (with a matching ``Content-Length``), with one byte changed, or announced whole
+            and its connection closed halfway, while the listings and ``HEAD`` keep announcing the
+            true size and checksums.
         ``stop_after``: once this many LFS files have been sent, the server stops when the next
             one is asked for, leaving that request unanswered.
         ``stall``: a path whose ``GET`` sends half of the file, then one byte every 0.5 s while
@@ -279,6 +280,8 @@ def _handler(hub: LoopbackHub):
             self.send_response(status)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(len(part)))
+            if body and hub.altered.get(name) == "cut":
+                part = part[: len(part) // 2]
             for k, v in headers.items():
                 self.send_header(k, v)
             self.end_headers()
