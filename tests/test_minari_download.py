@@ -354,6 +354,12 @@ def test_files_cut_short_or_altered_are_refused_and_downloaded_again(hub, source
         assert _same_files(root / dataset_id, source_root / dataset_id), dataset_id
 
 
+def missing_level(env: str, dataset_id: str) -> str:
+    from pnc.data import env_spec
+
+    return next(level for level, i in env_spec(env).minari_ids.items() if i == dataset_id)
+
+
 def test_server_gone_mid_run_names_what_is_missing_and_how_to_place_it(hub, tmp_path):
     """The server stops once it has sent the first dataset's data: the run fails with a message
     naming the environment's missing datasets, the remote and where to place each one by hand;
@@ -379,7 +385,9 @@ def test_server_gone_mid_run_names_what_is_missing_and_how_to_place_it(hub, tmp_
     assert f"Downloading them from {REMOTE} at {hub.url} failed" in log
     assert "To place them by hand, copy each dataset's folder" in log
     assert f"{root}/ID, e.g. {root / missing[0]}" in log
-    assert "ConnectError" in log
+    assert f"Errors: {missing_level(env, missing[0])}: ConnectError" in log
+    # the levels after the first that failed are not tried: the remote no longer answers
+    assert log.count(f"not tried: the remote did not answer for {missing[0]}") == len(missing) - 1
     assert not (root / ".downloading").exists()
     assert not list(workdir.glob("resources/data/*/far-*.json"))
 

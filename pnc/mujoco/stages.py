@@ -207,6 +207,13 @@ def train_run(
     }
 
 
+def _reason(err: BaseException) -> str:
+    """What went wrong with one dataset: the error that made its download fail, else the
+    message itself."""
+    cause = err.__cause__
+    return f"{type(cause).__name__}: {cause}" if cause is not None else str(err)
+
+
 def _connection_failed(err: BaseException) -> bool:
     """Whether a connection to the remote was refused, reset or timed out somewhere in the chain
     of ``err``'s causes (the HTTP client's ConnectError/ConnectTimeout or the OS's error)."""
@@ -275,7 +282,7 @@ def fetch_minari(env: str, *, root: str | Path | None, download: bool) -> dict:
             f"e.g. {example}; point MINARI_REMOTE / HF_ENDPOINT at a mirror that has them; or set "
             "data.source: offline to use behaviour datasets generated locally (e.g. "
             f"`snakemake --config data='{{source: offline}}'`). Errors: "
-            + " | ".join(f"{level}: {err}" for level, (_, err) in missing.items())
+            + " | ".join(f"{level}: {_reason(err)}" for level, (_, err) in missing.items())
         ) from first
     return {"env": env, "minari_root": str(resolve_root(root)), "datasets": datasets}
 
