@@ -2,7 +2,7 @@
 ``huggingface_hub`` from a Hub-like server on 127.0.0.1 (``tests/loopback_hub.py``), with the
 clients unchanged, pointed at it by ``MINARI_REMOTE`` and ``HF_ENDPOINT``; then the rest of a tiny
 study runs on what was downloaded. The faults: a dataset the server lacks, a file cut short or
-altered in transit, the server gone mid-run, a download interrupted and resumed.
+altered in transit, the server gone mid-run, a download interrupted (Ctrl-C) and run again.
 
 The datasets are written by ``minari`` itself for two environments and their levels
 (InvertedPendulum: expert, medium; Hopper: expert, medium, simple). Every test starts Snakemake in
