@@ -1,17 +1,26 @@
 """The data rule's download (pnc.cifar.fetch) against a fake source on the local filesystem
-(file:// URLs, never the network), its offline message, and the bad-input cases of the data
-check: a checksum mismatch, an image list naming a missing image, an empty OOD set."""
+(file:// URLs) and over HTTP from a server on 127.0.0.1 (``tests/loopback_hub.py``; never the
+network), the ``cifar_fetch`` rule run by Snakemake against that server, transfers cut short,
+its offline message, and the bad-input cases of the data check: a checksum mismatch, an image list
+naming a missing image, an empty OOD set."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
+from loopback_hub import LoopbackHub
+from workflow_copy import copy_workflow
 
 from pnc.cifar import data as D
 from pnc.cifar import fetch as F
@@ -47,6 +56,128 @@ def fake_source(tmp_path) -> tuple[Path, dict]:
         **{f"images_{n}": {"url": (mirror / f"{n}.zip").as_uri()} for n in OOD},
     }  # fmt: skip
     return mirror, overrides
+
+
+@pytest.fixture
+def http_source(fake_source):
+    """The fake source's archives served over HTTP by a loopback server (stopped at teardown, or
+    by itself after 120 s), and overrides pointing at it."""
+    mirror, overrides = fake_source
+    files = {f"/mirror/{p.name}": p.read_bytes() for p in mirror.iterdir()}
+    with LoopbackHub(static=files, lifetime=120) as hub:
+        http = {
+            name: {**fields, "url": f"{hub.url}/mirror/{Path(fields['url']).name}"}
+            for name, fields in overrides.items()
+        }
+        yield hub, http
+
+
+def _leftovers(root: Path) -> list[Path]:
+    """What a download may leave under the data root: archives, partial files, extractions."""
+    downloads = root / ".downloads"
+    return sorted(downloads.iterdir()) if downloads.is_dir() else []
+
+
+def test_fetch_over_http_from_a_loopback_server(tmp_path, http_source):
+    hub, overrides = http_source
+    root = tmp_path / "root"
+    summary = F.fetch(root, "cifar10", OOD, overrides=overrides)
+    assert len(summary["fetched"]) == 4
+    assert sorted(r[1] for r in hub.served("GET", "^/mirror/")) == sorted(
+        f"/mirror/{n}" for n in ("cifar-10-binary.tar.gz", "benchmark_imglist.zip", "svhn.zip", "tin.zip")
+    )  # fmt: skip
+    info = D.prepare(root, OOD, tmp_path / "out")
+    assert info["train"] == 15 and info["ood"] == {"svhn": 3, "tin": 3}
+    assert _leftovers(root) == []
+
+
+def test_a_transfer_cut_short_is_refused_and_a_rerun_fetches_it(tmp_path, http_source):
+    """The server announces the whole SVHN archive but closes the connection halfway (no partial
+    file is kept: the fetch names the failed download and how to place it); then it sends half of
+    it with a matching length (unreadable: refused before anything is extracted). A rerun with
+    the whole archive fetches it; the other archives are not downloaded again."""
+    hub, overrides = http_source
+    root = tmp_path / "root"
+    hub.altered["/mirror/svhn.zip"] = "cut"
+    with pytest.raises(D.DataError) as err:
+        F.fetch(root, "cifar10", OOD, overrides=overrides)
+    text = str(err.value)
+    assert "images_svhn: IncompleteRead" in text and "images_classic/svhn/" in text, text
+    assert f"images_svhn: download {hub.url}/mirror/svhn.zip" in text
+    assert not (root / D.IMAGE_DIR / "svhn").exists() and _leftovers(root) == []
+    assert (root / D.IMAGE_DIR / "tin").is_dir()  # the archives that arrived are extracted
+
+    hub.altered["/mirror/svhn.zip"] = "truncate"
+    with pytest.raises(D.DataError) as err:
+        F.fetch(root, "cifar10", OOD, overrides=overrides)
+    text = str(err.value)
+    assert "svhn.zip cannot be read (BadZipFile" in text and "nothing extracted" in text, text
+    assert not (root / D.IMAGE_DIR / "svhn").exists() and _leftovers(root) == []
+    assert "svhn.zip" not in json.loads((root / F.CHECKSUMS).read_text())
+
+    hub.altered.clear()
+    before = len(hub.served("GET", "^/mirror/"))
+    assert F.fetch(root, "cifar10", OOD, overrides=overrides)["fetched"] == ["images_svhn"]
+    assert len(hub.served("GET", "^/mirror/")) == before + 1
+    assert D.prepare(root, OOD, tmp_path / "out")["ood"] == {"svhn": 3, "tin": 3}
+
+
+def test_a_cut_tar_archive_leaves_nothing_extracted(tmp_path, fake_source):
+    """A CIFAR-10 archive cut short (the md5 pinned to the cut file, so that the checksum passes)
+    fails to extract: nothing of it is left under the data root, and the message names it."""
+    mirror, overrides = fake_source
+    data = (mirror / "cifar-10-binary.tar.gz").read_bytes()
+    (mirror / "cifar-10-binary.tar.gz").write_bytes(data[: len(data) * 2 // 3])
+    overrides["cifar10"]["md5"] = _md5(mirror / "cifar-10-binary.tar.gz")
+    root = tmp_path / "root"
+    with pytest.raises(D.DataError, match=r"cifar-10-binary\.tar\.gz cannot be read"):
+        F.fetch(root, "cifar10", OOD, overrides=overrides)
+    assert not (root / D.CIFAR_DIR).exists() and _leftovers(root) == []
+
+
+@pytest.mark.slow
+def test_the_fetch_rule_downloads_over_http_then_the_data_check_reads_it(tmp_path, http_source):
+    """``cifar_fetch`` run by Snakemake with the sources on the loopback server (data.sources),
+    then ``cifar_data`` reads what it fetched."""
+    hub, overrides = http_source
+    workdir = copy_workflow(tmp_path / "w", ("workflow", "config", "envs", "profiles"), ("cifar.smk",))
+    config = yaml.safe_load((workdir / "config/cifar_tiny.yaml").read_text())
+    del config["data"]["tiny"]
+    config["data"].update(root="data/openood", fetch=True, ood=OOD, val_size=4, sources=overrides)
+    config["methods"] = {"msp": {}}
+    (workdir / "mirror.yaml").write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", "cifar.smk", "resources/cifar/data/data.json"]
+        + ["--cores", "1", "--configfile", "mirror.yaml"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "PYTHONWARNINGS": "ignore",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "NO_PROXY": "127.0.0.1,localhost",
+        },
+    )
+    logs = "".join(p.read_text() for p in sorted((workdir / "logs").rglob("*.log")))
+    assert proc.returncode == 0, proc.stderr[-3000:] + logs[-3000:]
+    summary = json.loads((workdir / "resources/cifar/fetch.json").read_text())
+    assert sorted(summary["fetched"]) == sorted(overrides)
+    info = json.loads((workdir / "resources/cifar/data/data.json").read_text())
+    assert info["ood"] == {"svhn": 3, "tin": 3}, info
+    assert len(hub.served("GET", "^/mirror/")) == 4
+    assert _leftovers(workdir / "data/openood") == []
+    shutil.rmtree(workdir / "data")  # the rerun finds the summary and has nothing to do
+    rerun = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", "cifar.smk", "resources/cifar/data/data.json"]
+        + ["-n", "--cores", "1", "--configfile", "mirror.yaml"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr
 
 
 def test_fetch_downloads_verifies_extracts_and_the_data_check_passes(tmp_path, fake_source):

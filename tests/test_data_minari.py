@@ -134,3 +134,45 @@ def test_non_finite_values_are_counted_and_rejected():
 def test_dimension_mismatch_between_levels_is_reported():
     with pytest.raises(DimensionMismatchError, match="obs=4"):
         minari_io.check_dims({"a/expert-v0": (4, 1), "a/medium-v0": (5, 1)})
+
+
+def test_downloaded_files_are_checked_against_the_remote_listing(tmp_path):
+    """Size, then the SHA-256 of an LFS file or the git blob id of another; a missing file is
+    named; files that agree give no problem."""
+    import hashlib
+
+    (tmp_path / "data").mkdir()
+    big, small = b"\x00\x01" * 500, b'{"a": 1}'
+    (tmp_path / "data/main_data.hdf5").write_bytes(big)
+    (tmp_path / "data/metadata.json").write_bytes(small)
+    git = hashlib.sha1(b"blob %d\0" % len(small) + small).hexdigest()
+    listing = {
+        "data/main_data.hdf5": {"size": len(big), "sha256": hashlib.sha256(big).hexdigest()},
+        "data/metadata.json": {"size": len(small), "git_oid": git},
+    }
+    assert minari_io.check_files(tmp_path, listing) == []
+    (tmp_path / "data/main_data.hdf5").write_bytes(b"\x01" + big[1:])
+    (tmp_path / "data/metadata.json").write_bytes(b'{"a": 2}')
+    problems = minari_io.check_files(tmp_path, {**listing, "data/extra.bin": {"size": 1}})
+    assert problems[0] == "data/extra.bin: missing"
+    assert problems[1].startswith("data/main_data.hdf5: SHA-256 ")
+    assert problems[1].endswith(f"the remote lists {listing['data/main_data.hdf5']['sha256']}")
+    assert problems[2].startswith("data/metadata.json: git blob id ") and git in problems[2]
+    (tmp_path / "data/main_data.hdf5").write_bytes(big[:10])
+    assert minari_io.check_files(tmp_path, listing)[0] == (
+        f"data/main_data.hdf5: 10 bytes, the remote lists {len(big)}"
+    )
+
+
+def test_the_remote_is_minaris_variable_or_its_default(monkeypatch):
+    monkeypatch.delenv("MINARI_REMOTE", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    assert minari_io.describe_remote() == "hf://farama-minari at https://huggingface.co"
+    monkeypatch.setenv("MINARI_REMOTE", "hf://mirror-org")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:8000/")
+    assert minari_io.describe_remote() == "hf://mirror-org at http://127.0.0.1:8000"
+    monkeypatch.setenv("MINARI_REMOTE", "gcp://bucket")
+    assert minari_io.describe_remote() == "gcp://bucket"
+    from minari.storage.remotes import DEFAULT_REMOTE
+
+    assert minari_io.DEFAULT_REMOTE == DEFAULT_REMOTE

@@ -136,14 +136,17 @@ def test_upstream_jobs_and_the_mechanism_chain_go_before_training_and_evaluation
     for path in RULE_FILES:
         rules.update(_rules(path.read_text()))
     upstream = {"behaviour_policies", "offline_data", "minari_data", "far_data", "splits"}
-    for name in upstream | {"select", "pnc_members", "mechanism"}:
+    for name in upstream - {"minari_data"} | {"select", "pnc_members", "mechanism"}:
         assert rules[name].get("priority") == "UPSTREAM_PRIORITY", name
+    # the downloads go first of all
+    assert rules["minari_data"]["priority"] == "DOWNLOAD_PRIORITY"
     assert rules["train"]["priority"] == "training_priority"
     assert rules["evaluate"]["priority"] == "evaluation_priority"
     common = (ROOT / "workflow/rules/common.smk").read_text()
     line = next(t for t in common.splitlines() if t.startswith("UPSTREAM_PRIORITY = "))
     assert "EVALUATION_WORK.values()" in line and "TRAINING_WORK.values()" in line
     assert line.startswith("UPSTREAM_PRIORITY = 1 + max(")
+    assert "\nDOWNLOAD_PRIORITY = UPSTREAM_PRIORITY + 1\n" in common
 
 
 @pytest.mark.parametrize(

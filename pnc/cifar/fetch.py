@@ -11,19 +11,22 @@ download is verified against it; pin a value with ``data.sources.<name>.sha256``
 extracts anything (a mismatch fails at once, naming the archive, both checksums and the expected
 layout), extracts it, then checks again: if files are still missing (no network, a source that
 failed) it stops with one :class:`~pnc.cifar.data.DataError` naming every missing file and how to
-place each archive by hand. ``file://`` URLs work like any other (tests, local mirrors).
+place each archive by hand. ``file://`` URLs work like any other (tests, local mirrors), and so
+does any HTTP server holding the archives under the sources' names (``data.sources``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import http.client
 import json
 import shutil
 import tarfile
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -139,24 +142,61 @@ def _digest(path: Path) -> tuple[str, str]:
 
 
 def _download(url: str, dest: Path, timeout: float = 60.0) -> None:
+    """Download ``url`` to ``dest`` through ``dest.part``, renamed when complete; a failed
+    download (a connection cut, a body shorter than announced) leaves no file."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
-    with urllib.request.urlopen(url, timeout=timeout) as response, open(part, "wb") as f:
-        shutil.copyfileobj(response, f, 1 << 20)
-    part.replace(dest)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response, open(part, "wb") as f:
+            shutil.copyfileobj(response, f, 1 << 20)
+            announced = response.headers.get("Content-Length")
+        # http.client ends a read early without an error when the connection closes
+        if announced is not None and part.stat().st_size != int(announced):
+            raise http.client.IncompleteRead(b"", int(announced) - part.stat().st_size)
+        part.replace(dest)
+    finally:
+        part.unlink(missing_ok=True)
 
 
 def _extract(archive: Path, dest: Path) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    if archive.name.endswith(".zip"):
-        with zipfile.ZipFile(archive) as z:
-            for member in z.namelist():
-                if member.startswith("/") or ".." in Path(member).parts:
-                    raise D.DataError(f"{archive}: unsafe path {member!r} in the archive")
-            z.extractall(dest)
-    else:
-        with tarfile.open(archive) as t:
-            t.extractall(dest, filter="data")
+    """Extract ``archive`` into ``dest``: first into a folder beside the archive, then each of its
+    top-level entries moved into ``dest``, so that an archive that cannot be read (cut short, not
+    an archive) leaves nothing under ``dest``.
+
+    Raises:
+        DataError: the archive cannot be read or holds an unsafe path.
+    """
+    tmp = archive.with_name(archive.name + ".extract")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        if archive.name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as z:
+                for member in z.namelist():
+                    if member.startswith("/") or ".." in Path(member).parts:
+                        raise D.DataError(f"{archive}: unsafe path {member!r} in the archive")
+                z.extractall(tmp)
+        else:
+            with tarfile.open(archive) as t:
+                t.extractall(tmp, filter="data")
+        dest.mkdir(parents=True, exist_ok=True)
+        _merge(tmp, dest)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as err:
+        raise D.DataError(f"{archive.name} cannot be read ({type(err).__name__}: {err})") from err
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _merge(src: Path, dest: Path) -> None:
+    """Move the entries of ``src`` into ``dest``, descending into folders that exist in both."""
+    for entry in sorted(src.iterdir()):
+        target = dest / entry.name
+        if entry.is_dir() and target.is_dir():
+            _merge(entry, target)
+        else:
+            if target.is_dir():
+                shutil.rmtree(target)
+            entry.replace(target)
 
 
 def hand_instructions(root: str | Path, names: Sequence[str], table: Mapping[str, Source]) -> str:
@@ -184,9 +224,10 @@ def fetch(
     """Download, verify and extract every source with missing files; return a summary.
 
     Raises:
-        DataError: an archive's checksum differs from the expected one (nothing of it is
-            extracted; the archive is removed); or files are still missing afterwards: one
-            message naming every missing file and how to place each archive by hand.
+        DataError: an archive's checksum differs from the expected one, or it cannot be read
+            (nothing of it is extracted; the archive is removed); or files are still missing
+            afterwards (a download failed: no partial file is kept): one message naming every
+            missing file and how to place each archive by hand.
     """
     root = Path(root)
     table = sources(overrides)
@@ -199,8 +240,8 @@ def fetch(
         archive = root / ".downloads" / src.archive
         try:
             download(src.url, archive)
-        except (urllib.error.URLError, OSError, ValueError) as err:
-            failed[name] = str(err)
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as err:
+            failed[name] = f"{type(err).__name__}: {err}"
             continue
         md5, sha = _digest(archive)
         expected_sha = src.sha256 or recorded.get(src.archive)
@@ -216,8 +257,16 @@ def fetch(
                 f" download was removed and nothing extracted. Place the archive by hand:\n"
                 f"{hand_instructions(root, [name], table)}\n{D.LAYOUT}"
             )
-        _extract(archive, root / src.extract_to)
-        archive.unlink()
+        try:
+            _extract(archive, root / src.extract_to)
+        except D.DataError as err:
+            raise D.DataError(
+                f"{err}; downloaded from {src.url}, it was removed and nothing extracted. Run"
+                f" again to download it again, or place the archive by hand:\n"
+                f"{hand_instructions(root, [name], table)}\n{D.LAYOUT}"
+            ) from err
+        finally:
+            archive.unlink(missing_ok=True)
         recorded[src.archive] = sha
         recorded_path.parent.mkdir(parents=True, exist_ok=True)
         recorded_path.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import hashlib
 import os
+import shutil
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -100,12 +101,159 @@ def dataset_exists(dataset_id: str, root: str | Path | None) -> bool:
     return (resolve_root(root) / dataset_id / "data").is_dir()
 
 
-def load_dataset(dataset_id: str, *, root: str | Path | None = None, download: bool = False):
-    """Open a Minari dataset stored under ``root`` (downloading it only if ``download``).
+#: Folder under the Minari root where a download is assembled, one sub-folder per dataset id, before
+#: its files are checked against the remote's listing and moved into place.
+STAGING_DIR = ".downloading"
+
+#: Minari's default remote (``minari.storage.remotes.DEFAULT_REMOTE``), read like Minari does.
+DEFAULT_REMOTE = "hf://farama-minari"
+
+
+def minari_remote() -> str:
+    """The remote Minari downloads from: ``$MINARI_REMOTE``, else Minari's default."""
+    return os.environ.get("MINARI_REMOTE", DEFAULT_REMOTE)
+
+
+def describe_remote() -> str:
+    """The remote and, for a Hugging Face remote, the endpoint it is reached at
+    (``$HF_ENDPOINT``, else ``https://huggingface.co``)."""
+    remote = minari_remote()
+    if remote.startswith("hf://"):
+        endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+        return f"{remote} at {endpoint}"
+    return remote
+
+
+def _sha256(path: Path) -> str:
+    """SHA-256 of a file, read in 1 MiB blocks (datasets run to gigabytes)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _git_blob_id(path: Path) -> str:
+    """Git's object id of a file's content (what the Hub lists for a file not stored in LFS)."""
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def remote_listing(dataset_id: str) -> dict[str, dict[str, Any]]:
+    """The files of ``dataset_id`` on a Hugging Face remote, from the repository's tree listing.
+
+    Returns:
+        ``{path relative to the dataset folder: {"size", "sha256" or "git_oid"}}``: the SHA-256 of
+        a file stored in LFS, else its git blob id.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+
+    remote = minari_remote()
+    if not remote.startswith("hf://"):
+        raise ValueError(f"only Hugging Face remotes (hf://) can be verified, got {remote!r}")
+    group, _, rest = dataset_id.partition("/")
+    listing = {}
+    for entry in HfApi().list_repo_tree(
+        f"{remote[len('hf://') :]}/{group}", path_in_repo=rest, recursive=True, repo_type="dataset"
+    ):
+        if isinstance(entry, RepoFile):
+            rel = entry.path[len(rest) + 1 :] if rest else entry.path
+            record = {"size": int(entry.size)}
+            if entry.lfs is not None:
+                record["sha256"] = entry.lfs.sha256
+            else:
+                record["git_oid"] = entry.blob_id
+            listing[rel] = record
+    return listing
+
+
+def check_files(directory: str | Path, listing: dict[str, dict[str, Any]]) -> list[str]:
+    """What differs between the files under ``directory`` and ``listing`` (see
+    :func:`remote_listing`): missing files, sizes, checksums; ``[]`` when they agree."""
+    directory = Path(directory)
+    problems = []
+    for rel, want in sorted(listing.items()):
+        path = directory / rel
+        if not path.is_file():
+            problems.append(f"{rel}: missing")
+            continue
+        size = path.stat().st_size
+        if size != want["size"]:
+            problems.append(f"{rel}: {size} bytes, the remote lists {want['size']}")
+        elif "sha256" in want and (got := _sha256(path)) != want["sha256"]:
+            problems.append(f"{rel}: SHA-256 {got}, the remote lists {want['sha256']}")
+        elif "git_oid" in want and (got := _git_blob_id(path)) != want["git_oid"]:
+            problems.append(f"{rel}: git blob id {got}, the remote lists {want['git_oid']}")
+    return problems
+
+
+def download_dataset(dataset_id: str, root: str | Path | None) -> Path:
+    """Download ``dataset_id`` with Minari into ``root``; only a dataset whose every file matches the
+    remote's listing is kept.
+
+    Minari downloads into ``root/.downloading/<dataset_id>`` (:data:`STAGING_DIR`). Every file is
+    then checked against the remote's tree listing (size, and the SHA-256 of an LFS file or the git
+    blob id of another): a dataset that matches is moved to ``root/<dataset_id>`` in one rename,
+    one that does not is deleted with its staging folder. The staging folder is deleted whatever
+    happens (a failure, a refusal, Ctrl-C), and again before a download starts (what a killed
+    process left). ``huggingface_hub`` (2.x) keeps no partial file between processes, so a
+    download that was cut off starts again from the beginning.
+
+    Returns:
+        The dataset's folder under ``root``.
 
     Raises:
-        DatasetMissingError: the dataset is absent and ``download`` is false; the message lists
-            the ways to provide it.
+        DatasetMissingError: the download failed or a file did not match (nothing is left under
+            ``root`` for this dataset).
+    """
+    import minari
+
+    path = resolve_root(root)
+    stage = path / STAGING_DIR / dataset_id
+    staged = stage / dataset_id
+    final = path / dataset_id
+    _remove_stage(stage, path)  # what a process killed during a download left
+    try:
+        with using_root(stage):
+            minari.download_dataset(dataset_id)
+        problems = check_files(staged, remote_listing(dataset_id))
+        if problems:
+            raise DatasetMissingError(
+                f"Minari dataset {dataset_id!r} downloaded from {describe_remote()} does not match "
+                f"the remote's listing ({'; '.join(problems)}); it was deleted. Run again to "
+                "download it again."
+            )
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if not final.exists():  # else placed meanwhile by another process: keep that copy
+            os.replace(staged, final)
+        # Minari's namespace records (namespace_metadata.json of each level of the id)
+        for meta in stage.rglob("namespace_metadata.json"):
+            rel = meta.relative_to(stage)
+            if ".cache" not in rel.parts and not (path / rel).exists():
+                (path / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(meta, path / rel)
+    finally:
+        _remove_stage(stage, path)
+    return final
+
+
+def _remove_stage(stage: Path, root: Path) -> None:
+    """Delete a staging folder, then its parents under ``root`` that are left empty."""
+    shutil.rmtree(stage, ignore_errors=True)
+    folder = stage.parent
+    while folder != root and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
+
+
+def load_dataset(dataset_id: str, *, root: str | Path | None = None, download: bool = False):
+    """Open a Minari dataset stored under ``root`` (downloading it only if ``download``, with
+    :func:`download_dataset`).
+
+    Raises:
+        DatasetMissingError: the dataset is absent and ``download`` is false, or its download
+            failed or was refused; the message lists the ways to provide it.
     """
     import minari
 
@@ -121,15 +269,20 @@ def load_dataset(dataset_id: str, *, root: str | Path | None = None, download: b
         if present:
             return minari.load_dataset(dataset_id)
         try:
-            return minari.load_dataset(dataset_id, download=True)
+            download_dataset(dataset_id, path)
+        except DatasetMissingError:
+            raise
         except Exception as err:  # network, hub and storage errors come in many types
             raise DatasetMissingError(
-                f"Minari dataset {dataset_id!r} is not under {path} and downloading it failed "
-                f"({type(err).__name__}: {err}). Fix: run where Minari's remote storage is "
-                "reachable, copy the dataset under --minari-root / $MINARI_DATASETS_PATH, or use "
-                "--source offline (workflow: data.source: offline) to train on behaviour datasets "
+                f"Minari dataset {dataset_id!r} is not under {path} and downloading it from "
+                f"{describe_remote()} failed ({type(err).__name__}: {err}). Fix: run where the "
+                "remote is reachable (MINARI_REMOTE, HF_ENDPOINT name a mirror), place the "
+                f"dataset by hand as {path / dataset_id} (a copy of the folder `minari download "
+                f"{dataset_id}` writes under $MINARI_DATASETS_PATH elsewhere), or use --source "
+                "offline (workflow: data.source: offline) to train on behaviour datasets "
                 "generated locally."
             ) from err
+        return minari.load_dataset(dataset_id)
 
 
 def read_provenance(dataset_id: str, root: str | Path | None) -> dict[str, Any] | None:

@@ -207,6 +207,28 @@ def train_run(
     }
 
 
+def _reason(err: BaseException) -> str:
+    """What went wrong with one dataset: the error that made its download fail, else the
+    message itself."""
+    cause = err.__cause__
+    return f"{type(cause).__name__}: {cause}" if cause is not None else str(err)
+
+
+def _connection_failed(err: BaseException) -> bool:
+    """Whether a connection to the remote was refused, reset or timed out somewhere in the chain
+    of ``err``'s causes (the HTTP client's ConnectError/ConnectTimeout or the OS's error)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, ConnectionError | TimeoutError) or type(err).__name__ in {
+            "ConnectError",
+            "ConnectTimeout",
+        }:
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
 def fetch_minari(env: str, *, root: str | Path | None, download: bool) -> dict:
     """Open (downloading if allowed) the Minari datasets of ``env``'s behaviour levels.
 
@@ -215,18 +237,28 @@ def fetch_minari(env: str, *, root: str | Path | None, download: bool) -> dict:
 
     Raises:
         pnc.data.DatasetMissingError: datasets are absent (and ``download`` is false or the
-            download failed); the message names every missing level and dataset id, and the
-            offline alternative.
+            download failed or was refused); the message names every missing level and dataset
+            id, the remote, how to place them by hand, the offline alternative and each
+            dataset's error.
     """
     from pnc.data import DatasetMissingError, env_spec
-    from pnc.data.minari_io import load_dataset, resolve_root
+    from pnc.data.minari_io import dataset_exists, describe_remote, load_dataset, resolve_root
 
     datasets, missing = {}, {}
+    unreachable = None
     for level, dataset_id in env_spec(env).minari_ids.items():
+        if unreachable is not None and not dataset_exists(dataset_id, root):
+            # the remote stopped answering: the other downloads would wait out the same retries
+            missing[level] = (dataset_id, unreachable)
+            continue
         try:
             ds = load_dataset(dataset_id, root=root, download=download)
         except DatasetMissingError as err:
             missing[level] = (dataset_id, err)
+            if download and _connection_failed(err):
+                unreachable = DatasetMissingError(
+                    f"not tried: the remote did not answer for {dataset_id}"
+                )
             continue
         datasets[level] = {
             "id": dataset_id,
@@ -236,12 +268,21 @@ def fetch_minari(env: str, *, root: str | Path | None, download: bool) -> dict:
     if missing:
         listing = ", ".join(f"{level} ({dataset_id})" for level, (dataset_id, _) in missing.items())
         first = next(iter(missing.values()))[1]
+        path = resolve_root(root)
+        example = path / next(iter(missing.values()))[0]
         raise DatasetMissingError(
-            f"{env}: Minari datasets missing under {resolve_root(root)}: {listing}. "
-            + ("Downloading failed. " if download else "Downloading is disabled (data.download). ")
-            + "Alternatives: copy the datasets there, or set data.source: offline to use behaviour "
-            f"datasets generated locally (e.g. `snakemake --config data='{{source: offline}}'`). "
-            f"First error: {first}"
+            f"{env}: Minari datasets missing under {path}: {listing}. "
+            + (
+                f"Downloading them from {describe_remote()} failed. "
+                if download
+                else "Downloading is disabled (data.download). "
+            )
+            + "To place them by hand, copy each dataset's folder (the one `minari download ID` "
+            f"writes under $MINARI_DATASETS_PATH where the remote is reachable) to {path}/ID, "
+            f"e.g. {example}; point MINARI_REMOTE / HF_ENDPOINT at a mirror that has them; or set "
+            "data.source: offline to use behaviour datasets generated locally (e.g. "
+            f"`snakemake --config data='{{source: offline}}'`). Errors: "
+            + " | ".join(f"{level}: {_reason(err)}" for level, (_, err) in missing.items())
         ) from first
     return {"env": env, "minari_root": str(resolve_root(root)), "datasets": datasets}
 

@@ -83,6 +83,9 @@ def training_priority(wildcards):
 # last, the quick default started one environment's seed 0 only after the other seeds' evaluations
 # and then ran its mechanism stage alone at the end.
 UPSTREAM_PRIORITY = 1 + max([0, *EVALUATION_WORK.values(), *TRAINING_WORK.values()])
+# The Minari downloads go before every other job: a dataset the remote lacks (or an unreachable
+# remote) stops the run before the jobs that would read the data start.
+DOWNLOAD_PRIORITY = UPSTREAM_PRIORITY + 1
 
 
 MINARI_ROOT = DATA.get("minari_root", "resources/minari")
@@ -158,6 +161,12 @@ def splits_dir(wildcards):
 
 def run_dir(wildcards):
     return f"results/runs/{wildcards.env}/seed{wildcards.seed}/{wildcards.run}"
+
+
+def far_input(wildcards):
+    """With Minari data, an environment's Far data wait for its Minari datasets (downloaded or
+    found), so that a missing dataset stops the run before any job of the environment."""
+    return [f"resources/data/{wildcards.env}/minari.json"] if DATA["source"] == "minari" else []
 
 
 def source_records(wildcards):

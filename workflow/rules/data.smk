@@ -74,7 +74,7 @@ rule minari_data:
     resources:
         mem_mb=RESOURCES["data"]["mem_mb"],
         runtime=RESOURCES["data"]["runtime"],
-    priority: UPSTREAM_PRIORITY
+    priority: DOWNLOAD_PRIORITY
     threads: THREADS["data"]
     conda:
         "../../envs/pnc.yaml"
@@ -86,6 +86,8 @@ rule minari_data:
 rule far_data:
     message:
         "Far data: uniform-random-action rollouts of {wildcards.env}, seed {wildcards.seed}"
+    input:
+        far_input,
     output:
         "resources/data/{env}/far-seed{seed}.json",
     params:
