@@ -179,6 +179,26 @@ def _block(out):
     return jax.tree.map(lambda a: np.asarray(a), jax.block_until_ready(out))
 
 
+#: Rows per prediction call: every input set is cut into chunks of this size (the last one
+#: padded), so each method compiles its predictor once for all sets.
+CHUNK_ROWS = 128
+
+
+def in_chunks(predict: Callable, rows: int = CHUNK_ROWS) -> Callable:
+    """``predict`` applied to ``x`` in chunks of ``rows`` rows (the last padded with copies of
+    the last row, its padding dropped), outputs (arrays or tuples of arrays) joined on axis 0."""
+
+    def chunked(x):
+        x = np.asarray(x)
+        n = len(x)
+        padded = np.concatenate([x, np.repeat(x[-1:], -n % rows, axis=0)])
+        outs = [predict(padded[i : i + rows]) for i in range(0, len(padded), rows)]
+        joined = jax.tree.map(lambda *parts: np.concatenate(parts)[:n], *outs)
+        return joined
+
+    return chunked
+
+
 @dataclasses.dataclass
 class Fitted:
     """A built method: ``predict(x)`` -> mixture probabilities ``[N, K]`` (classification) or
@@ -190,6 +210,11 @@ class Fitted:
     grid: list[dict] = dataclasses.field(default_factory=list)
     excluded_cpu_s: float = 0.0
     excluded_wall_s: float = 0.0
+    chunked: bool = False
+
+    def __post_init__(self):
+        if not self.chunked:
+            self.predict, self.chunked = in_chunks(self.predict), True
 
 
 def _select(
@@ -206,7 +231,7 @@ def _select(
     best, best_nll, record = None, np.inf, []
     excluded_cpu = excluded_wall = 0.0
     for point in points:
-        predict = make(point)
+        predict = in_chunks(make(point))
         nll = float(val_nll(predict))
         entry = point | {"val_nll": nll}
         if describe is not None:
@@ -217,7 +242,7 @@ def _select(
         record.append(entry)
         if best is None or (np.isfinite(nll) and nll < best_nll):
             best, best_nll, chosen = predict, nll, point
-    return Fitted(best, chosen, record, excluded_cpu, excluded_wall)
+    return Fitted(best, chosen, record, excluded_cpu, excluded_wall, chunked=True)
 
 
 # ----------------------------------------------------------------------------- metrics
@@ -266,7 +291,7 @@ def _describe(task: Task) -> Callable[[Callable], dict]:
     metrics = _classification_metrics if task.kind == "classification" else _regression_metrics
 
     def describe(predict):
-        out = metrics(Fitted(predict), task)
+        out = metrics(Fitted(predict, chunked=True), task)
         return {"id_nll": out["nll"]} | {k: v["auroc"] for k, v in out["shifts"].items()}
 
     return describe
@@ -307,7 +332,8 @@ def _laplax_sampler(
         model_fn, params, data, loss_fn=loss_fn, curv_type=curv_type, **curv_kwargs
     )
 
-    def make(prior_prec: float):
+    @jax.jit
+    def samples(prior_prec, x):
         predictive = set_lin_pushforward(
             model_fn=model_fn,
             mean_params=params,
@@ -317,8 +343,11 @@ def _laplax_sampler(
             key=key,
             num_samples=num_samples,
         )
-        batched = jax.jit(jax.vmap(lambda x: predictive(x)["samples"]))
-        return lambda x: jnp.swapaxes(batched(jnp.asarray(x)), 0, 1)
+        return jnp.swapaxes(jax.vmap(lambda xi: predictive(xi)["samples"])(x), 0, 1)
+
+    def make(prior_prec: float):
+        prec = jnp.float32(prior_prec)
+        return lambda x: samples(prec, jnp.asarray(x))
 
     return make
 
@@ -333,6 +362,7 @@ def _digits_methods(task: Task, s: Settings, model: DigitsCNN, variables: dict, 
     keys = jax.random.split(key, 6)
 
     apply = jax.jit(lambda x: model.apply(variables, x))
+    run_ensemble = jax.jit(lambda ens, x: ens(x))  # one compilation for every grid point
     features = jax.jit(lambda x: model.apply(variables, x, method=DigitsCNN.features))
 
     def base():
@@ -350,8 +380,7 @@ def _digits_methods(task: Task, s: Settings, model: DigitsCNN, variables: dict, 
                 config=config,
                 key=keys[0],
             )
-            run = jax.jit(ens.__call__)
-            return lambda x: _block(mixture_probabilities(run(jnp.asarray(x))))
+            return lambda x: _block(mixture_probabilities(run_ensemble(ens, jnp.asarray(x))))
 
         return _select(s.grid("pnc"), make, val_nll, describe)
 
@@ -502,6 +531,8 @@ def _cheetah_methods(task: Task, s: Settings, trained, key) -> dict:
         return x_norm.transform(jnp.asarray(x, jnp.float32))
 
     base_fn = jax.jit(lambda x: forward(params, std_in(x), cfg))
+    run_ensemble = jax.jit(lambda ens, x: ens(std_in(x)))  # one compilation for every grid point
+    run_members = jax.jit(lambda members, x: pnc.predict_members(members, std_in(x), cfg))
 
     def base():
         def predict(x):
@@ -524,8 +555,7 @@ def _cheetah_methods(task: Task, s: Settings, trained, key) -> dict:
                 config=config,
                 key=keys[0],
             )
-            run = jax.jit(lambda x: ens(std_in(x)))
-            return lambda x: _raw_mixture(*run(x), y_norm)
+            return lambda x: _raw_mixture(*run_ensemble(ens, x), y_norm)
 
         return _select(s.grid("pnc"), make, val_nll, describe)
 
@@ -537,8 +567,7 @@ def _cheetah_methods(task: Task, s: Settings, trained, key) -> dict:
         def make(point):
             config = pnc.PnCConfig(n_members=s.members, **fixed, **point)
             members = pnc.build_members(params, cfg, x_cal, config, key=keys[1])
-            run = jax.jit(lambda x: pnc.predict_members(members, std_in(x), cfg))
-            return lambda x: _raw_mixture(*run(x), y_norm)
+            return lambda x: _raw_mixture(*run_members(members, x), y_norm)
 
         return _select(s.grid("pnc_study"), make, val_nll, describe)
 
