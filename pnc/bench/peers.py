@@ -231,9 +231,14 @@ def _select(
     best, best_nll, record = None, np.inf, []
     excluded_cpu = excluded_wall = 0.0
     for point in points:
+        c0, w0 = time.process_time(), time.perf_counter()
         predict = in_chunks(make(point))
         nll = float(val_nll(predict))
-        entry = point | {"val_nll": nll}
+        entry = point | {
+            "val_nll": nll,
+            "cpu_s": time.process_time() - c0,  # build and validation (compilation included)
+            "wall_s": time.perf_counter() - w0,
+        }
         if describe is not None:
             c0, w0 = time.process_time(), time.perf_counter()
             entry["not_used_for_selection"] = describe(predict)
