@@ -15,14 +15,16 @@ from pathlib import Path
 
 import numpy as np
 
+from pnc.labels import SHARED_LABELS
+
 LABELS = {
     "base": "base network",
     "pnc": "P&C (`pnc.ensemble`)",
     "pnc_study": "P&C (study configuration)",
     "laplace_last_layer_diag": "laplax, last layer, diagonal GGN",
     "laplace_all_lowrank": "laplax, all weights, low-rank GGN",
-    "deep_ensemble": "Deep Ensemble",
-    "mc_dropout": "MC Dropout",
+    "deep_ensemble": SHARED_LABELS["deep_ensemble"],
+    "mc_dropout": SHARED_LABELS["mc_dropout"],
 }
 
 
@@ -116,6 +118,7 @@ def figure(report: dict, path: Path) -> None:
     tasks = report["tasks"]
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4.0), squeeze=False)
     markers = dict(zip(LABELS, "os^vDPX", strict=True))
+    colors = dict(zip(LABELS, [f"C{i}" for i in range(len(LABELS))], strict=True))
     for ax, (task, entry) in zip(axes[0], tasks.items(), strict=True):
         for name, m in entry["methods"].items():
             aurocs = [v["auroc"] for v in m["shifts"].values()]
@@ -124,6 +127,7 @@ def figure(report: dict, path: Path) -> None:
                 x,
                 np.mean(aurocs),
                 marker=markers.get(name, "o"),
+                color=colors.get(name, "k"),
                 s=60,
                 label=LABELS.get(name, name),
             )
