@@ -28,6 +28,8 @@ __all__ = [
     "digits_task",
     "halfcheetah_task",
     "train_digits_cnn",
+    "train_vit",
+    "transformer_task",
 ]
 
 #: ID classes of the digits task: the first five digits, the classic split-MNIST halves.
@@ -250,3 +252,77 @@ def halfcheetah_task(seed: int = 0, *, pool: int = 10000, evaluation: int = 2000
     return Task(
         "halfcheetah", "regression", (x[train], y[train]), (x[val], y[val]), test, shifts, info
     )
+
+
+# ----------------------------------------------------------------------------- transformer
+
+#: Pixel-noise standard deviations of the transformer task's shifts (training images: 0.3).
+STRIPE_NOISE = (0.45, 0.6, 0.75)
+
+
+def transformer_task(seed: int = 0, *, train: int = 2048, evaluation: int = 512) -> Task:
+    """The stripe images of ``examples/transformer.py`` (three orientations, 12x12, pixel noise
+    0.3). Shifts: the same stripes under more pixel noise (:data:`STRIPE_NOISE`), the class still
+    visible; the example's own shift (inverted contrast plus noise 1) is separated perfectly by
+    the single network, these are not."""
+    from pnc.bench.any_model_costs import load_example
+
+    bar_images = load_example("transformer").bar_images
+    base = 10 * seed
+    info = {"source": "examples/transformer.py stripe images (12x12, noise 0.3)"}
+    shifts = {
+        f"noise_{noise:g}": (bar_images(evaluation, 12, seed=base + 4 + i, noise=noise)[0], None)
+        for i, noise in enumerate(STRIPE_NOISE)
+    }
+    parts = [
+        bar_images(n, 12, seed=base + k) for k, n in enumerate((train, evaluation, evaluation))
+    ]
+    info["rows"] = {"train": train, "val": evaluation, "test": evaluation} | {
+        name: evaluation for name in shifts
+    }
+    return Task("transformer", "classification", *parts, shifts, info)
+
+
+def train_vit(
+    x: np.ndarray, y: np.ndarray, *, key: jax.Array, epochs: int, model: nn.Module | None = None
+) -> tuple[dict, dict]:
+    """The recipe of ``examples/transformer.py``: Adam (learning rate 2e-3), batch 64,
+    ``epochs`` passes. Returns ``(variables, cost)`` as :func:`train_digits_cnn`."""
+    if model is None:
+        from pnc.bench.any_model_costs import load_example
+
+        model = load_example("transformer").ViT()
+    init_key, order_key = jax.random.split(key)
+    params = model.init(init_key, jnp.asarray(x[:1]))["params"]
+    tx = optax.adam(2e-3)
+    opt_state = tx.init(params)
+
+    @jax.jit
+    def step(params, opt_state, xb, yb):
+        def loss_fn(p):
+            logits = model.apply({"params": p}, xb)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        upd, opt_state = tx.update(grads, opt_state)
+        return optax.apply_updates(params, upd), opt_state, loss
+
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(order_key)).ravel().tolist())
+    cpu, wall = [], []
+    for _ in range(epochs):
+        c0, w0 = time.process_time(), time.perf_counter()
+        order = rng.permutation(len(x))
+        for i in range(0, len(x), 64):
+            idx = order[i : i + 64]
+            params, opt_state, loss = step(params, opt_state, x[idx], y[idx])
+        jax.block_until_ready(loss)
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    later = cpu[1:] or cpu
+    cost = {
+        "epochs": epochs,
+        "train_cpu_s": float(sum(cpu)),
+        "train_wall_s": float(sum(wall)),
+        "epoch_cpu_s": float(np.median(later)),
+    }
+    return {"params": params}, cost

@@ -1,11 +1,12 @@
 """P&C beside what a user would pick instead, on the same trained models:
-``python -m pnc.bench.peers [--quick] [--tasks digits halfcheetah] [--out FILE]``.
+``python -m pnc.bench.peers [--quick] [--tasks digits halfcheetah transformer] [--out FILE]``.
 
 Every task trains one network that all methods share (:mod:`pnc.bench.peer_tasks`), then runs:
 
 - ``base``: the network alone (classification: its softmax; regression: its own variance);
 - ``pnc``: :func:`pnc.ensemble` on the named layers (digits: perturb ``fc_0``, correct ``fc_1``;
-  HalfCheetah: perturb ``hidden_2``, correct ``hidden_3``), the library's defaults otherwise;
+  HalfCheetah: perturb ``hidden_2``, correct ``hidden_3``; transformer: perturb ``block_1/fc1``,
+  correct ``block_1/fc2``), with the settings of :data:`FIXED`;
 - ``pnc_study`` (the MLP only): the study's configuration (:func:`pnc.build_members`, hidden
   layers 0 and 2 perturbed, 1 and 3 refit, radius norm, ridge toward zero, 4,096 calibration rows);
 - ``laplace_last_layer_diag`` and ``laplace_all_lowrank``: laplax's GGN Laplace approximation on
@@ -40,6 +41,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import jax
@@ -47,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import pnc
+from pnc.bench.any_model_costs import load_example
 from pnc.bench.peer_tasks import (
     DigitsCNN,
     Task,
@@ -54,6 +57,8 @@ from pnc.bench.peer_tasks import (
     digits_task,
     halfcheetah_task,
     train_digits_cnn,
+    train_vit,
+    transformer_task,
 )
 from pnc.cifar import ood_metrics
 from pnc.conv.classification import entropy, mixture_probabilities
@@ -61,7 +66,7 @@ from pnc.mlp import GaussianMLP, MLPConfig, forward, hidden_activations, split_h
 from pnc.mujoco.metrics import mean_gaussian_nll, rmse
 from pnc.roc import auroc
 
-TASKS = ("digits", "halfcheetah")
+TASKS = ("digits", "halfcheetah", "transformer")
 
 #: Hyperparameter grids, fixed before any run; ``quick`` uses the second entry of each pair.
 #: P&C and laplax have grids of the same size (6; 2 in quick mode).
@@ -117,6 +122,9 @@ class Settings:
     mlp_hidden: tuple[int, ...] = (200, 200, 200, 200)
     mlp_steps: int = 5000
     lanczos_rank: int = 20
+    vit_epochs: int = 8
+    vit_train: int = 2048
+    vit_eval: int = 512
 
     @classmethod
     def make(cls, quick: bool, seed: int = 0) -> Settings:
@@ -133,6 +141,9 @@ class Settings:
             mlp_hidden=(32, 32, 32, 32),
             mlp_steps=300,
             lanczos_rank=5,
+            vit_epochs=3,
+            vit_train=512,
+            vit_eval=128,
         )
 
     def grid(self, method: str) -> list[dict]:
@@ -360,7 +371,30 @@ def _laplax_sampler(
 # ----------------------------------------------------------------------------- digits
 
 
-def _digits_methods(task: Task, s: Settings, model: DigitsCNN, variables: dict, key) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Classifier:
+    """A trained classification network and how each method reaches into it.
+
+    Attributes:
+        model, variables: the linen module (``apply(variables, x)`` is its inference-mode
+            prediction) and its trained variables.
+        features: ``x -> [N, F]``, the input of the dense ``head`` layer (last-layer Laplace).
+        perturb, correct: the layer paths P&C perturbs and refits.
+        train_member: ``key -> variables``, one more network trained by the base recipe.
+        dropout: whether ``apply(..., train=True, rngs={"dropout": k})`` samples dropout masks.
+    """
+
+    model: object
+    variables: dict
+    features: Callable
+    perturb: tuple[str, ...]
+    correct: tuple[str, ...]
+    train_member: Callable
+    dropout: bool
+
+
+def _classifier_methods(task: Task, s: Settings, net: Classifier, key) -> dict:
+    model, variables = net.model, net.variables
     x_train, y_train = task.train
     val_nll, describe = _val_nll(task), _describe(task)
     head = variables["params"]["head"]
@@ -368,7 +402,7 @@ def _digits_methods(task: Task, s: Settings, model: DigitsCNN, variables: dict, 
 
     apply = jax.jit(lambda x: model.apply(variables, x))
     run_ensemble = jax.jit(lambda ens, x: ens(x))  # one compilation for every grid point
-    features = jax.jit(lambda x: model.apply(variables, x, method=DigitsCNN.features))
+    features = jax.jit(net.features)
 
     def base():
         return Fitted(lambda x: _block(jax.nn.softmax(apply(x), -1)))
@@ -380,8 +414,8 @@ def _digits_methods(task: Task, s: Settings, model: DigitsCNN, variables: dict, 
                 model,
                 x_train,
                 variables=variables,
-                perturb=["fc_0"],
-                correct=["fc_1"],
+                perturb=list(net.perturb),
+                correct=list(net.correct),
                 config=config,
                 key=keys[0],
             )
@@ -435,14 +469,7 @@ def _digits_methods(task: Task, s: Settings, model: DigitsCNN, variables: dict, 
 
     def deep_ensemble():
         members = [variables] + [
-            train_digits_cnn(
-                x_train,
-                y_train,
-                key=jax.random.fold_in(keys[4], i),
-                epochs=s.digits_epochs,
-                model=model,
-            )[0]
-            for i in range(1, s.ensemble_size)
+            net.train_member(jax.random.fold_in(keys[4], i)) for i in range(1, s.ensemble_size)
         ]
         stacked = jax.tree.map(lambda *a: jnp.stack(a), *members)
         run = jax.jit(jax.vmap(model.apply, in_axes=(0, None)))
@@ -458,24 +485,58 @@ def _digits_methods(task: Task, s: Settings, model: DigitsCNN, variables: dict, 
 
         return Fitted(lambda x: _block(run(jnp.asarray(x))))
 
-    return {
+    methods = {
         "base": base,
         "pnc": pnc_method,
         "laplace_last_layer_diag": laplace_ll,
         "laplace_all_lowrank": laplace_all,
         "deep_ensemble": deep_ensemble,
-        "mc_dropout": mc_dropout,
     }
+    if net.dropout:
+        methods["mc_dropout"] = mc_dropout
+    return methods
 
 
 def _fixed(method: str) -> dict:
     return {k: v for k, v in FIXED[method].items()}
 
 
-def _digits_base(task: Task, s: Settings, key):
+def _digits_base(task: Task, s: Settings, key) -> tuple[Classifier, dict]:
     model = DigitsCNN()
-    variables, cost = train_digits_cnn(*task.train, key=key, epochs=s.digits_epochs, model=model)
-    return model, variables, cost
+    train = partial(train_digits_cnn, *task.train, epochs=s.digits_epochs, model=model)
+    variables, cost = train(key=key)
+    net = Classifier(
+        model=model,
+        variables=variables,
+        features=lambda x: model.apply(variables, x, method=DigitsCNN.features),
+        perturb=("fc_0",),
+        correct=("fc_1",),
+        train_member=lambda k: train(key=k)[0],
+        dropout=True,
+    )
+    return net, cost
+
+
+def _transformer_base(task: Task, s: Settings, key) -> tuple[Classifier, dict]:
+    """The ViT of ``examples/transformer.py`` and its recipe; P&C on the last block's MLP."""
+    model = load_example("transformer").ViT()
+    train = partial(train_vit, *task.train, epochs=s.vit_epochs, model=model)
+    variables, cost = train(key=key)
+
+    def features(x):  # the head's input: the final LayerNorm's tokens, mean-pooled
+        _, state = model.apply(variables, x, capture_intermediates=True, mutable=["intermediates"])
+        return state["intermediates"]["ln_out"]["__call__"][0].mean(axis=1)
+
+    net = Classifier(
+        model=model,
+        variables=variables,
+        features=features,
+        perturb=("block_1/fc1",),
+        correct=("block_1/fc2",),
+        train_member=lambda k: train(key=k)[0],
+        dropout=False,
+    )
+    return net, cost
 
 
 # ----------------------------------------------------------------------------- HalfCheetah
@@ -687,6 +748,8 @@ def make_task(name: str, s: Settings) -> Task:
         return digits_task(s.seed)
     if name == "halfcheetah":
         return halfcheetah_task(s.seed, pool=s.cheetah_pool, evaluation=s.cheetah_eval)
+    if name == "transformer":
+        return transformer_task(s.seed, train=s.vit_train, evaluation=s.vit_eval)
     raise ValueError(f"unknown task {name!r}; expected one of {TASKS}")
 
 
@@ -710,8 +773,9 @@ def run_task(task: Task, s: Settings, methods: list[str] | None = None, log=None
     key = jax.random.key(s.seed)
     base_key, method_key = jax.random.split(key)
     if task.kind == "classification":
-        model, variables, base_cost = _digits_base(task, s, base_key)
-        builders = _digits_methods(task, s, model, variables, method_key)
+        make_base = _transformer_base if task.name == "transformer" else _digits_base
+        net, base_cost = make_base(task, s, base_key)
+        builders = _classifier_methods(task, s, net, method_key)
         metrics = _classification_metrics
     else:
         _, first = _train_mlp(task, s, base_key)  # compiles; the second run is timed
