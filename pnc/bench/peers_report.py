@@ -116,7 +116,7 @@ def figure(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     tasks = report["tasks"]
-    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4.0), squeeze=False)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4.6), squeeze=False)
     markers = dict(zip(LABELS, "os^vDPX", strict=True))
     colors = dict(zip(LABELS, [f"C{i}" for i in range(len(LABELS))], strict=True))
     for ax, (task, entry) in zip(axes[0], tasks.items(), strict=True):
@@ -136,8 +136,12 @@ def figure(report: dict, path: Path) -> None:
         ax.set_ylabel(f"mean AUROC over {len(aurocs)} shifts")
         ax.set_title(task)
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    handles = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=4, fontsize=8)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, dpi=110)
 
 
