@@ -115,3 +115,19 @@ def test_quick_run_scores_every_method(tmp_path):
         if task == "digits":
             # the base network tells the held-out classes apart better than chance
             assert entry["methods"]["base"]["shifts"]["held_out_classes"]["auroc"] > 0.6
+
+
+def test_committed_tables_are_the_committed_json_s(capsys):
+    """docs/peers.md shows what ``python -m pnc.bench.peers_report`` prints for the committed
+    JSON: every table row it prints is in the page."""
+    from pathlib import Path
+
+    from pnc.bench import peers_report
+
+    root = Path(__file__).resolve().parents[1]
+    peers_report.main([str(root / "docs" / "peers" / "peers.json")])
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    page = set((root / "docs" / "peers.md").read_text().splitlines())
+    assert len(printed) > 50
+    missing = [line for line in printed if line not in page]
+    assert not missing, missing[:3]
