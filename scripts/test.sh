@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
-setup_venv ".[test]"
+setup_venv ".[test,peers]"  # peers: laplax, for tests/test_bench_peers.py
 ruff check .
 keep_compile_cache jax-tests  # docs/testing.md
 # Test files run in parallel worker processes, each file whole on one worker (its module-scoped

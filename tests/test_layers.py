@@ -64,7 +64,9 @@ ALLOWED = {
     "data": {"data"},
     "mujoco": {"core", "methods", "data", "mujoco", "results"},
     "report": {"core", "results", "render", "report"},
-    "bench": {"core", "methods", "bench", "cifar"},
+    # the peers benchmark (pnc.bench.peers) builds its HalfCheetah task with the offline data
+    # generator and scores regressions with the study's metrics (pnc.mujoco.metrics)
+    "bench": {"core", "methods", "bench", "cifar", "data", "mujoco"},
     "workflow": {
         "core",
         "methods",

@@ -28,15 +28,23 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NAMES = ("nnx_regression", "linen_cnn", "transformer")
 
 
-def run_example(name: str, *, n_members: int, quick: bool = False) -> dict:
-    """``main`` of ``examples/<name>.py`` with ``n_members`` members."""
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+def load_example(name: str):
+    """The module ``examples/<name>.py`` (loaded once per process)."""
+    module_name = f"example_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES / f"{name}.py")
     if spec is None or not (EXAMPLES / f"{name}.py").is_file():
         raise FileNotFoundError(f"example {name!r} not found under {EXAMPLES}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclass fields (linen modules) resolve their module
     spec.loader.exec_module(module)
-    result = module.main(quick=quick, n_members=n_members)
+    return module
+
+
+def run_example(name: str, *, n_members: int, quick: bool = False) -> dict:
+    """``main`` of ``examples/<name>.py`` with ``n_members`` members."""
+    result = load_example(name).main(quick=quick, n_members=n_members)
     result["shared_over_full"] = result["predict_shared_s"] / result["predict_full_s"]
     return result
 
