@@ -133,6 +133,7 @@ class DeepEnsemble(MethodBase):
         "members": "n",
         "ensemble_size": "n",
     }
+    hparam_legend: ClassVar[Mapping[str, str]] = {"n": "ensemble members"}
     config_cls: ClassVar[type] = DeepEnsembleConfig
     training_fields: ClassVar[tuple[str, ...]] = ("n_members",)
     posthoc_fields: ClassVar[tuple[str, ...]] = ("predictive",)
