@@ -202,6 +202,11 @@ def test_method_declarations_are_checked():
         class BadStyle(Jitter):
             style: ClassVar[dict[str, object]] = {"color": "#000000"}
 
+    with pytest.raises(TypeError, match="reading_of is not ranked"):
+
+        class RankedReading(Jitter):
+            reading_of: ClassVar[str] = "swag"
+
     for legend in ({"jx": "not an abbreviation of its own"}, {"K": "a shared abbreviation"}):
         with pytest.raises(TypeError, match="hparam_legend"):
 
@@ -211,6 +216,10 @@ def test_method_declarations_are_checked():
 
 def test_registry_is_the_one_list_of_methods():
     schema = yaml.safe_load(SCHEMA.read_text())
+    assert dict(results.READINGS) == {
+        m.reading_of: m.id for m in methods.registered() if m.reading_of
+    } == {methods.DEEP_ENSEMBLE_ID: "deep_ensemble_mixture"}
+    assert results.DEEP_ENSEMBLE == methods.DEEP_ENSEMBLE_ID == "deep_ensemble"
     assert schema["properties"]["methods"]["propertyNames"]["enum"] == list(methods.METHOD_IDS)
     assert list(results.METHOD_INFO) == [
         m.id for m in sorted(methods.registered(), key=lambda m: m.row)

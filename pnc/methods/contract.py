@@ -171,6 +171,9 @@ class MethodBase:
         label: display name (table rows, figure legends).
         short_label: abbreviation (table column headers, figure axis ticks).
         ranked: whether the method takes part in ranks and tests (ablations do not).
+        reading_of: the id of the ranked method whose run and members this unranked one reads
+            with another predictive (the Deep Ensemble's mixture reading); the report ranks it in
+            that method's place in its second reading of Table 1. ``None``: none.
         row: position in the tables' row order (ascending; the paper puts P&C last).
         style: figure style: ``color``, ``marker``, ``linestyle`` and ``hatch``.
         hparam_abbreviations: abbreviations of its hyperparameter names in the
@@ -196,6 +199,7 @@ class MethodBase:
     label: ClassVar[str]
     short_label: ClassVar[str]
     ranked: ClassVar[bool] = True
+    reading_of: ClassVar[str | None] = None
     row: ClassVar[int]
     style: ClassVar[Mapping[str, object]]
     hparam_abbreviations: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
@@ -216,6 +220,8 @@ class MethodBase:
             problems.append(
                 f"fixed {sorted(set(cls.fixed))} must name fields that are not accepted"
             )
+        if cls.reading_of is not None and cls.ranked:
+            problems.append("a method with reading_of is not ranked (ranked = False)")
         legend = set(cls.hparam_legend)
         if not legend <= set(cls.hparam_abbreviations.values()) or legend & set(
             SHARED_HPARAM_LEGEND

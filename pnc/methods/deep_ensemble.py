@@ -205,4 +205,5 @@ class DeepEnsembleMixture(DeepEnsemble):
     }
     posthoc_fields: ClassVar[tuple[str, ...]] = ()
     fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType({"predictive": "mixture"})
-    shares_keys_with: ClassVar[str | None] = "deep_ensemble"
+    shares_keys_with: ClassVar[str | None] = DeepEnsemble.id
+    reading_of: ClassVar[str | None] = DeepEnsemble.id

@@ -10,7 +10,8 @@ Every table the study writes or reads (per-job metric tables, ``results/all_conf
   :data:`CALIBRATIONS` (candidate order), :data:`RAW`, :data:`VCAL`;
 - methods: :data:`METHOD_INFO` (label, short label, whether ranked, style),
   :data:`HPARAM_ABBREVIATIONS`, :data:`HPARAM_LEGEND`, :data:`METHODS`, :data:`RANKED_METHODS`
-  (paper row order), :data:`ABLATION_METHODS`, :data:`REFERENCE`; all read from the method
+  (paper row order), :data:`ABLATION_METHODS`, :data:`READINGS`, :data:`REFERENCE`,
+  ``DEEP_ENSEMBLE``; all but :data:`REFERENCE` read from the method
   registry when used (the mappings are :class:`RegistryView` objects, the tuples module
   attributes given by :func:`method_ids`, :func:`ranked_methods`, :func:`ablation_methods`), so a
   method registered after import is seen;
@@ -227,6 +228,24 @@ HPARAM_ABBREVIATIONS: Mapping[str, str] = RegistryView(
 #: (``hparam_legend``, in row order), then the shared ones
 #: (:data:`pnc.methods.contract.SHARED_HPARAM_LEGEND`).
 HPARAM_LEGEND: Mapping[str, str] = RegistryView(_hparam_legend, "abbreviation -> caption text")
+
+
+def _readings() -> dict[str, str]:
+    from pnc.methods import registered
+
+    return {m.reading_of: m.id for m in registered() if m.reading_of is not None}
+
+
+#: Ranked method -> the unranked method that reads its run and members with another predictive
+#: (each method's ``reading_of``: the Deep Ensemble and its mixture reading), ranked in its place
+#: in the report's second reading of Table 1.
+READINGS: Mapping[str, str] = RegistryView(_readings, "ranked method id -> its second reading")
+
+
+def _deep_ensemble() -> str:
+    from pnc.methods import DEEP_ENSEMBLE_ID
+
+    return DEEP_ENSEMBLE_ID
 
 
 def method_ids() -> tuple[str, ...]:
@@ -663,8 +682,11 @@ MECHANISM_LEVERAGE_PREFIX = "leverage_l"
 
 
 #: Names read from the registry when they are used (``results.METHODS``; a ``from ... import``
-#: reads them once, at that import): name -> the function that gives them.
-_FROM_REGISTRY: dict[str, Callable[[], tuple[str, ...]]] = {
+#: reads them once, at that import): name -> the function that gives them. ``DEEP_ENSEMBLE`` is
+#: the id of the baseline the paper compares P&C's Far metrics with
+#: (``pnc.methods.DEEP_ENSEMBLE_ID``).
+_FROM_REGISTRY: dict[str, Callable[[], Any]] = {
+    "DEEP_ENSEMBLE": _deep_ensemble,
     "METHODS": method_ids,
     "RANKED_METHODS": ranked_methods,
     "ABLATION_METHODS": ablation_methods,
