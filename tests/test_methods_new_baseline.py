@@ -216,9 +216,11 @@ def test_method_declarations_are_checked():
 
 def test_registry_is_the_one_list_of_methods():
     schema = yaml.safe_load(SCHEMA.read_text())
-    assert dict(results.READINGS) == {
-        m.reading_of: m.id for m in methods.registered() if m.reading_of
-    } == {methods.DEEP_ENSEMBLE_ID: "deep_ensemble_mixture"}
+    assert (
+        dict(results.READINGS)
+        == {m.reading_of: m.id for m in methods.registered() if m.reading_of}
+        == {methods.DEEP_ENSEMBLE_ID: "deep_ensemble_mixture"}
+    )
     assert results.DEEP_ENSEMBLE == methods.DEEP_ENSEMBLE_ID == "deep_ensemble"
     assert schema["properties"]["methods"]["propertyNames"]["enum"] == list(methods.METHOD_IDS)
     assert list(results.METHOD_INFO) == [
