@@ -490,6 +490,32 @@ def test_run_ids_and_the_runs_each_method_reads():
         runs_of("mc_dropout", {})
 
 
+def test_run_ids_are_named_by_a_spec_and_read_back_exactly():
+    from pnc.cifar.trained import RunSpec, dropout_run, ensemble_runs
+
+    specs = [RunSpec("base"), RunSpec("member", member=1), RunSpec("member", member=12)]
+    specs += [RunSpec("dropout", dropout_rate=r) for r in (0.05, 0.1, 0.2, 0.3, 0.5, 0.123)]
+    for spec in specs:
+        assert RunSpec.parse(spec.run_id) == spec
+    assert [s.run_id for s in specs[:3]] == ["base", "member1", "member12"]
+    assert ensemble_runs(3) == ["base", "member1", "member2"]
+    assert dropout_run(0.5) == "dropout0.5" == RunSpec.parse("dropout0.5").run_id
+    # only the names the spec writes: no other spelling, kind or range
+    for bad in ("swag", "member0", "member01", "member", "dropout0", "dropout1", "dropout0.50",
+                "dropout1e-1", "dropoutnan", "Base", ""):  # fmt: skip
+        with pytest.raises(ValueError, match="unknown run id"):
+            RunSpec.parse(bad)
+    for kwargs, match in (
+        ({"kind": "swag"}, "unknown run kind"),
+        ({"kind": "base", "member": 1}, "no member index"),
+        ({"kind": "member"}, "a member index"),
+        ({"kind": "dropout", "dropout_rate": 1.0}, "in \\(0, 1\\)"),
+        ({"kind": "member", "member": 0}, ">= 1"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            RunSpec(**kwargs)
+
+
 def test_method_configs_state_the_defaults_the_schema_repeats():
     """Each method's settings are its config dataclass's fields; the schema lists the same keys
     and repeats their defaults (Snakemake fills them into the jobs' command lines)."""
