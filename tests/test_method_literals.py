@@ -1,7 +1,9 @@
 """No method id is written out as a string outside ``pnc/methods``: the library, the rules and the
 scripts read the ids from the registry. The exceptions are listed below, each with its reason:
 code whose subject is P&C itself (its members, its ablation, the reference of every test), the
-CIFAR study's own method table, and the project's name where it is not a method."""
+CIFAR study's own method table, and the project's name where it is not a method. And no class
+name is defined twice in the package (one name per concept: the CIFAR study's method sections
+are not the MuJoCo methods' configs)."""
 
 from __future__ import annotations
 
@@ -107,3 +109,14 @@ def test_the_scan_sees_literals_in_python_and_snakemake_files(tmp_path):
     smk = tmp_path / "b.smk"
     smk.write_text('rule r:\n    input:\n        "a",\n    params:\n        m="subspace",\n')
     assert (5, "subspace") in _string_constants(smk)
+
+
+def test_every_class_name_is_defined_once_in_the_package():
+    where: dict[str, list[str]] = {}
+    for path in sorted(ROOT.joinpath("pnc").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(path.relative_to(ROOT).as_posix())
+    twice = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert not twice
+    assert {"PnCConfig", "PnCSection", "SWAGConfig", "SWAGSection"} <= set(where)
