@@ -614,3 +614,35 @@ def test_a_checkpoint_is_checked_against_the_sha256_its_sidecar_holds(tmp_path):
         load_checkpoint(path, template)  # an older checkpoint: no hash to check, still read whole
     path.write_bytes(data)
     assert int(load_checkpoint(path, template)["epoch"]) == 3  # unchecked, as before
+
+
+def test_method_sections_check_themselves_against_the_study():
+    """P&C's blocks against the network and its calibration images against the tiny training
+    split, SWAG's start epochs against the training epochs; the other sections have no checks."""
+    from pnc.cifar.posthoc import POSTHOC_METHODS, SectionContext, method_config
+    from pnc.conv.resnet import ResNetConfig
+
+    study = SectionContext(ResNetConfig(widths=(8, 16), blocks_per_stage=(1, 2)), 5, n_train=100)
+    grid = {"block": [[1, 1], [2, 0]], "sigma": [1.0], "bootstrap_frac": [0.5]}
+    pnc = method_config("pnc", {"calibration_size": 200, "grid": grid})
+    assert pnc.study_problems(study, "pnc") == [
+        "methods.pnc.grid.block [2, 0]: no block (2, 0) in stages (1, 2)"
+        " (model.blocks_per_stage = [1, 2])",
+        "methods.pnc.calibration_size = 200 > the 100 training images of the tiny dataset",
+    ]
+    grid["block"] = [[1, 1]]
+    assert (
+        method_config("pnc", {"calibration_size": 100, "grid": grid}).study_problems(study, "pnc")
+        == []
+    )
+    swag = method_config("swag", {"grid": {"start_epoch": [2, 3, 4]}})
+    assert swag.study_problems(study, "swag") == [
+        "methods.swag.grid.start_epoch [4]: SWAG needs >= 2 epochs after its start, and"
+        " train.epochs = 5"
+    ]
+    for method_id in POSTHOC_METHODS:
+        if method_id not in ("pnc", "swag"):
+            section = {"grid": {k: [1] for k in POSTHOC_METHODS[method_id].config_cls.grid_keys}}
+            if not POSTHOC_METHODS[method_id].config_cls.grid_keys:
+                section = {}
+            assert method_config(method_id, section).study_problems(study, method_id) == []

@@ -39,10 +39,7 @@ OTHER_FILES: dict[str, tuple[set[str], str]] = {
         "the CIFAR study's method table (pnc.cifar.posthoc) and the training runs it reads",
     ),
     "pnc/bench/cifar_costs.py": ({"pnc", "swag"}, "the CIFAR study's cost model, per method"),
-    "workflow/rules/cifar/common.smk": (
-        {"pnc", "swag"},
-        "the CIFAR study's checks across keys of its P&C and SWAG sections",
-    ),
+    "workflow/rules/cifar/common.smk": ({"swag"}, "the CIFAR study's SWAG start epochs"),
     "pnc/data/envs.py": ({"pnc"}, "the project's name: the Minari namespace of the Far data"),
     "pnc/data/minari_io.py": ({"pnc"}, "the project's name: the author of the stored datasets"),
 }

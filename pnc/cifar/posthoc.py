@@ -147,6 +147,23 @@ def _validate(cfg: dict, logits_of: Callable, ctx: Context) -> dict:
 
 
 @dataclasses.dataclass(frozen=True)
+class SectionContext:
+    """What a method's section is checked against before any job runs
+    (:meth:`MethodSection.study_problems`).
+
+    Attributes:
+        network: the network the study trains.
+        epochs: its training epochs.
+        n_train: the training images of the generated tiny dataset (``None``: the real data,
+            whose size is not checked here).
+    """
+
+    network: ResNetConfig
+    epochs: int
+    n_train: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class MethodSection:
     """A method's config section: its fixed settings (the fields of a subclass, with their
     defaults) and ``grid``, the lists of values selection sweeps (keys :attr:`grid_keys`), kept as
@@ -184,6 +201,11 @@ class MethodSection:
         hints = typing.get_type_hints(cls)
         values = {k: _coerce(f"{where}.{k}", v, hints[k]) for k, v in section.items()}
         return cls(grid=types.MappingProxyType(grid), **values)
+
+    def study_problems(self, study: SectionContext, method: str) -> list[str]:
+        """This section checked against the study it runs in (``study``), one line per problem
+        naming the key ``methods.<method>....`` (default: none)."""
+        return []
 
     def values(self, name: str) -> list:
         """The values of ``grid.<name>``, as given."""
@@ -250,6 +272,16 @@ class SWAGSection(MethodSection):
     bn_refresh: int = 2048
     bn_batch_size: int = 128
 
+    def study_problems(self, study: SectionContext, method: str) -> list[str]:
+        """A start epoch needs two more training epochs to collect."""
+        late = [s for s in self.grid.get("start_epoch") or () if s > study.epochs - 2]
+        if not late:
+            return []
+        return [
+            f"methods.{method}.grid.start_epoch {late}: SWAG needs >= 2 epochs after its start,"
+            f" and train.epochs = {study.epochs}"
+        ]
+
 
 @dataclasses.dataclass(frozen=True)
 class EpinetSection(MethodSection):
@@ -292,6 +324,25 @@ class PnCSection(MethodSection):
     chunk_size: int = 64
     perturbation_norm: str = "radius"
     member_chunk: int | None = None
+
+    def study_problems(self, study: SectionContext, method: str) -> list[str]:
+        """Each block of the grid is in the network; the calibration images fit the tiny
+        dataset's training split."""
+        problems = []
+        for stage, block in self.grid.get("block") or ():
+            try:
+                study.network.block_index(stage, block)
+            except ValueError as err:
+                problems.append(
+                    f"methods.{method}.grid.block [{stage}, {block}]: {err}"
+                    f" (model.blocks_per_stage = {list(study.network.blocks_per_stage)})"
+                )
+        if study.n_train is not None and self.calibration_size > study.n_train:
+            problems.append(
+                f"methods.{method}.calibration_size = {self.calibration_size} > the"
+                f" {study.n_train} training images of the tiny dataset"
+            )
+        return problems
 
 
 # ----------------------------------------------------------------------------- per method
