@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The quick default: set up .venv with the pinned dependencies if missing (Python 3.11), then run
-# the whole study on config/quick.yaml (2 environments, offline behaviour data, 2 seeds, all seven
+# the whole study on config/quick.yaml (2 environments, offline behaviour data, 2 seeds, all eight
 # methods, reduced grids) and its report. Extra arguments go to snakemake (e.g. --cores 4, -n).
 set -euo pipefail
 cd "$(dirname "$0")/.."

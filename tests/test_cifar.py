@@ -490,6 +490,32 @@ def test_run_ids_and_the_runs_each_method_reads():
         runs_of("mc_dropout", {})
 
 
+def test_run_ids_are_named_by_a_spec_and_read_back_exactly():
+    from pnc.cifar.trained import RunSpec, dropout_run, ensemble_runs
+
+    specs = [RunSpec("base"), RunSpec("member", member=1), RunSpec("member", member=12)]
+    specs += [RunSpec("dropout", dropout_rate=r) for r in (0.05, 0.1, 0.2, 0.3, 0.5, 0.123)]
+    for spec in specs:
+        assert RunSpec.parse(spec.run_id) == spec
+    assert [s.run_id for s in specs[:3]] == ["base", "member1", "member12"]
+    assert ensemble_runs(3) == ["base", "member1", "member2"]
+    assert dropout_run(0.5) == "dropout0.5" == RunSpec.parse("dropout0.5").run_id
+    # only the names the spec writes: no other spelling, kind or range
+    for bad in ("swag", "member0", "member01", "member", "dropout0", "dropout1", "dropout0.50",
+                "dropout1e-1", "dropoutnan", "Base", ""):  # fmt: skip
+        with pytest.raises(ValueError, match="unknown run id"):
+            RunSpec.parse(bad)
+    for kwargs, match in (
+        ({"kind": "swag"}, "unknown run kind"),
+        ({"kind": "base", "member": 1}, "no member index"),
+        ({"kind": "member"}, "a member index"),
+        ({"kind": "dropout", "dropout_rate": 1.0}, "in \\(0, 1\\)"),
+        ({"kind": "member", "member": 0}, ">= 1"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            RunSpec(**kwargs)
+
+
 def test_method_configs_state_the_defaults_the_schema_repeats():
     """Each method's settings are its config dataclass's fields; the schema lists the same keys
     and repeats their defaults (Snakemake fills them into the jobs' command lines)."""
@@ -588,3 +614,35 @@ def test_a_checkpoint_is_checked_against_the_sha256_its_sidecar_holds(tmp_path):
         load_checkpoint(path, template)  # an older checkpoint: no hash to check, still read whole
     path.write_bytes(data)
     assert int(load_checkpoint(path, template)["epoch"]) == 3  # unchecked, as before
+
+
+def test_method_sections_check_themselves_against_the_study():
+    """P&C's blocks against the network and its calibration images against the tiny training
+    split, SWAG's start epochs against the training epochs; the other sections have no checks."""
+    from pnc.cifar.posthoc import POSTHOC_METHODS, SectionContext, method_config
+    from pnc.conv.resnet import ResNetConfig
+
+    study = SectionContext(ResNetConfig(widths=(8, 16), blocks_per_stage=(1, 2)), 5, n_train=100)
+    grid = {"block": [[1, 1], [2, 0]], "sigma": [1.0], "bootstrap_frac": [0.5]}
+    pnc = method_config("pnc", {"calibration_size": 200, "grid": grid})
+    assert pnc.study_problems(study, "pnc") == [
+        "methods.pnc.grid.block [2, 0]: no block (2, 0) in stages (1, 2)"
+        " (model.blocks_per_stage = [1, 2])",
+        "methods.pnc.calibration_size = 200 > the 100 training images of the tiny dataset",
+    ]
+    grid["block"] = [[1, 1]]
+    assert (
+        method_config("pnc", {"calibration_size": 100, "grid": grid}).study_problems(study, "pnc")
+        == []
+    )
+    swag = method_config("swag", {"grid": {"start_epoch": [2, 3, 4]}})
+    assert swag.study_problems(study, "swag") == [
+        "methods.swag.grid.start_epoch [4]: SWAG needs >= 2 epochs after its start, and"
+        " train.epochs = 5"
+    ]
+    for method_id in POSTHOC_METHODS:
+        if method_id not in ("pnc", "swag"):
+            section = {"grid": {k: [1] for k in POSTHOC_METHODS[method_id].config_cls.grid_keys}}
+            if not POSTHOC_METHODS[method_id].config_cls.grid_keys:
+                section = {}
+            assert method_config(method_id, section).study_problems(study, method_id) == []

@@ -9,6 +9,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -45,6 +46,7 @@ class Jitter(OnBaseRun, MethodBase):
         "hatch": "--",
     }
     hparam_abbreviations: ClassVar[dict[str, str]] = {"noise": "jn"}
+    hparam_legend: ClassVar[dict[str, str]] = {"jn": "Jitter noise"}
 
     def build(self, run, config, x, y, *, key):
         self._check_config(config)
@@ -88,11 +90,46 @@ def test_registered_method_is_found_trained_and_sampled(jitter):
 
 
 def test_registered_method_reaches_the_results_vocabulary(jitter):
-    info = results._method_info()
+    # the vocabulary is read from the registry when used, so a method registered after import
+    # is seen, and gone again once unregistered
+    info = results.METHOD_INFO
     assert list(info)[-4:] == ["jitter", "pnc", "pnc_nocorr", "deep_ensemble_mixture"]  # row 55
     assert info["jitter"].label == "Jitter" and info["jitter"].short == "Jit."
     assert info["jitter"].ranked and info["jitter"].style["marker"] == "*"
-    assert results._hparam_abbreviations()["noise"] == "jn"
+    assert "jitter" in results.METHODS and "jitter" in results.RANKED_METHODS
+    assert results.HPARAM_ABBREVIATIONS["noise"] == "jn"
+    # its legend follows the methods before it in row order, before the shared abbreviations
+    legend = ["n", "dr", "sws", "prior", "T", "jn", "lreg", "bf", "ps", "K", "S"]
+    assert list(results.HPARAM_LEGEND) == legend and results.HPARAM_LEGEND["jn"] == "Jitter noise"
+    assert results.validate(_one_row("jitter"))["method"].tolist() == ["jitter"]
+    methods.unregister("jitter")
+    try:
+        assert "jitter" not in results.METHOD_INFO and "jitter" not in results.METHODS
+        assert "noise" not in results.HPARAM_ABBREVIATIONS and "jn" not in results.HPARAM_LEGEND
+        with pytest.raises(results.ResultsError, match="unknown method"):
+            results.validate(_one_row("jitter"))
+    finally:
+        methods.register(jitter)
+
+
+def _one_row(method_id):
+    return pd.DataFrame(
+        [{"env": "A", "method": method_id, "seed": 0, "split": "id", "metric": "rmse", "value": 1}]
+    )
+
+
+def test_a_registered_method_reaches_the_selected_configuration_table(jitter):
+    from pnc.report.tables import abbreviate_config, hparams_table
+
+    config = jitter.config_id(jitter.make_config({"noise": 0.5}))
+    assert jitter.parse_config_id(config) == jitter.make_config({"noise": 0.5})
+    assert abbreviate_config(config) == "jn=0.5"
+    frame = pd.concat([_one_row("jitter"), _one_row("pnc")]).assign(
+        config=[config, "sigma=16,bootstrap_frac=0.1,ridge=0.0001"]
+    )
+    caption = hparams_table(results.validate(frame)).caption
+    assert "T: Subspace temperature" not in caption
+    assert "jn: Jitter noise; lreg: P&C ridge (Tikhonov) regulariser" in caption
 
 
 class JitterWithSamples(Jitter):
@@ -103,6 +140,7 @@ class JitterWithSamples(Jitter):
     short_label: ClassVar[str] = "JitW"
     row: ClassVar[int] = 35
     hparam_abbreviations: ClassVar[dict[str, str]] = {}
+    hparam_legend: ClassVar[dict[str, str]] = {}
 
     def parameter_samples(self, posterior, key):
         params = {"dense": {"kernel": jnp.ones((2, 1))}}
@@ -112,14 +150,14 @@ class JitterWithSamples(Jitter):
 
 def test_a_method_with_weight_samples_joins_the_mechanism_stage(jitter):
     assert not jitter.has_parameter_samples
-    assert results._mechanism_methods() == results.MECHANISM_METHODS
+    assert results.mechanism_methods() == results.MECHANISM_METHODS
     assert results.MECHANISM_METHODS == ("pnc", "pnc_nocorr", "swag", "laplace", "subspace")
     assert all(methods.get(m).has_parameter_samples for m in results.MECHANISM_METHODS)
     method = methods.register(JitterWithSamples())
     try:
         assert method.has_parameter_samples
         # P&C and its ablation first, then the others by row: swag (30), the new one (35), ...
-        assert results._mechanism_methods() == (
+        assert results.MECHANISM_METHODS == (
             "pnc", "pnc_nocorr", "swag", "jitter_samples", "laplace", "subspace"
         )  # fmt: skip
         samples, reference = method.parameter_samples(
@@ -128,7 +166,7 @@ def test_a_method_with_weight_samples_joins_the_mechanism_stage(jitter):
         assert samples["dense"]["kernel"].shape == (4, 2, 1)
     finally:
         methods.unregister("jitter_samples")
-    assert results._mechanism_methods() == results.MECHANISM_METHODS
+    assert results.MECHANISM_METHODS == ("pnc", "pnc_nocorr", "swag", "laplace", "subspace")
 
 
 def test_conflicting_abbreviations_and_duplicate_ids_raise(jitter):
@@ -138,11 +176,12 @@ def test_conflicting_abbreviations_and_duplicate_ids_raise(jitter):
     class Clash(Jitter):
         id: ClassVar[str] = "clash"
         hparam_abbreviations: ClassVar[dict[str, str]] = {"rank": "r"}
+        hparam_legend: ClassVar[dict[str, str]] = {"r": "the clashing rank"}
 
     methods.register(Clash())
     try:
-        with pytest.raises(ValueError, match="abbreviated two ways"):
-            results._hparam_abbreviations()
+        with pytest.raises(ValueError, match="'rank' is given two ways"):
+            dict(results.HPARAM_ABBREVIATIONS)
     finally:
         methods.unregister("clash")
 
@@ -163,9 +202,26 @@ def test_method_declarations_are_checked():
         class BadStyle(Jitter):
             style: ClassVar[dict[str, object]] = {"color": "#000000"}
 
+    with pytest.raises(TypeError, match="reading_of is not ranked"):
+
+        class RankedReading(Jitter):
+            reading_of: ClassVar[str] = "swag"
+
+    for legend in ({"jx": "not an abbreviation of its own"}, {"K": "a shared abbreviation"}):
+        with pytest.raises(TypeError, match="hparam_legend"):
+
+            class BadLegend(Jitter):
+                hparam_legend: ClassVar[dict[str, str]] = legend
+
 
 def test_registry_is_the_one_list_of_methods():
     schema = yaml.safe_load(SCHEMA.read_text())
+    assert (
+        dict(results.READINGS)
+        == {m.reading_of: m.id for m in methods.registered() if m.reading_of}
+        == {methods.DEEP_ENSEMBLE_ID: "deep_ensemble_mixture"}
+    )
+    assert results.DEEP_ENSEMBLE == methods.DEEP_ENSEMBLE_ID == "deep_ensemble"
     assert schema["properties"]["methods"]["propertyNames"]["enum"] == list(methods.METHOD_IDS)
     assert list(results.METHOD_INFO) == [
         m.id for m in sorted(methods.registered(), key=lambda m: m.row)

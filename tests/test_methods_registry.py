@@ -2,11 +2,29 @@
 
 import dataclasses
 import itertools
+from pathlib import Path
 
 import pytest
+import yaml
 
 import pnc.methods as methods
 from pnc.methods import TrainingSpec
+from pnc.methods.configs import config_id_items
+from pnc.mujoco.grid import expand
+
+#: The paper's grids (Appendix Table 3's search space).
+PAPER_GRIDS = {
+    "pnc": {
+        "sigma": [8, 16, 32],
+        "bootstrap_frac": [0.05, 0.1, 0.2, 0.3],
+        "ridge": [1e-4, 1e-2],
+    },
+    "pnc_nocorr": {"sigma": [8, 16, 32]},
+    "mc_dropout": {"rate": [0.05, 0.1, 0.2, 0.3, 0.5]},
+    "swag": {"scale": [0.1, 0.3, 1, 3, 10]},
+    "laplace": {"prior_precision": [1e1, 1e2, 1e3, 1e4, 1e5]},
+    "subspace": {"temperature": [1, 10, 100, 1e3, 1e4]},
+}
 
 
 def test_registry_holds_every_method_and_lists_ids_on_error():
@@ -60,18 +78,7 @@ def test_default_ids_and_training_runs_follow_the_paper():
 
 
 def test_paper_grids_give_distinct_ids_and_share_runs():
-    grids = {
-        "pnc": {
-            "sigma": [8, 16, 32],
-            "bootstrap_frac": [0.05, 0.1, 0.2, 0.3],
-            "ridge": [1e-4, 1e-2],
-        },
-        "pnc_nocorr": {"sigma": [8, 16, 32]},
-        "mc_dropout": {"rate": [0.05, 0.1, 0.2, 0.3, 0.5]},
-        "swag": {"scale": [0.1, 0.3, 1, 3, 10]},
-        "laplace": {"prior_precision": [1e1, 1e2, 1e3, 1e4, 1e5]},
-        "subspace": {"temperature": [1, 10, 100, 1e3, 1e4]},
-    }
+    grids = PAPER_GRIDS
     for method_id, grid in grids.items():
         method = methods.get(method_id)
         configs = [
@@ -199,3 +206,61 @@ def test_methods_of_both_studies_have_one_label():
     for method_id, label in SHARED_LABELS.items():
         assert methods.get(method_id).label == label
         assert POSTHOC_METHODS[method_id].label == label
+
+
+CONFIGS = ("config.yaml", "config/quick.yaml", "config/offline.yaml", ".test/config.yaml")
+
+
+def _workflow_grids():
+    root = Path(__file__).resolve().parents[1]
+    for name in CONFIGS:
+        for method_id, entry in yaml.safe_load((root / name).read_text())["methods"].items():
+            yield name, method_id, entry
+
+
+@pytest.mark.parametrize("method_id", methods.METHOD_IDS)
+def test_parse_config_id_inverts_config_id_over_every_grid(method_id):
+    """Every configuration of every workflow config's grid, and the paper grids, read back from
+    its id exactly (the dataclass and the id)."""
+    method = methods.get(method_id)
+    configs = [method.make_config()]
+    for _, grid_method, entry in _workflow_grids():
+        if grid_method == method_id:
+            configs += [point.config for point in expand(method_id, entry)]
+    paper = PAPER_GRIDS.get(method_id, {})
+    for values in itertools.product(*paper.values()):
+        configs.append(method.make_config(dict(zip(paper, values, strict=True))))
+    assert len(configs) > 1
+    for config in configs:
+        text = method.config_id(config)
+        parsed = method.parse_config_id(text)
+        assert parsed == config and type(parsed) is type(config), text
+        assert method.config_id(parsed) == text
+
+
+def test_parse_config_id_reads_every_value_type_back():
+    pnc, nocorr = methods.get("pnc"), methods.get("pnc_nocorr")
+    config = pnc.make_config(
+        {"layers": [2, 0], "bootstrap_frac": None, "ridge": 1e-5, "subset_per_layer": True}
+    )
+    text = pnc.config_id(config)
+    assert text == "sigma=16,bootstrap_frac=None,ridge=1e-05,layers=0+2,subset_per_layer=True"
+    assert pnc.parse_config_id(text) == config
+    assert pnc.parse_config_id("default") == pnc.make_config()
+    assert config_id_items(text)["layers"] == "0+2" and config_id_items("default") == {}
+    # what the ablation pins is not a key of its ids
+    with pytest.raises(ValueError, match="valid keys: n_members, rank, sigma"):
+        nocorr.parse_config_id("sigma=8,ridge=0.01")
+    for bad, match in (
+        ("sigma=8,sigma=16", "twice"),
+        ("sigma", "not name=value"),
+        ("sigma=big", "sigma must be a number"),
+        ("sigma=8,noise=1", "unknown PnCConfig key"),
+        ("sigma=8,subset_per_layer=yes", "True or False"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            pnc.parse_config_id(bad)
+    swag = methods.get("swag")
+    assert swag.parse_config_id("scale=0.3,covariance=diag") == swag.make_config(
+        {"scale": 0.3, "covariance": "diag"}
+    )

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -79,3 +80,23 @@ def test_no_tracked_text_file_holds_merge_conflict_markers():
         if path.is_file() and markers.search(path.read_text(errors="ignore")):
             bad.append(name)
     assert not bad, f"merge-conflict markers left in {bad}"
+
+
+def test_config_readme_describes_every_config_file_and_the_catalog_names_both_workflows():
+    text = (ROOT / "config" / "README.md").read_text()
+    files = [ROOT / "config.yaml", ROOT / ".test" / "config.yaml"]
+    files += sorted((ROOT / "config").glob("*.yaml"))
+    for path in files:
+        name = path.relative_to(ROOT).as_posix()
+        assert f"| `{name}`" in text, f"config/README.md does not describe {name}"
+    catalog = yaml.safe_load((ROOT / ".snakemake-workflow-catalog.yml").read_text())["usage"]
+    assert "cifar.smk" in catalog["mandatory-flags"]["flags"]
+    assert catalog["report"] is True
+    assert set(catalog["software-stack-deployment"]) == {
+        "conda",
+        "singularity",
+        "singularity+conda",
+    }
+    first_screen = "\n".join(README.read_text().splitlines()[:40])
+    for needed in ("MuJoCo", "CIFAR-10", "scripts/quick.sh", "-s cifar.smk", "core-hours"):
+        assert needed in first_screen, needed

@@ -156,12 +156,13 @@ def benchmark_methods(
         "runs": train_s,
         "methods": results,
     }
-    if "pnc" in results and "deep_ensemble" in results:
+    pnc, ensemble = registry.PNC_ID, registry.DEEP_ENSEMBLE_ID
+    if pnc in results and ensemble in results:
         total = {
             m: results[m]["train_s"] + results[m]["posthoc_s"] + results[m]["predict_s"]
-            for m in ("pnc", "deep_ensemble")
+            for m in (pnc, ensemble)
         }
-        out["pnc_over_deep_ensemble"] = total["pnc"] / total["deep_ensemble"]
+        out["pnc_over_deep_ensemble"] = total[pnc] / total[ensemble]
     return out
 
 

@@ -16,11 +16,13 @@ of the base network's softmax (the authors' FPR95 convention for MSP, Energy and
 plus the selection record.
 
 The methods (:data:`POSTHOC_METHODS`, in Table 2's order): each is a :class:`PosthocMethod` naming
-its table label, its config class and the function that builds and scores it. A method's config
-section (``methods.<id>`` of ``config/cifar.yaml``) becomes a frozen dataclass by
-:func:`method_config`: its fixed settings are the fields, whose defaults are stated there once
-(the schema's defaults are checked against them), and its ``grid`` lists the values swept in
-selection; an unknown key fails naming the valid ones.
+its table label, its section class and the function that builds and scores it. A method's config
+section (``methods.<id>`` of ``config/cifar.yaml``) becomes a frozen dataclass, a
+:class:`MethodSection` (``PnCSection``, ``SWAGSection``, ...; named apart from the MuJoCo methods'
+configs, :mod:`pnc.methods`, which hold one configuration each) by :func:`method_config`: its
+fixed settings are the fields, whose defaults are stated there once (the schema's defaults are
+checked against them), and its ``grid`` lists the values swept in selection; an unknown key fails
+naming the valid ones.
 """
 
 from __future__ import annotations
@@ -145,7 +147,24 @@ def _validate(cfg: dict, logits_of: Callable, ctx: Context) -> dict:
 
 
 @dataclasses.dataclass(frozen=True)
-class MethodConfig:
+class SectionContext:
+    """What a method's section is checked against before any job runs
+    (:meth:`MethodSection.study_problems`).
+
+    Attributes:
+        network: the network the study trains.
+        epochs: its training epochs.
+        n_train: the training images of the generated tiny dataset (``None``: the real data,
+            whose size is not checked here).
+    """
+
+    network: ResNetConfig
+    epochs: int
+    n_train: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodSection:
     """A method's config section: its fixed settings (the fields of a subclass, with their
     defaults) and ``grid``, the lists of values selection sweeps (keys :attr:`grid_keys`), kept as
     given (they name the configurations in ``selection.json`` and derive their keys)."""
@@ -155,7 +174,7 @@ class MethodConfig:
     grid: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_section(cls, section: Mapping | None, method: str = "") -> MethodConfig:
+    def from_section(cls, section: Mapping | None, method: str = "") -> MethodSection:
         """The config of ``section`` (``{setting: value, ..., "grid": {key: [values]}}``).
 
         Raises:
@@ -183,6 +202,11 @@ class MethodConfig:
         values = {k: _coerce(f"{where}.{k}", v, hints[k]) for k, v in section.items()}
         return cls(grid=types.MappingProxyType(grid), **values)
 
+    def study_problems(self, study: SectionContext, method: str) -> list[str]:
+        """This section checked against the study it runs in (``study``), one line per problem
+        naming the key ``methods.<method>....`` (default: none)."""
+        return []
+
     def values(self, name: str) -> list:
         """The values of ``grid.<name>``, as given."""
         values = self.grid.get(name)
@@ -208,12 +232,12 @@ def _coerce(where: str, value: Any, annotation: Any) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class SingleScoreConfig(MethodConfig):
+class SingleScoreSection(MethodSection):
     """MSP, Energy, Mahalanobis: no settings, no selection."""
 
 
 @dataclasses.dataclass(frozen=True)
-class ReActConfig(MethodConfig):
+class ReActSection(MethodSection):
     """ReAct+Energy: the clip at the ``percentile``-th percentile of the training split's
     penultimate activations (ReAct: 90)."""
 
@@ -221,7 +245,7 @@ class ReActConfig(MethodConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class LLLAConfig(MethodConfig):
+class LLLASection(MethodSection):
     """Last-layer Laplace: ``n_samples`` sampled heads per prior precision (``grid``)."""
 
     grid_keys: ClassVar[tuple[str, ...]] = ("prior_precision",)
@@ -229,7 +253,7 @@ class LLLAConfig(MethodConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class MCDropoutConfig(MethodConfig):
+class MCDropoutSection(MethodSection):
     """MC Dropout: ``n_samples`` masks per dropout rate (``grid``; one training run per rate)."""
 
     grid_keys: ClassVar[tuple[str, ...]] = ("rate",)
@@ -237,7 +261,7 @@ class MCDropoutConfig(MethodConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class SWAGConfig(MethodConfig):
+class SWAGSection(MethodSection):
     """SWAG: ``n_samples`` weight samples from the moments collected from each start epoch
     (``grid``), ``rank`` deviation columns, BN statistics refreshed on ``bn_refresh`` training
     images in batches of ``bn_batch_size``."""
@@ -248,9 +272,19 @@ class SWAGConfig(MethodConfig):
     bn_refresh: int = 2048
     bn_batch_size: int = 128
 
+    def study_problems(self, study: SectionContext, method: str) -> list[str]:
+        """A start epoch needs two more training epochs to collect."""
+        late = [s for s in self.grid.get("start_epoch") or () if s > study.epochs - 2]
+        if not late:
+            return []
+        return [
+            f"methods.{method}.grid.start_epoch {late}: SWAG needs >= 2 epochs after its start,"
+            f" and train.epochs = {study.epochs}"
+        ]
+
 
 @dataclasses.dataclass(frozen=True)
-class EpinetMethodConfig(MethodConfig):
+class EpinetSection(MethodSection):
     """Epinet: ``n_samples`` sampled indices per prior scale (``grid``); the network and its
     training (defaults: :class:`pnc.cifar.baselines.EpinetConfig`'s)."""
 
@@ -271,14 +305,14 @@ class EpinetMethodConfig(MethodConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class DeepEnsembleConfig(MethodConfig):
+class DeepEnsembleSection(MethodSection):
     """Deep Ensemble: ``n_models`` runs (the base run is member 0)."""
 
     n_models: int = 5
 
 
 @dataclasses.dataclass(frozen=True)
-class PnCConfig(MethodConfig):
+class PnCSection(MethodSection):
     """P&C: the fixed settings of :class:`pnc.conv.ConvPnCConfig` and the calibration images
     drawn once per seed; ``grid``: block, sigma, bootstrap_frac (coordinate descent)."""
 
@@ -290,6 +324,25 @@ class PnCConfig(MethodConfig):
     chunk_size: int = 64
     perturbation_norm: str = "radius"
     member_chunk: int | None = None
+
+    def study_problems(self, study: SectionContext, method: str) -> list[str]:
+        """Each block of the grid is in the network; the calibration images fit the tiny
+        dataset's training split."""
+        problems = []
+        for stage, block in self.grid.get("block") or ():
+            try:
+                study.network.block_index(stage, block)
+            except ValueError as err:
+                problems.append(
+                    f"methods.{method}.grid.block [{stage}, {block}]: {err}"
+                    f" (model.blocks_per_stage = {list(study.network.blocks_per_stage)})"
+                )
+        if study.n_train is not None and self.calibration_size > study.n_train:
+            problems.append(
+                f"methods.{method}.calibration_size = {self.calibration_size} > the"
+                f" {study.n_train} training images of the tiny dataset"
+            )
+        return problems
 
 
 # ----------------------------------------------------------------------------- per method
@@ -329,22 +382,22 @@ def _record(**kw) -> dict:
     return {"config": {}, "temperature": None, "val_nll": None, "sweep": [], **kw}
 
 
-def _msp(config: SingleScoreConfig, ctx: Context, runs: Runs):
+def _msp(config: SingleScoreSection, ctx: Context, runs: Runs):
     return _single_score(ctx, runs["base"].variables, lambda f, lg: B.msp(lg)), _record()
 
 
-def _energy(config: SingleScoreConfig, ctx: Context, runs: Runs):
+def _energy(config: SingleScoreSection, ctx: Context, runs: Runs):
     return _single_score(ctx, runs["base"].variables, lambda f, lg: B.energy(lg)), _record()
 
 
-def _mahalanobis(config: SingleScoreConfig, ctx: Context, runs: Runs):
+def _mahalanobis(config: SingleScoreSection, ctx: Context, runs: Runs):
     v = runs["base"].variables
     f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
     maha = B.Mahalanobis.fit(f_train, ctx.train_y, ctx.config.num_classes)
     return _single_score(ctx, v, lambda f, lg: maha.confidence(f)), _record()
 
 
-def _react_energy(config: ReActConfig, ctx: Context, runs: Runs):
+def _react_energy(config: ReActSection, ctx: Context, runs: Runs):
     v = runs["base"].variables
     pct = config.percentile
     f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
@@ -361,7 +414,7 @@ def _ensemble_method(method, ctx, candidates):
     return out, rec
 
 
-def _llla(config: LLLAConfig, ctx: Context, runs: Runs):
+def _llla(config: LLLASection, ctx: Context, runs: Runs):
     v = runs["base"].variables
     f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
     laplace = B.LastLayerLaplace.fit(v, f_train)
@@ -380,7 +433,7 @@ def _llla(config: LLLAConfig, ctx: Context, runs: Runs):
     return _ensemble_method("llla", ctx, candidates)
 
 
-def _mc_dropout(config: MCDropoutConfig, ctx: Context, runs: Runs):
+def _mc_dropout(config: MCDropoutSection, ctx: Context, runs: Runs):
     n = config.n_samples
     candidates = []
     for rate in config.values("rate"):
@@ -394,7 +447,7 @@ def _mc_dropout(config: MCDropoutConfig, ctx: Context, runs: Runs):
     return _ensemble_method("mc_dropout", ctx, candidates)
 
 
-def _swag(config: SWAGConfig, ctx: Context, runs: Runs):
+def _swag(config: SWAGSection, ctx: Context, runs: Runs):
     base = runs["base"]
     v = base.variables
     n_train = ctx.train_x.shape[0]
@@ -426,7 +479,7 @@ def _swag(config: SWAGConfig, ctx: Context, runs: Runs):
     return _ensemble_method("swag", ctx, candidates)
 
 
-def _epinet(config: EpinetMethodConfig, ctx: Context, runs: Runs):
+def _epinet(config: EpinetSection, ctx: Context, runs: Runs):
     v = runs["base"].variables
     n = config.n_samples
     f_train, lg_train = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
@@ -451,7 +504,7 @@ def _epinet(config: EpinetMethodConfig, ctx: Context, runs: Runs):
     return _ensemble_method("epinet", ctx, candidates)
 
 
-def _deep_ensemble(config: DeepEnsembleConfig, ctx: Context, runs: Runs):
+def _deep_ensemble(config: DeepEnsembleSection, ctx: Context, runs: Runs):
     members = [runs[r].variables for r in ensemble_runs(config.n_models)]
 
     def logits_of(x):
@@ -460,7 +513,7 @@ def _deep_ensemble(config: DeepEnsembleConfig, ctx: Context, runs: Runs):
     return _ensemble_method("deep_ensemble", ctx, [({"n_models": len(members)}, logits_of)])
 
 
-def _pnc(config: PnCConfig, ctx: Context, runs: Runs):
+def _pnc(config: PnCSection, ctx: Context, runs: Runs):
     v = runs["base"].variables
     n_cal = config.calibration_size
     if n_cal > ctx.train_x.shape[0]:
@@ -541,7 +594,7 @@ def coordinate_descent(grids: Mapping[str, list], score: Callable[[dict], float]
 # ----------------------------------------------------------------------------- runs per method
 
 
-def _base_run(config: MethodConfig) -> list[str]:
+def _base_run(config: MethodSection) -> list[str]:
     return ["base"]
 
 
@@ -555,7 +608,7 @@ class PosthocMethod:
     Attributes:
         id: the method id (``methods.<id>`` in the config, ``--method`` of the post-hoc job).
         label: its name in the tables.
-        config_cls: its config section's dataclass (:class:`MethodConfig`).
+        config_cls: its config section's dataclass (:class:`MethodSection`).
         run: ``run(config, ctx, runs) -> (outputs, record)``: construction, selection and the
             confidences of every evaluation set from the training ``runs`` (run id -> run).
         runs_of: ``runs_of(config)``: the ids of the training runs it reads.
@@ -563,12 +616,12 @@ class PosthocMethod:
 
     id: str
     label: str
-    config_cls: type[MethodConfig]
+    config_cls: type[MethodSection]
     run: Callable[[Any, Context, Runs], tuple[dict, dict]]
     runs_of: Callable[[Any], list[str]] = _base_run
 
-    def config(self, section: Mapping | None) -> MethodConfig:
-        """Its config from its section (see :meth:`MethodConfig.from_section`)."""
+    def config(self, section: Mapping | None) -> MethodSection:
+        """Its config from its section (see :meth:`MethodSection.from_section`)."""
         return self.config_cls.from_section(section, self.id)
 
 
@@ -576,28 +629,28 @@ class PosthocMethod:
 POSTHOC_METHODS: dict[str, PosthocMethod] = {
     m.id: m
     for m in (
-        PosthocMethod("mahalanobis", "Mahalanobis", SingleScoreConfig, _mahalanobis),
-        PosthocMethod("react_energy", "ReAct+Energy", ReActConfig, _react_energy),
-        PosthocMethod("llla", "LLLA", LLLAConfig, _llla),
-        PosthocMethod("epinet", "Epinet", EpinetMethodConfig, _epinet),
-        PosthocMethod("swag", SHARED_LABELS["swag"], SWAGConfig, _swag),
-        PosthocMethod("pnc", SHARED_LABELS["pnc"], PnCConfig, _pnc),
+        PosthocMethod("mahalanobis", "Mahalanobis", SingleScoreSection, _mahalanobis),
+        PosthocMethod("react_energy", "ReAct+Energy", ReActSection, _react_energy),
+        PosthocMethod("llla", "LLLA", LLLASection, _llla),
+        PosthocMethod("epinet", "Epinet", EpinetSection, _epinet),
+        PosthocMethod("swag", SHARED_LABELS["swag"], SWAGSection, _swag),
+        PosthocMethod("pnc", SHARED_LABELS["pnc"], PnCSection, _pnc),
         PosthocMethod(
             "deep_ensemble",
             SHARED_LABELS["deep_ensemble"],
-            DeepEnsembleConfig,
+            DeepEnsembleSection,
             _deep_ensemble,
             lambda config: ensemble_runs(config.n_models),
         ),
         PosthocMethod(
             "mc_dropout",
             SHARED_LABELS["mc_dropout"],
-            MCDropoutConfig,
+            MCDropoutSection,
             _mc_dropout,
             lambda config: [dropout_run(r) for r in config.values("rate")],
         ),
-        PosthocMethod("msp", "MSP", SingleScoreConfig, _msp),
-        PosthocMethod("energy", "Energy", SingleScoreConfig, _energy),
+        PosthocMethod("msp", "MSP", SingleScoreSection, _msp),
+        PosthocMethod("energy", "Energy", SingleScoreSection, _energy),
     )
 }
 #: method id -> label in the tables (read from :data:`POSTHOC_METHODS`).
@@ -617,7 +670,7 @@ def posthoc_method(method: str) -> PosthocMethod:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}") from None
 
 
-def method_config(method: str, section: Mapping | None) -> MethodConfig:
+def method_config(method: str, section: Mapping | None) -> MethodSection:
     """The config of ``method`` from its section (defaults filled in; unknown keys raise)."""
     return posthoc_method(method).config(section)
 

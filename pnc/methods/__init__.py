@@ -67,6 +67,11 @@ _REGISTRY: dict[str, Method] = {
 #: The registered method ids.
 METHOD_IDS: tuple[str, ...] = tuple(_REGISTRY)
 
+#: The method of the paper and the baseline its cost and its Far metrics are compared with (the
+#: report's claims, ``pnc.bench.method_costs``), for code that names them.
+PNC_ID: str = PerturbAndCorrect.id
+DEEP_ENSEMBLE_ID: str = DeepEnsemble.id
+
 
 class UnknownMethodError(KeyError, ValueError):
     """An unknown method id (a ``KeyError`` and a ``ValueError``); the message lists the valid ids."""
@@ -153,7 +158,9 @@ def train_run(*args, **kwargs) -> TrainingRun:
 
 
 __all__ = [
+    "DEEP_ENSEMBLE_ID",
     "METHOD_IDS",
+    "PNC_ID",
     "SWAG",
     "DeepEnsemble",
     "DeepEnsembleConfig",

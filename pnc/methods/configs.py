@@ -11,8 +11,10 @@ two methods share one config class: ``pnc`` and ``pnc_nocorr`` both use
 and names each one by :func:`config_id`, e.g. ``"sigma=16,bootstrap_frac=0.1,ridge=0.0001"``: the
 method's swept fields (``id_fields``) always, followed by every other accepted key that differs
 from its default, so two different configurations of one method never share an id and the default
-one reads like the paper's tables. :func:`check_positive`, :func:`check_choice` and
-:func:`check_max_rows` are the value checks the methods' configs share.
+one reads like the paper's tables. :func:`parse_config_id` is its exact inverse (an id back to
+the config), :func:`config_id_items` the id's ``name -> value text`` pairs for code that only
+shows them. :func:`check_positive`, :func:`check_choice` and :func:`check_max_rows` are the value
+checks the methods' configs share.
 """
 
 from __future__ import annotations
@@ -140,6 +142,102 @@ def config_id(
         if field.default is dataclasses.MISSING or value != field.default:
             parts.append(f"{field.name}={_format_value(value)}")
     return ",".join(parts) or "default"
+
+
+def config_id_items(text: str) -> dict[str, str]:
+    """The ``name -> value text`` pairs of a :func:`config_id`, in the id's order.
+
+    ``"default"`` (and the empty string) have none. Example: ``config_id_items("sigma=8,ridge=0.01")``
+    is ``{"sigma": "8", "ridge": "0.01"}``.
+
+    Raises:
+        ValueError: an item has no ``=`` or no name, or a name appears twice.
+    """
+    if text in ("", "default"):
+        return {}
+    items: dict[str, str] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"configuration id {text!r}: item {item!r} is not name=value")
+        if name in items:
+            raise ValueError(f"configuration id {text!r} names {name!r} twice")
+        items[name] = value.strip()
+    return items
+
+
+def _parse_value(name: str, text: str, annotation: Any) -> Any:
+    """The field value :func:`_format_value` wrote as ``text``, for a field of type ``annotation``."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if text == "None" and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _parse_value(name, text, arg)
+            except ValueError as err:
+                errors.append(str(err))
+        raise ValueError("; ".join(errors))
+    if annotation is bool:
+        if text not in ("True", "False"):
+            raise ValueError(f"{name} must be True or False, got {text!r}")
+        return text == "True"
+    if annotation is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{name} must be an integer, got {text!r}") from None
+    if annotation is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{name} must be a number, got {text!r}") from None
+    if annotation is str:
+        return text
+    if origin is tuple:
+        if text == "()":
+            return ()
+        return tuple(_parse_value(name, v, args[0]) for v in text.split("+"))
+    raise TypeError(f"unsupported field type {annotation!r} for {name}")
+
+
+def parse_config_id(
+    text: str,
+    config_cls: type,
+    *,
+    keys: tuple[str, ...] | None = None,
+    fixed: Mapping[str, Any] | None = None,
+) -> Any:
+    """The config whose :func:`config_id` is ``text``: the exact inverse of :func:`config_id`.
+
+    Each value is read back by its field's annotated type (floats as written by ``repr``, tuples
+    split at ``+``, ``None``, ``True``/``False``); fields the id leaves out take their defaults
+    (or ``fixed``), as in :func:`make_config`, which checks the keys and values.
+
+    Args:
+        text: a configuration id, e.g. ``"sigma=16,bootstrap_frac=0.1,ridge=0.0001"``.
+        config_cls: the frozen dataclass of the configuration.
+        keys: the fields an id may name (default: all fields of ``config_cls``).
+        fixed: values of fields outside ``keys``, as for :func:`make_config`.
+
+    Raises:
+        ValueError: a malformed id, a name outside ``keys`` or a value its field cannot hold.
+    """
+    hints = typing.get_type_hints(config_cls)
+    items = config_id_items(text)
+    unknown = sorted(set(items) - set(hints))
+    if unknown:
+        valid = field_names(config_cls) if keys is None else keys
+        raise ValueError(
+            f"unknown {config_cls.__name__} key(s) {unknown}; valid keys: {', '.join(valid)}"
+        )
+    values = {name: _parse_value(name, value, hints[name]) for name, value in items.items()}
+    return make_config(config_cls, values, keys=keys, fixed=fixed)
 
 
 def check_positive(config: Any, *names: str) -> None:

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Protocol
 
 import jax
 
-from pnc.methods.configs import config_id, field_names, make_config
+from pnc.methods.configs import config_id, field_names, make_config, parse_config_id
 from pnc.methods.runs import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig
 from pnc.predictive import Predictive
@@ -76,6 +76,10 @@ class Method(Protocol):
 
     def config_id(self, config: Any) -> str:
         """Stable readable id of a configuration, e.g. ``sigma=16,bootstrap_frac=0.1,ridge=0.0001``."""
+        ...
+
+    def parse_config_id(self, text: str) -> Any:
+        """The configuration whose :meth:`config_id` is ``text`` (its exact inverse)."""
         ...
 
     def training_spec(self, config: Any) -> TrainingSpec:
@@ -137,6 +141,16 @@ class Method(Protocol):
 #: The channels of a method's figure style (:attr:`MethodBase.style`).
 STYLE_KEYS = ("color", "marker", "linestyle", "hatch")
 
+#: Legend text of the abbreviations several methods share (:attr:`MethodBase.hparam_abbreviations`
+#: of ``rank`` and ``n_samples``); the selected-configuration table lists them after the methods'
+#: own (:attr:`MethodBase.hparam_legend`).
+SHARED_HPARAM_LEGEND: Mapping[str, str] = types.MappingProxyType(
+    {
+        "K": "rank (P&C perturbation rank; SWAG/Subspace deviation columns)",
+        "S": "predictive samples",
+    }
+)
+
 
 class MethodBase:
     """Shared behaviour of the registered methods (configs, ids); subclasses set the ClassVars.
@@ -157,14 +171,21 @@ class MethodBase:
         label: display name (table rows, figure legends).
         short_label: abbreviation (table column headers, figure axis ticks).
         ranked: whether the method takes part in ranks and tests (ablations do not).
+        reading_of: the id of the ranked method whose run and members this unranked one reads
+            with another predictive (the Deep Ensemble's mixture reading); the report ranks it in
+            that method's place in its second reading of Table 1. ``None``: none.
         row: position in the tables' row order (ascending; the paper puts P&C last).
         style: figure style: ``color``, ``marker``, ``linestyle`` and ``hatch``.
         hparam_abbreviations: abbreviations of its hyperparameter names in the
             selected-configuration table (paper Table 3).
+        hparam_legend: the table caption's text for each abbreviation the method introduces
+            (``{"sws": "SWAG scale"}``), in the order the caption lists them; abbreviations
+            several methods share take their text from :data:`SHARED_HPARAM_LEGEND`.
 
     The declarations are checked when a subclass is defined: ``training_fields`` and
     ``posthoc_fields`` are disjoint fields of ``config_cls``, ``id_fields`` are among them, and
-    ``fixed`` names only fields that are not accepted.
+    ``fixed`` names only fields that are not accepted; ``hparam_legend`` explains only
+    abbreviations the method declares, and none of :data:`SHARED_HPARAM_LEGEND`.
     """
 
     id: ClassVar[str]
@@ -178,9 +199,11 @@ class MethodBase:
     label: ClassVar[str]
     short_label: ClassVar[str]
     ranked: ClassVar[bool] = True
+    reading_of: ClassVar[str | None] = None
     row: ClassVar[int]
     style: ClassVar[Mapping[str, object]]
     hparam_abbreviations: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
+    hparam_legend: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -196,6 +219,16 @@ class MethodBase:
         if not set(cls.fixed) <= names - accepted:
             problems.append(
                 f"fixed {sorted(set(cls.fixed))} must name fields that are not accepted"
+            )
+        if cls.reading_of is not None and cls.ranked:
+            problems.append("a method with reading_of is not ranked (ranked = False)")
+        legend = set(cls.hparam_legend)
+        if not legend <= set(cls.hparam_abbreviations.values()) or legend & set(
+            SHARED_HPARAM_LEGEND
+        ):
+            problems.append(
+                f"hparam_legend {sorted(legend)} must explain its own hparam_abbreviations, "
+                f"none of the shared {', '.join(SHARED_HPARAM_LEGEND)}"
             )
         missing = [
             name
@@ -232,6 +265,14 @@ class MethodBase:
         """Readable id of ``config`` over the accepted keys (see :func:`config_id`)."""
         self._check_config(config)
         return config_id(config, self.id_fields, self.config_keys)
+
+    def parse_config_id(self, text: str) -> Any:
+        """The configuration whose :meth:`config_id` is ``text`` (see :func:`parse_config_id`).
+
+        Raises:
+            ValueError: a malformed id, a key the method does not accept or a bad value.
+        """
+        return parse_config_id(text, self.config_cls, keys=self.config_keys, fixed=self.fixed)
 
     def _check_config(self, config: Any) -> None:
         if not isinstance(config, self.config_cls):

@@ -133,6 +133,7 @@ class DeepEnsemble(MethodBase):
         "members": "n",
         "ensemble_size": "n",
     }
+    hparam_legend: ClassVar[Mapping[str, str]] = {"n": "ensemble members"}
     config_cls: ClassVar[type] = DeepEnsembleConfig
     training_fields: ClassVar[tuple[str, ...]] = ("n_members",)
     posthoc_fields: ClassVar[tuple[str, ...]] = ("predictive",)
@@ -204,4 +205,5 @@ class DeepEnsembleMixture(DeepEnsemble):
     }
     posthoc_fields: ClassVar[tuple[str, ...]] = ()
     fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType({"predictive": "mixture"})
-    shares_keys_with: ClassVar[str | None] = "deep_ensemble"
+    shares_keys_with: ClassVar[str | None] = DeepEnsemble.id
+    reading_of: ClassVar[str | None] = DeepEnsemble.id

@@ -275,6 +275,7 @@ class Laplace(OnBaseRun, MethodBase):
         "temperature": "T",
         "n_samples": "S",
     }
+    hparam_legend: ClassVar[Mapping[str, str]] = {"prior": "Laplace prior precision"}
     config_cls: ClassVar[type] = LaplaceConfig
     training_fields: ClassVar[tuple[str, ...]] = ()
     posthoc_fields: ClassVar[tuple[str, ...]] = (

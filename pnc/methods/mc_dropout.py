@@ -108,6 +108,7 @@ class MCDropout(MethodBase):
         "dropout_prob": "dr",
         "dropout": "dr",
     }
+    hparam_legend: ClassVar[Mapping[str, str]] = {"dr": "dropout rate"}
     config_cls: ClassVar[type] = MCDropoutConfig
     training_fields: ClassVar[tuple[str, ...]] = ("rate",)
     posthoc_fields: ClassVar[tuple[str, ...]] = ("n_samples", "chunk_size")

@@ -77,6 +77,11 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
         "perturbation_size": "ps",
         "rank": "K",
     }
+    hparam_legend: ClassVar[Mapping[str, str]] = {
+        "lreg": "P&C ridge (Tikhonov) regulariser",
+        "bf": "P&C per-member bootstrap fraction",
+        "ps": "P&C perturbation size",
+    }
     config_cls: ClassVar[type] = PnCConfig
     training_fields: ClassVar[tuple[str, ...]] = ()
     posthoc_fields: ClassVar[tuple[str, ...]] = (

@@ -235,6 +235,7 @@ class SubspaceInference(MethodBase):
         "n_samples": "S",
         "temperature": "T",
     }
+    hparam_legend: ClassVar[Mapping[str, str]] = {"T": "Subspace temperature"}
     config_cls: ClassVar[type] = SubspaceConfig
     training_fields: ClassVar[tuple[str, ...]] = (
         "trajectory_steps",

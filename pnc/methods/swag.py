@@ -145,6 +145,7 @@ class SWAG(OnBaseRun, MethodBase):
         "rank": "K",
         "n_samples": "S",
     }
+    hparam_legend: ClassVar[Mapping[str, str]] = {"sws": "SWAG scale"}
     config_cls: ClassVar[type] = SWAGConfig
     training_fields: ClassVar[tuple[str, ...]] = ()
     posthoc_fields: ClassVar[tuple[str, ...]] = (

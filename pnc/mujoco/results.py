@@ -8,9 +8,13 @@ Every table the study writes or reads (per-job metric tables, ``results/all_conf
   :data:`SELECTED_COLUMN`, :data:`MEASUREMENT_KEY`, :data:`DATA_SOURCES`;
 - post-hoc calibration variants: :data:`CALIBRATION_INFO` (label, description),
   :data:`CALIBRATIONS` (candidate order), :data:`RAW`, :data:`VCAL`;
-- methods: :data:`METHOD_INFO` (label, short label, whether ranked, style; read from the method
-  registry), :data:`HPARAM_ABBREVIATIONS`, :data:`METHODS`,
-  :data:`RANKED_METHODS` (paper row order), :data:`ABLATION_METHODS`, :data:`REFERENCE`;
+- methods: :data:`METHOD_INFO` (label, short label, whether ranked, style),
+  :data:`HPARAM_ABBREVIATIONS`, :data:`HPARAM_LEGEND`, :data:`METHODS`, :data:`RANKED_METHODS`
+  (paper row order), :data:`ABLATION_METHODS`, :data:`READINGS`, :data:`REFERENCE`,
+  ``DEEP_ENSEMBLE``; all but :data:`REFERENCE` read from the method
+  registry when used (the mappings are :class:`RegistryView` objects, the tuples module
+  attributes given by :func:`method_ids`, :func:`ranked_methods`, :func:`ablation_methods`), so a
+  method registered after import is seen;
 - splits: :data:`EVAL_SPLITS`, :data:`SHIFTED_SPLITS`, :data:`REPORTED_SPLITS`,
   :data:`SPLIT_LABELS`, and the selection criterion :data:`SELECTION_SPLIT`/:data:`SELECTION_METRIC`;
 - metrics: :data:`METRIC_INFO` (label, direction, bounds, reference line, definition),
@@ -18,6 +22,7 @@ Every table the study writes or reads (per-job metric tables, ``results/all_conf
   :data:`HEADLINE`.
 
 :func:`validate` checks a table against this vocabulary; :func:`read_csv` and :func:`load` read one.
+:func:`config_id_items` (:mod:`pnc.methods.configs`) reads a ``config`` cell's hyperparameters.
 :func:`select_candidate` is the selection rule (lowest finite value, ties to the first candidate),
 shared by the hyperparameter selection and the frontier figure.
 """
@@ -26,14 +31,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
+from pnc.methods.configs import config_id_items as config_id_items  # re-exported for the report
+
 K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 # --------------------------------------------------------------------------------------------
 # Columns
@@ -140,6 +148,41 @@ class MethodInfo:
     style: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
 
+class RegistryView(Mapping[str, V]):
+    """A read-only mapping built from the method registry when it is read, so a method registered
+    after import (:func:`pnc.methods.register`) is seen; rebuilt whenever the registry changed.
+
+    Args:
+        build: returns the mapping from the registered methods.
+        doc: what the mapping holds (its ``repr`` and ``__doc__``).
+    """
+
+    def __init__(self, build: Callable[[], Mapping[str, V]], doc: str) -> None:
+        self._build = build
+        self._cache: tuple[tuple[object, ...] | None, Mapping[str, V]] = (None, {})
+        self.__doc__ = doc
+
+    def _current(self) -> Mapping[str, V]:
+        from pnc.methods import registered
+
+        key = registered()
+        if self._cache[0] != key:
+            self._cache = (key, self._build())
+        return self._cache[1]
+
+    def __getitem__(self, name: str) -> V:
+        return self._current()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def __repr__(self) -> str:
+        return f"RegistryView({dict(self._current())!r})"
+
+
 def _method_info() -> dict[str, MethodInfo]:
     from pnc.methods import registered
 
@@ -149,29 +192,78 @@ def _method_info() -> dict[str, MethodInfo]:
     }
 
 
-def _hparam_abbreviations() -> dict[str, str]:
+def _merged(attribute: str, what: str) -> dict[str, str]:
+    """The registered methods' ``attribute`` mappings merged in row order; a key given two values
+    raises ``ValueError``."""
     from pnc.methods import registered
 
     found: dict[str, str] = {}
-    for method in registered():
-        for name, short in method.hparam_abbreviations.items():
-            if found.setdefault(name, short) != short:
-                raise ValueError(f"hyperparameter {name!r} is abbreviated two ways: "
-                                 f"{found[name]!r} and {short!r} ({method.id})")  # fmt: skip
+    for method in sorted(registered(), key=lambda m: m.row):
+        for name, value in getattr(method, attribute).items():
+            if found.setdefault(name, value) != value:
+                raise ValueError(f"{what} {name!r} is given two ways: "
+                                 f"{found[name]!r} and {value!r} ({method.id})")  # fmt: skip
     return found
 
 
+def _hparam_legend() -> dict[str, str]:
+    from pnc.methods.contract import SHARED_HPARAM_LEGEND
+
+    return {**_merged("hparam_legend", "abbreviation"), **SHARED_HPARAM_LEGEND}
+
+
 #: Every registered method in the tables' row order (each method's ``row``; the paper's: the six
-#: ranked methods, P&C last, then the ablation).
-METHOD_INFO: dict[str, MethodInfo] = _method_info()
+#: ranked methods, P&C last, then the ablation), read from the registry when used.
+METHOD_INFO: Mapping[str, MethodInfo] = RegistryView(
+    _method_info, "method id -> MethodInfo, in the tables' row order"
+)
 #: Abbreviations of hyperparameter names in the selected-configuration table (paper Table 3),
-#: merged from the registered methods' ``hparam_abbreviations``.
-HPARAM_ABBREVIATIONS: dict[str, str] = _hparam_abbreviations()
-METHODS: tuple[str, ...] = tuple(METHOD_INFO)
-#: The methods of the ranking, in the paper's row order (P&C last).
-RANKED_METHODS: tuple[str, ...] = tuple(m for m in METHODS if METHOD_INFO[m].ranked)
-#: Methods reported in the summary and figures but never ranked or tested.
-ABLATION_METHODS: tuple[str, ...] = tuple(m for m in METHODS if not METHOD_INFO[m].ranked)
+#: merged from the registered methods' ``hparam_abbreviations`` (a name abbreviated two ways
+#: raises ``ValueError`` when read).
+HPARAM_ABBREVIATIONS: Mapping[str, str] = RegistryView(
+    lambda: _merged("hparam_abbreviations", "hyperparameter"),
+    "hyperparameter name -> abbreviation",
+)
+#: The caption text of each abbreviation, in caption order: the methods' own
+#: (``hparam_legend``, in row order), then the shared ones
+#: (:data:`pnc.methods.contract.SHARED_HPARAM_LEGEND`).
+HPARAM_LEGEND: Mapping[str, str] = RegistryView(_hparam_legend, "abbreviation -> caption text")
+
+
+def _readings() -> dict[str, str]:
+    from pnc.methods import registered
+
+    return {m.reading_of: m.id for m in registered() if m.reading_of is not None}
+
+
+#: Ranked method -> the unranked method that reads its run and members with another predictive
+#: (each method's ``reading_of``: the Deep Ensemble and its mixture reading), ranked in its place
+#: in the report's second reading of Table 1.
+READINGS: Mapping[str, str] = RegistryView(_readings, "ranked method id -> its second reading")
+
+
+def _deep_ensemble() -> str:
+    from pnc.methods import DEEP_ENSEMBLE_ID
+
+    return DEEP_ENSEMBLE_ID
+
+
+def method_ids() -> tuple[str, ...]:
+    """Every registered method id in the tables' row order (:data:`METHODS`)."""
+    return tuple(METHOD_INFO)
+
+
+def ranked_methods() -> tuple[str, ...]:
+    """The methods of the ranking, in the paper's row order (P&C last) (:data:`RANKED_METHODS`)."""
+    return tuple(m for m, info in METHOD_INFO.items() if info.ranked)
+
+
+def ablation_methods() -> tuple[str, ...]:
+    """Methods reported in the summary and figures but never ranked or tested
+    (:data:`ABLATION_METHODS`)."""
+    return tuple(m for m, info in METHOD_INFO.items() if not info.ranked)
+
+
 #: The method every baseline is tested against.
 REFERENCE = "pnc"
 
@@ -401,7 +493,7 @@ def validate(
         raise ResultsError(f"column 'seed' is empty in rows: {_describe_rows(df[df.seed.isna()])}")
 
     for column, allowed in (
-        ("method", METHODS),
+        ("method", method_ids()),
         ("calibration", CALIBRATIONS),
         ("split", REPORTED_SPLITS + (SELECTION_SPLIT,)),
         ("metric", METRICS),
@@ -533,7 +625,10 @@ MECHANISM_COLUMNS: tuple[str, ...] = (
 MECHANISM_SPLITS: tuple[str, ...] = ("id", "near", "mid", "far")
 
 
-def _mechanism_methods() -> tuple[str, ...]:
+def mechanism_methods() -> tuple[str, ...]:
+    """The methods whose members or samples the mechanism stage compares (Figure 1 B/C): every
+    registered method that gives weight samples (``has_parameter_samples``), P&C and its ablation
+    first, then the others in the tables' row order (:data:`MECHANISM_METHODS`)."""
     from pnc.methods import registered
     from pnc.methods.pnc_method import PerturbAndCorrect
 
@@ -544,10 +639,6 @@ def _mechanism_methods() -> tuple[str, ...]:
     )
 
 
-#: The methods whose members or samples the mechanism stage compares (Figure 1 B/C): every
-#: registered method that gives weight samples (``has_parameter_samples``), P&C and its ablation
-#: first, then the others in the tables' row order.
-MECHANISM_METHODS: tuple[str, ...] = _mechanism_methods()
 #: Per-point quantities of the selected P&C ensemble, with their definitions (captions).
 MECHANISM_QUANTITIES: dict[str, str] = {
     "disagreement": "D(x): variance of the P&C members' predicted means across members, summed "
@@ -588,3 +679,26 @@ MECHANISM_QUANTITIES: dict[str, str] = {
 }
 #: Per-point ridge leverage of the layer after perturbed hidden layer ``l``: ``leverage_l{l}``.
 MECHANISM_LEVERAGE_PREFIX = "leverage_l"
+
+
+#: Names read from the registry when they are used (``results.METHODS``; a ``from ... import``
+#: reads them once, at that import): name -> the function that gives them. ``DEEP_ENSEMBLE`` is
+#: the id of the baseline the paper compares P&C's Far metrics with
+#: (``pnc.methods.DEEP_ENSEMBLE_ID``).
+_FROM_REGISTRY: dict[str, Callable[[], Any]] = {
+    "DEEP_ENSEMBLE": _deep_ensemble,
+    "METHODS": method_ids,
+    "RANKED_METHODS": ranked_methods,
+    "ABLATION_METHODS": ablation_methods,
+    "MECHANISM_METHODS": mechanism_methods,
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_REGISTRY:
+        return _FROM_REGISTRY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_FROM_REGISTRY])

@@ -72,7 +72,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pnc.mujoco.results import METHOD_INFO, REFERENCE, load
+from pnc.mujoco.results import DEEP_ENSEMBLE, METHOD_INFO, REFERENCE, load
 from pnc.report import stats as st
 from pnc.report.mechanism_table import (
     EVIDENCE_1BC,
@@ -308,9 +308,9 @@ def far_best_rank(metric: str) -> Judge:
 def stronger_than_deep_ensemble(column: Column) -> tuple[bool, str]:
     """P&C's mean rank is lower than the Deep Ensemble's on every Far metric of
     :data:`FAR_METRICS`; ``measured`` marks the Deep Ensemble's ranks with their arrows."""
-    cells = [cells_of(column, "far", m, need=("deep_ensemble",)) for m in FAR_METRICS]
+    cells = [cells_of(column, "far", m, need=(DEEP_ENSEMBLE,)) for m in FAR_METRICS]
     pnc = [c[REFERENCE] for c in cells]
-    de = [c["deep_ensemble"] for c in cells]
+    de = [c[DEEP_ENSEMBLE] for c in cells]
     holds = all(p.mean_rank < d.mean_rank for p, d in zip(pnc, de, strict=True))
     ours = " / ".join(f"{p.mean_rank:.2f}" for p in pnc)
     theirs = " / ".join(f"{d.mean_rank:.2f}{ARROW.get(d.arrow or '', '')}" for d in de)

@@ -25,7 +25,6 @@ correlations scipy. :func:`mechanism_table` renders all of it (``results/tables/
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from pnc.mujoco.results import (
     SELECTION_METRIC,
     SELECTION_SPLIT,
     SPLIT_LABELS,
+    config_id_items,
     load,
     select_candidate,
 )
@@ -239,15 +239,13 @@ def far_id_ratios(summary: pd.DataFrame) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------- Figure 3A
 
-_SIGMA = re.compile(r"(?:^|,)sigma=([^,]+)")
-
 
 def config_sigma(config: str) -> float:
     """The ``sigma`` of a P&C configuration id (``sigma=8,bootstrap_frac=...``)."""
-    match = _SIGMA.search(config)
-    if match is None:
+    items = config_id_items(config)
+    if "sigma" not in items:
         raise ValueError(f"configuration {config!r} has no sigma")
-    return float(match.group(1))
+    return float(items["sigma"])
 
 
 def sigma_points(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:

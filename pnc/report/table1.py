@@ -14,12 +14,13 @@ from typing import Any
 
 import pandas as pd
 
-from pnc.mujoco.results import HEADLINE, REFERENCE
+from pnc.mujoco.results import HEADLINE, READINGS, REFERENCE
 from pnc.report import stats as st
 from pnc.report.render import ARROW
 
-#: The Deep Ensemble's second reading, ranked in its place in the "mixture" column.
-MIXTURE_SUBSTITUTION: dict[str, str] = {"deep_ensemble": "deep_ensemble_mixture"}
+#: The Deep Ensemble's second reading, ranked in its place in the "mixture" column (read from
+#: the registry: each method's ``reading_of``).
+MIXTURE_SUBSTITUTION: Mapping[str, str] = READINGS
 
 
 @dataclass(frozen=True)

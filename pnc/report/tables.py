@@ -35,12 +35,14 @@ from pnc.mujoco.results import (
     CALIBRATION_INFO,
     HEADLINE,
     HPARAM_ABBREVIATIONS,
+    HPARAM_LEGEND,
     METHOD_INFO,
     METRIC_INFO,
     RANKED_METHODS,
     RAW,
     REPORTED_SPLITS,
     SPLIT_LABELS,
+    config_id_items,
     load,
 )
 from pnc.report import stats as st
@@ -317,14 +319,10 @@ def wilcoxon_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
 
 def abbreviate_config(config: str) -> str:
     """``"sigma=16,bootstrap_frac=0.1,ridge=0.0001"`` -> ``"ps=16, bf=0.1, lreg=0.0001"``."""
-    if config in ("", "default"):
+    items = config_id_items(config)
+    if not items:
         return "default"
-    parts = []
-    for item in config.split(","):
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        parts.append(f"{HPARAM_ABBREVIATIONS.get(name, name)}={value.strip()}" if sep else item)
-    return ", ".join(parts)
+    return ", ".join(f"{HPARAM_ABBREVIATIONS.get(n, n)}={v}" for n, v in items.items())
 
 
 def selected_cell(config: str, calibration: str = RAW) -> str:
@@ -345,23 +343,9 @@ def hparams_table(df: pd.DataFrame) -> Table:
     chosen = df.groupby(["env", "method"])[["config", "calibration"]].first()
     configs, calibrations = chosen["config"], chosen["calibration"]
     used = {
-        HPARAM_ABBREVIATIONS.get(item.partition("=")[0].strip(), item.partition("=")[0].strip())
-        for c in configs
-        for item in str(c).split(",")
-        if "=" in item
+        HPARAM_ABBREVIATIONS.get(name, name) for c in configs for name in config_id_items(str(c))
     }
-    legend = {
-        "n": "ensemble members",
-        "dr": "dropout rate",
-        "sws": "SWAG scale",
-        "prior": "Laplace prior precision",
-        "T": "Subspace temperature",
-        "lreg": "P&C ridge (Tikhonov) regulariser",
-        "bf": "P&C per-member bootstrap fraction",
-        "ps": "P&C perturbation size",
-        "K": "rank (P&C perturbation rank; SWAG/Subspace deviation columns)",
-        "S": "predictive samples",
-    }
+    legend = HPARAM_LEGEND
     marked = [c for c in CALIBRATION_INFO if c != RAW and c in set(calibrations)]
     caption = (
         f"Selected hyperparameter configuration per (env, method) across {describe_study(df)}, "

@@ -32,7 +32,7 @@ RES = job_resources(config, "cifar.schema.yaml")
 def _check_across_keys():
     from pnc.cifar.data import ID_DATASETS, tiny_train_images
     from pnc.cifar.jobs import resnet_config
-    from pnc.cifar.posthoc import method_config
+    from pnc.cifar.posthoc import SectionContext, method_config
     from pnc.cifar.recipe import Recipe
 
     known = ID_DATASETS[ID].ood
@@ -56,30 +56,10 @@ def _check_across_keys():
     n_train = None
     if DATA.get("tiny"):
         n_train = tiny_train_images(DATA["tiny"]) - int(DATA["val_size"])
-    pnc = config["methods"].get("pnc")
-    if pnc is not None:
-        for stage, block in pnc["grid"]["block"]:
-            try:
-                net.block_index(stage, block)
-            except ValueError as err:
-                raise WorkflowError(
-                    f"invalid config: methods.pnc.grid.block [{stage}, {block}]: {err}"
-                    f" (model.blocks_per_stage = {list(net.blocks_per_stage)})"
-                ) from None
-        size = sections["pnc"].calibration_size
-        if n_train is not None and size > n_train:
-            raise WorkflowError(
-                f"invalid config: methods.pnc.calibration_size = {size} > the {n_train}"
-                " training images of the tiny dataset"
-            )
-    swag = config["methods"].get("swag")
-    if swag is not None:
-        late = [s for s in swag["grid"]["start_epoch"] if s > epochs - 2]
-        if late:
-            raise WorkflowError(
-                f"invalid config: methods.swag.grid.start_epoch {late}: SWAG needs >= 2 epochs"
-                f" after its start, and train.epochs = {epochs}"
-            )
+    study = SectionContext(net, epochs, n_train)
+    problems = [p for m, section in sections.items() for p in section.study_problems(study, m)]
+    if problems:
+        raise WorkflowError(f"invalid config: {problems[0]}")
     if n_train is not None and n_train < 1:
         raise WorkflowError(f"invalid config: data.val_size leaves {n_train} training images")
 
