@@ -39,6 +39,14 @@ OTHER_FILES: dict[str, tuple[set[str], str]] = {
         "the CIFAR study's method table (pnc.cifar.posthoc) and the training runs it reads",
     ),
     "pnc/bench/cifar_costs.py": ({"pnc", "swag"}, "the CIFAR study's cost model, per method"),
+    "pnc/bench/peers.py": (
+        {"pnc", "deep_ensemble", "mc_dropout"},
+        "the peers benchmark's own method table, on models of its own (docs/peers.md)",
+    ),
+    "pnc/bench/peers_report.py": (
+        {"pnc", "deep_ensemble", "mc_dropout"},
+        "the peers benchmark's tables, keyed by its own method table",
+    ),
     "workflow/rules/cifar/common.smk": ({"swag"}, "the CIFAR study's SWAG start epochs"),
     "pnc/data/envs.py": ({"pnc"}, "the project's name: the Minari namespace of the Far data"),
     "pnc/data/minari_io.py": ({"pnc"}, "the project's name: the author of the stored datasets"),
