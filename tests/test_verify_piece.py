@@ -132,8 +132,10 @@ def test_a_moved_selection_fails_and_names_the_method(store, tmp_path, capsys):
     frame = pd.concat(
         pd.read_csv(p, dtype={"config": str})
         for p in (study / verify.metric_dir(ENV, 2) / "mc_dropout").glob("*.csv")
-    )
-    target = frame[other(frame)].iloc[0]
+    ).reset_index(drop=True)
+    # the candidate the stored seeds rank worst: a move to it is no near tie
+    val = frame[other(frame)]
+    target = val.loc[val["value"].idxmax()]
     _edit(
         study,
         "mc_dropout",
@@ -147,7 +149,8 @@ def test_a_moved_selection_fails_and_names_the_method(store, tmp_path, capsys):
     report = verify.verify_piece(study, store, ENV, 2)
     moved = report["selection"]["mc_dropout"]
     assert not moved["same"] and moved["rerun"] == [target["config"], target["calibration"]]
-    assert moved["val_nll_gap"] > 0 and report["verdict"] == "outside the seeds' spread"
+    assert moved["val_nll_gap"] > 0 and not moved["near_tie"]
+    assert moved["stored_gap"] > 0 and report["verdict"] == "outside the seeds' spread"
     args = ["verify-piece", ENV, "2", "--study", str(study), "--store", str(store)]
     assert main(args) == 1
     assert "selection of mc_dropout moves" in capsys.readouterr().out
@@ -184,3 +187,17 @@ def test_bad_input_exits_2_naming_the_problem(store, tmp_path, capsys):
     assert main(["verify-piece", ENV, "2", "--study", str(study), "--store", str(store)]) == 2
     assert table.name in capsys.readouterr().err
     assert main(["verify-piece", ENV, "2", "--study", str(study), "--alpha", "2"]) == 2
+
+
+def test_a_re_run_missing_a_method_is_refused_unless_partial(store, tmp_path, capsys):
+    study = _rerun(store, tmp_path)
+    shutil.rmtree(study / verify.metric_dir(ENV, 2) / "laplace")
+    args = ["verify-piece", ENV, "2", "--study", str(study), "--store", str(store)]
+    assert main(args) == 2
+    assert "lacks the metric tables of ['laplace']" in capsys.readouterr().err
+    assert main([*args, "--partial"]) == 0
+    assert "not re-run, not checked: laplace" in capsys.readouterr().out
+    report = verify.verify_piece(study, store, ENV, 2, partial=True)
+    assert report["missing_methods"] == ["laplace"] and not report["byte_identical"]
+    assert report["verdict"].startswith("within the seeds' spread (partial")
+    assert {r["method"] for r in report["metrics"]} == {"swag", "mc_dropout"}

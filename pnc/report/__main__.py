@@ -155,13 +155,20 @@ def _parser() -> argparse.ArgumentParser:
         "--alpha", type=float, default=verify.ALPHA, help="family-wise level of the metric check"
     )
     vp.add_argument("--out", help="write the full report (every row checked) as JSON")
+    vp.add_argument(
+        "--partial",
+        action="store_true",
+        help="check only the methods the re-run has tables of (the others are listed)",
+    )
     return parser
 
 
 def _verify(args: argparse.Namespace) -> int:
     if not 0.0 < args.alpha < 1.0:
         raise ValueError(f"--alpha must lie in (0, 1), got {args.alpha}")
-    report = verify.verify_piece(args.study, args.store, args.env, args.seed, alpha=args.alpha)
+    report = verify.verify_piece(
+        args.study, args.store, args.env, args.seed, alpha=args.alpha, partial=args.partial
+    )
     if args.out:
         write_json(Path(args.out), report)
     for line in verify.summary(report):

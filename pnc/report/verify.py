@@ -160,10 +160,33 @@ def compare_bytes(study: str | Path, store: str | Path, env: str, seed: int) -> 
     return out
 
 
+def _val_nll(frame: pd.DataFrame, method: str, candidate: tuple[str, str]) -> pd.Series:
+    """Validation NLL of one candidate per seed (indexed by seed)."""
+    rows = frame[
+        (frame["method"] == method)
+        & (frame["config"] == candidate[0])
+        & (frame["calibration"] == candidate[1])
+        & (frame["split"] == SELECTION_SPLIT)
+        & (frame["metric"] == SELECTION_METRIC)
+    ]
+    return rows.set_index("seed")["value"].astype(np.float64).sort_index()
+
+
 def compare_selection(
-    stored: pd.DataFrame, rerun: pd.DataFrame, env: str, seed: int, seeds: list[int]
+    stored: pd.DataFrame,
+    rerun: pd.DataFrame,
+    env: str,
+    seed: int,
+    seeds: list[int],
+    alpha: float = ALPHA,
 ) -> dict[str, dict[str, Any]]:
     """The cross-seed selection with the stored seed's tables, and with the re-run's in their place.
+
+    A selection that moves is a *near tie* when, on the stored seeds, the re-run's choice was
+    already indistinguishable from the stored one: its seed-mean validation NLL exceeds the
+    stored choice's by no more than ``t_{n-1, 1 - alpha/2}`` standard errors of the per-seed
+    differences. Between two candidates that close a re-run may choose either; a move to a
+    candidate the stored seeds rank clearly worse is a finding.
 
     Args:
         stored: the stored seeds' metric rows of ``env`` (every seed of ``seeds``).
@@ -171,24 +194,32 @@ def compare_selection(
 
     Returns:
         ``{method: {"stored": [config, calibration], "rerun": [config, calibration], "same":
-        bool, "val_nll_gap": float}}``; the gap is how much higher (worse) the stored choice's
-        seed-mean validation NLL is than the re-run's choice, with the re-run in place (0 when
-        the same).
+        bool, "val_nll_gap": float, "gap_se": float, "near_tie": bool}}``; the gap is how much
+        higher (worse) the stored choice's seed-mean validation NLL is than the re-run's choice,
+        with the re-run in place (0 when the same); ``stored_gap`` and ``stored_gap_se``: how much
+        worse the re-run's choice is than the stored one on the stored seeds, and its standard
+        error.
     """
     swapped = pd.concat([stored[stored["seed"] != seed], rerun])
     before = cross_seed_selection(stored, seeds)
     after = cross_seed_selection(swapped, seeds)
+    limit = float(stats.t.ppf(1 - alpha / 2, df=max(len(seeds) - 1, 1)))
     out: dict[str, dict[str, Any]] = {}
     for method, rec in before.items():
         new = after.get(method)
         if new is None:
             raise PieceError(f"{env} seed {seed}: the re-run has no validation rows of {method}")
         old, chosen = rec["choice"], new["choice"]
+        diff = _val_nll(stored, method, chosen) - _val_nll(stored, method, old)
+        se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
         out[method] = {
             "stored": list(old),
             "rerun": list(chosen),
             "same": old == chosen,
             "val_nll_gap": float(new["candidates"][old] - new["candidates"][chosen]),
+            "stored_gap": float(diff.mean()),
+            "stored_gap_se": se,
+            "near_tie": old == chosen or float(diff.mean()) <= limit * se,
         }
     return out
 
@@ -270,6 +301,7 @@ def verify_piece(
     env: str,
     seed: int,
     alpha: float = ALPHA,
+    partial: bool = False,
 ) -> dict[str, Any]:
     """Compare the re-run piece of (env, seed) in ``study`` with the stored reference in ``store``.
 
@@ -278,6 +310,8 @@ def verify_piece(
         store: a pieces store holding every seed of ``env`` (``docs/results/offline/pieces``).
         env, seed: the piece.
         alpha: family-wise level of the metric check.
+        partial: check only the methods whose tables the re-run has (the others are listed in
+            ``missing_methods``); without it a re-run lacking a stored table is refused.
 
     Returns:
         A JSON-ready record: ``bytes`` (:func:`compare_bytes`), ``byte_identical``,
@@ -301,18 +335,30 @@ def verify_piece(
     stored = read_tables(p for s in seeds for p in _tables(store, env, s))
     rerun = read_tables(rerun_paths)
     byte_report = compare_bytes(study, store, env, seed)
-    selection = compare_selection(stored, rerun, env, seed, seeds)
+    # a method is checked only when every stored table of it was re-run
+    missing_methods = sorted({Path(rel).parts[-2] for rel in byte_report["missing"]})
+    have = set(rerun["method"]) - set(missing_methods)
+    rerun = rerun[rerun["method"].isin(have)]
+    if missing_methods and not partial:
+        raise PieceError(
+            f"the re-run of {env} seed {seed} lacks the metric tables of {missing_methods} "
+            f"(e.g. {byte_report['missing'][0]}); re-run them, or check the rest with --partial"
+        )
+    stored = stored[stored["method"].isin(have)]
+    selection = compare_selection(stored, rerun, env, seed, seeds, alpha)
     selected = {m: tuple(rec["stored"]) for m, rec in selection.items()}
     metrics = compare_metrics(stored, rerun, seed, selected, alpha)
     identical = not (byte_report["different"] or byte_report["missing"])
     within = bool(metrics["within"].all())
-    same = all(rec["same"] for rec in selection.values())
-    if identical:
-        verdict = "byte-identical"
-    elif within and same:
-        verdict = "within the seeds' spread"
-    else:
+    same = all(rec["near_tie"] for rec in selection.values())
+    if not (within and same):
         verdict = "outside the seeds' spread"
+    elif missing_methods:
+        verdict = f"within the seeds' spread (partial: {len(missing_methods)} method(s) not re-run)"
+    elif identical:
+        verdict = "byte-identical"
+    else:
+        verdict = "within the seeds' spread"
     records = metrics.to_dict(orient="records")
     return {
         "env": env,
@@ -321,6 +367,7 @@ def verify_piece(
         "alpha": alpha,
         "bytes": byte_report,
         "byte_identical": identical,
+        "missing_methods": missing_methods,
         "selection": selection,
         "selection_same": same,
         "metrics": records,
@@ -340,12 +387,16 @@ def summary(report: dict[str, Any], rows: int = 5) -> Iterable[str]:
     yield f"  metric tables byte-identical: {len(b['identical'])} of {n}" + (
         f" (missing: {', '.join(b['missing'])})" if b["missing"] else ""
     )
+    if report["missing_methods"]:
+        yield f"  not re-run, not checked: {', '.join(report['missing_methods'])}"
     for method, rec in report["selection"].items():
         if not rec["same"]:
             yield (
                 f"  selection of {method} moves: {'|'.join(rec['stored'])} -> "
                 f"{'|'.join(rec['rerun'])} (stored choice worse by {rec['val_nll_gap']:.4g} "
-                "seed-mean validation NLL)"
+                f"seed-mean validation NLL; on the stored seeds the new choice is worse by "
+                f"{rec['stored_gap']:.4g} +- {rec['stored_gap_se']:.3g}: "
+                + ("a near tie)" if rec["near_tie"] else "beyond the seeds' noise)")
             )
     yield (
         f"  {report['rows_checked']} selected-candidate rows against {len(report['stored_seeds'])} "
