@@ -9,6 +9,9 @@
 #   scripts/reference_runs.sh [--config FILE] [--store DIR] [--cores N] [--commit]
 #                             [--envs "Ant Hopper"] [--seeds "0 1"]
 #
+# With the two-phase evaluation (config `evaluation: two_phase`, the default) a piece also holds its
+# test phase, which follows the selection over every seed of the environment: an environment's
+# first piece runs the validation phase of all its seeds, the others then take minutes each.
 # A piece whose jobs fail, or whose files cannot be stored, is reported and left out of the store
 # (the loop goes on); its log files are under logs/. Python: $PYTHON, else the project's .venv,
 # set up first when it is missing (scripts/venv.sh ready_python; PNC_NO_SETUP=1 stops instead,

@@ -51,7 +51,7 @@ figures=(figures/frontier_all.png)
 for env in $envs; do figures+=("figures/frontier/$env.png" "figures/metrics/$env.png"); done
 "$python" -m snakemake -s Snakefile -d "$study" --configfile "$config" --cores "$cores" \
     results/results.csv results/tables/cross_env.csv "${figures[@]}" \
-    --allowed-rules select aggregate report_tables report_frontier_overview report_frontier \
+    --allowed-rules select assemble aggregate report_tables report_frontier_overview report_frontier \
     report_metrics
 if [ "$mechanism" = 1 ]; then
     # the mechanism table, and each environment's mechanism figures asked for by one of them

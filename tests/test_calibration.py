@@ -177,7 +177,7 @@ def study(tmp_path_factory):
 PNC_GRID = {"fixed": {"n_members": 4, "rank": 2}, "grid": {"sigma": [1.0, 4.0]}}
 
 
-def _evaluate(study, splits="splits", method="pnc", grid=PNC_GRID, **kwargs):
+def _evaluate(study, data="splits", method="pnc", grid=PNC_GRID, **kwargs):
     from pnc.mujoco.stages import evaluate_run
 
     return evaluate_run(
@@ -186,7 +186,7 @@ def _evaluate(study, splits="splits", method="pnc", grid=PNC_GRID, **kwargs):
         method_id=method,
         run_id="base",
         run_dir=study / "run",
-        splits_dir=study / splits,
+        splits_dir=study / data,
         method_entry=grid,
         **kwargs,
     )
@@ -217,7 +217,7 @@ def test_evaluate_run_scores_every_configuration_raw_and_calibrated(study):
 
 def test_calibration_never_sees_shifted_splits(study):
     frame, timings = _evaluate(study)
-    moved, moved_timings = _evaluate(study, splits="moved")
+    moved, moved_timings = _evaluate(study, data="moved")
     assert [t["variance_scale"] for t in moved_timings] == [t["variance_scale"] for t in timings]
     key = ["config", "calibration", "split", "metric"]
     a, b = frame.set_index(key)["value"], moved.set_index(key)["value"]
@@ -240,9 +240,9 @@ def test_evaluate_run_variants_are_a_choice(study):
 
 def test_evaluate_run_without_val_names_the_directory(study):
     with pytest.raises(ValueError, match=r"no_val: missing split 'val' \(variance calibration"):
-        _evaluate(study, splits="no_val")
+        _evaluate(study, data="no_val")
     with pytest.raises(ValueError, match=r"no_val: missing split 'val' \(the selection"):
-        _evaluate(study, splits="no_val", calibrations=("raw",))
+        _evaluate(study, data="no_val", calibrations=("raw",))
 
 
 def test_ablation_shares_the_keys_of_pnc(study, monkeypatch):
@@ -336,3 +336,39 @@ def test_variance_scale_of_one_point_and_in_float64_from_float32_inputs():
     expected = float(np.mean(np.square(y64 - m64) / (v64 + 1e-6)))
     # float32 arithmetic would be off by about 1e-7 relative
     assert cal.fit_variance_scale(mean, var, y) == pytest.approx(expected, rel=1e-12)
+
+
+def test_two_phases_score_the_full_evaluations_rows(study):
+    """The validation phase (every configuration on val and the frontier sample) and the test phase
+    (one configuration on the test splits) give, bit for bit, the full evaluation's rows: every split
+    is predicted in its own call with the same keys, and a configuration built with others (P&C's
+    ridge values) is built with its whole group."""
+    grid = {"fixed": {"n_members": 4, "rank": 2}, "grid": {"sigma": [4.0], "ridge": [1e-4, 1e-2]}}
+    full, _ = _evaluate(study, grid=grid)
+    phase1, timings = _evaluate(study, grid=grid, splits=("val", "id_sample", "far_sample"))
+    configs = list(dict.fromkeys(full["config"]))
+    key = ["config", "calibration", "split", "metric"]
+    val = full[full.split == "val"].set_index(key)["value"]
+    assert phase1[phase1.split == "val"].set_index(key)["value"].equals(val)
+    assert set(phase1.split) == {"val", "id_sample", "far_sample"}
+    assert [t["built_with"] for t in timings] == [2, 2]
+    # the sample holds every row of these small splits: its metrics are the whole split's
+    sample = phase1[phase1.split == "far_sample"].assign(split="far").set_index(key)["value"]
+    assert np.array_equal(
+        sample, full[full.split == "far"].set_index(key).loc[sample.index, "value"]
+    )
+    phase2, _ = _evaluate(
+        study, grid=grid, splits=("val", "id", "near", "far"), configs=[configs[1]]
+    )
+    assert set(phase2.config) == {configs[1]}
+    rows = full[full.config == configs[1]].set_index(key)["value"]
+    assert phase2.set_index(key)["value"].equals(rows)
+
+
+def test_evaluate_run_refuses_unknown_splits_and_configurations(study):
+    with pytest.raises(ValueError, match="unknown splits \\['test'\\]"):
+        _evaluate(study, splits=("val", "test"))
+    with pytest.raises(ValueError, match="lack 'val'"):
+        _evaluate(study, splits=("id",))
+    with pytest.raises(ValueError, match="no configuration \\['sigma=2'\\]"):
+        _evaluate(study, configs=["sigma=2"])

@@ -150,7 +150,7 @@ def test_nan_in_a_split_fails_the_evaluation_naming_config_and_split(study, tmp_
     y[3, 0] = np.nan
     _write_splits(study / "nan_near", {**splits, "near": (x, y)})
     with pytest.raises(NonFiniteMetricError) as info:
-        _evaluate(study, splits="nan_near")
+        _evaluate(study, data="nan_near")
     message = str(info.value)
     assert "configuration 'sigma" in message and "calibration 'raw'" in message
     assert "split 'near': " in message and "nll=nan" in message and "rmse=nan" in message

@@ -118,3 +118,26 @@ def test_defaults_follow_the_authors_and_options_are_checked():
         method.make_config({"predictive": "draws"})
     with pytest.raises(ValueError, match="max_rows"):
         method.make_config({"max_rows": 0})
+
+
+def test_restored_posterior_predicts_the_built_ones_bits():
+    """The two-phase evaluation stores the chain's samples and restores the posterior from them
+    (the subspace computed again from the run): its predictions are the built posterior's, bit for
+    bit, and samples of another shape are refused."""
+    method = methods.get("subspace")
+    config = method.make_config({"rank": 3, "n_samples": 4, "burn_in": 2})
+    x = jax.random.normal(jax.random.key(2), (30, 3))
+    y = jax.random.normal(jax.random.key(3), (30, 2))
+    built = method.build(_run(), config, x, y, key=jax.random.key(1))
+    arrays = method.posterior_arrays(built)
+    assert method.stores_posteriors and set(arrays) == {"z", "n_evals"}
+    restored = method.restore_posterior(_run(), config, arrays)
+    a = method.predict(built, x, key=jax.random.key(4))
+    b = method.predict(restored, x, key=jax.random.key(4))
+    assert np.array_equal(a.means, b.means) and np.array_equal(a.variances, b.variances)
+    assert restored.n_evals == built.n_evals
+    with pytest.raises(ValueError, match="do not fit"):
+        method.restore_posterior(_run(), config, {**arrays, "z": arrays["z"][:2]})
+    assert not methods.get("swag").stores_posteriors
+    with pytest.raises(ValueError, match="does not store"):
+        methods.get("swag").posterior_arrays(built)

@@ -7,6 +7,7 @@ in subprocesses, several seconds each; the cross-key config checks are unit-test
 from __future__ import annotations
 
 import ast
+import csv
 import importlib
 import importlib.util
 import json
@@ -55,12 +56,25 @@ def _job_counts(output: str) -> dict[str, int]:
 
 
 def _rules(text: str) -> dict[str, dict[str, str]]:
-    """``rule name -> {directive: its text}`` of a rules file (directives at 4 spaces, bodies deeper)."""
+    """``rule name -> {directive: its text}`` of a rules file (directives 4 spaces deeper than their
+    rule, bodies deeper). A rule defined in both branches of an ``if`` on the config (the full and
+    the two-phase evaluation's ``select``) is listed as ``name`` and ``name@2``."""
     rules: dict[str, dict[str, str]] = {}
-    for block in re.split(r"^(?=rule )", text, flags=re.M)[1:]:
-        name = re.match(r"rule (\w+):", block).group(1)
-        parts = re.split(r"^    (\w+):[ \t]*", block, flags=re.M)[1:]
-        rules[name] = {key: body.strip() for key, body in zip(parts[::2], parts[1::2], strict=True)}
+    for block in re.split(r"^(?=[ ]*rule )", text, flags=re.M)[1:]:
+        indent, name = re.match(r"([ ]*)rule (\w+):", block).groups()
+        first, *lines = block.split("\n")
+        end = next(
+            (
+                i
+                for i, line in enumerate(lines)
+                if line.strip() and not line.startswith(indent + " ")
+            ),
+            len(lines),
+        )  # the rule ends at the first line not indented deeper than it
+        block = "\n".join([first, *lines[:end]])
+        parts = re.split(rf"^{indent}    (\w+):[ \t]*", block, flags=re.M)[1:]
+        label = name if name not in rules else f"{name}@2"
+        rules[label] = {k: body.strip() for k, body in zip(parts[::2], parts[1::2], strict=True)}
     return rules
 
 
@@ -90,9 +104,10 @@ def test_every_rule_runs_a_thread_limited_stage():
     from pnc.workflow.commands import STAGES, Forward
 
     commands = _shell_commands()
-    assert {"train", "evaluate", "splits", "select", "report_tables", "report_metrics"} <= set(
-        commands
-    )
+    assert {
+        "train", "evaluate", "evaluate_test", "splits", "select", "select@2", "assemble",
+        "report_tables", "report_metrics",
+    } <= set(commands)  # fmt: skip
     stages = {}
     for rule, command in commands.items():
         match = STAGE.match(command)
@@ -136,12 +151,13 @@ def test_upstream_jobs_and_the_mechanism_chain_go_before_training_and_evaluation
     for path in RULE_FILES:
         rules.update(_rules(path.read_text()))
     upstream = {"behaviour_policies", "offline_data", "minari_data", "far_data", "splits"}
-    for name in upstream - {"minari_data"} | {"select", "pnc_members", "mechanism"}:
+    for name in upstream - {"minari_data"} | {"select", "select@2", "assemble", "pnc_members", "mechanism"}:
         assert rules[name].get("priority") == "UPSTREAM_PRIORITY", name
     # the downloads go first of all
     assert rules["minari_data"]["priority"] == "DOWNLOAD_PRIORITY"
     assert rules["train"]["priority"] == "training_priority"
     assert rules["evaluate"]["priority"] == "evaluation_priority"
+    assert rules["evaluate_test"]["priority"] == "test_priority"
     common = (ROOT / "workflow/rules/common.smk").read_text()
     line = next(t for t in common.splitlines() if t.startswith("UPSTREAM_PRIORITY = "))
     assert "EVALUATION_WORK.values()" in line and "TRAINING_WORK.values()" in line
@@ -189,21 +205,31 @@ def test_lint_is_clean(workdir):
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
 
 
-def test_paper_protocol_dag(workdir):
-    """config.yaml: 11 envs x 10 seeds; 8 training runs and 12 (method, run) jobs per (env, seed)."""
-    proc = _snakemake(workdir, "-n", "--configfile", "config.yaml")
+@pytest.mark.parametrize("evaluation", ["two_phase", "full"])
+def test_paper_protocol_dag(workdir, evaluation):
+    """config.yaml: 11 envs x 10 seeds; 8 training runs and 12 (method, run) jobs per (env, seed);
+    with the two-phase evaluation (the default) also a test phase per (env, seed, method) and the
+    assembly of each environment's tables."""
+    extra = [] if evaluation == "two_phase" else ["--config", "evaluation=full"]
+    proc = _snakemake(workdir, "-n", "--configfile", "config.yaml", *extra)
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = _job_counts(proc.stdout)
     n_env, n_seed = 11, 10
     # runs: base, deep_ensemble-n_members5, mc_dropout x 5 rates, subspace's own run
     # evaluation jobs: pnc, pnc_nocorr, swag, laplace (base), subspace, deep_ensemble and its
-    # mixture reading (one shared run), 5 x mc_dropout
+    # mixture reading (one shared run), 5 x mc_dropout; the test phase: one per method (8)
+    phases = (
+        {"evaluate_test": n_env * n_seed * 8, "assemble": n_env}
+        if evaluation == "two_phase"
+        else {}
+    )
     expected = {
         "minari_data": n_env,
         "far_data": n_env * n_seed,  # Far data are collected fresh per seed
         "splits": n_env * n_seed,
         "train": n_env * n_seed * 8,
         "evaluate": n_env * n_seed * 12,
+        **phases,
         "select": n_env,
         "aggregate": 1,
         "report_tables": 1,
@@ -222,6 +248,15 @@ def test_paper_protocol_dag(workdir):
     pnc_job = re.search(r"--method pnc --run-id base .*?--grid '([^']*)'", proc.stdout)
     grid = json.loads(pnc_job.group(1))["grid"]
     assert [len(v) for v in grid.values()] == [3, 4, 2]
+    # the two-phase evaluation scores every configuration on val and the frontier sample first
+    scored = re.search(r"--method pnc --run-id base .*?--out (\S+)", proc.stdout)
+    if evaluation == "two_phase":
+        assert "--score val id_sample far_sample --posteriors results/validation/" in scored.group(
+            0
+        )
+        assert scored.group(1).startswith("results/validation/")
+    else:
+        assert "--score" not in scored.group(0) and scored.group(1).startswith("results/metrics/")
     # the mechanism job declares every run it reads: the base run and Subspace's own run (a
     # study restored from pieces, with no run on disk, makes them before the mechanism job)
     mechanism = re.search(
@@ -239,6 +274,7 @@ def test_one_environment_target(workdir):
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = _job_counts(proc.stdout)
     assert counts["train"] == 10 * 8 and counts["evaluate"] == 10 * 12 and counts["select"] == 1
+    assert counts["evaluate_test"] == 10 * 8 and counts["assemble"] == 1
     assert "aggregate" not in counts and "Ant" not in proc.stdout
 
 
@@ -280,6 +316,8 @@ def test_rules_declare_memory_and_runtime_from_the_config():
         "splits",
         "train",
         "evaluate",
+        "evaluate_test",
+        "assemble",
         "report_tables",
         "report_frontier_overview",
         "report_frontier",
@@ -496,19 +534,34 @@ def test_atomic_path_leaves_nothing_on_failure(tmp_path):
     assert target.read_text() == "complete" and len(list(target.parent.iterdir())) == 1
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> Path:
-    """A clean run of every rule on .test/config.yaml in a temporary copy (a few minutes)."""
-    workdir = _copy_workflow(tmp_path_factory.mktemp("tiny"))
+def _tiny(tmp_path_factory, evaluation: str) -> Path:
+    """A clean run of every rule on .test/config.yaml in a temporary copy (a few minutes), with
+    the config's ``evaluation`` set (every later Snakemake call in the copy reads it)."""
+    workdir = _copy_workflow(tmp_path_factory.mktemp(f"tiny-{evaluation}"))
+    config = workdir / ".test" / "config.yaml"
+    config.write_text(config.read_text() + f"\nevaluation: {evaluation}\n")
     proc = _snakemake(workdir, "--cores", "2", "--configfile", ".test/config.yaml", timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return workdir
 
 
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    """The tiny run with the default evaluation, ``two_phase``."""
+    return _tiny(tmp_path_factory, "two_phase")
+
+
+@pytest.fixture(scope="module")
+def tiny_run_full(tmp_path_factory) -> Path:
+    """The tiny run with ``evaluation: full``."""
+    return _tiny(tmp_path_factory, "full")
+
+
 @pytest.mark.slow
-def test_tiny_config_end_to_end(tiny_run):
+@pytest.mark.parametrize("evaluation", ["two_phase", "full"])
+def test_tiny_config_end_to_end(request, evaluation):
     """All rules on .test/config.yaml, then a dry re-run with nothing to do."""
-    workdir = tiny_run
+    workdir = request.getfixturevalue("tiny_run" if evaluation == "two_phase" else "tiny_run_full")
 
     results = pd.read_csv(workdir / "results" / "results.csv")
     config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
@@ -525,7 +578,8 @@ def test_tiny_config_end_to_end(tiny_run):
     assert results.loc[results["metric"] == "rmse", "value"].notna().all()
 
     all_configs = pd.read_csv(workdir / "results" / "all_configs.csv")
-    assert {"val", "id", "near", "far"} == set(all_configs["split"])
+    sample = {"id_sample", "far_sample"} if evaluation == "two_phase" else set()
+    assert {"val", "id", "near", "far"} | sample == set(all_configs["split"])
     assert all_configs.groupby("method")["config"].nunique().to_dict() == {
         "deep_ensemble": 1,
         "laplace": 1,
@@ -583,7 +637,8 @@ def test_tiny_config_end_to_end(tiny_run):
     assert score["estimate"].between(0, 1).all()
     distance = table[table["evidence"].str.startswith("Input: nearest train row")]
     assert len(distance) == 1 and distance["n"].iloc[0] == 400 and distance["estimate"].iloc[0] > 0
-    for rule in ("train", "evaluate", "select", "pnc_members", "mechanism"):
+    phases = ("evaluate_test", "assemble") if evaluation == "two_phase" else ()
+    for rule in ("train", "evaluate", "select", *phases, "pnc_members", "mechanism"):
         assert list((workdir / "benchmarks" / rule).rglob("*.tsv")), rule
         assert list((workdir / "logs" / rule).rglob("*.log")), rule
     # every job's log (same path as its benchmark file) ends with its exact process record
@@ -600,6 +655,49 @@ def test_tiny_config_end_to_end(tiny_run):
     again = _snakemake(workdir, "-n", "--configfile", ".test/config.yaml")
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
+
+
+def _text_rows(path: Path, keep=lambda row: True) -> list[str]:
+    """The lines of a CSV whose row (a dict of its cells, as text) ``keep`` accepts."""
+    header, *lines = path.read_text().splitlines()
+    rows = csv.DictReader(path.read_text().splitlines())
+    return [line for line, row in zip(lines, rows, strict=True) if keep(row)]
+
+
+@pytest.mark.slow
+def test_two_phase_gives_the_full_evaluations_numbers(tiny_run, tiny_run_full):
+    """The same study evaluated in two phases and in full: byte-identical validation metrics
+    (every configuration, every seed, every job), results.csv, selection.json and the mechanism
+    table; all_configs.csv of the two phases is the full one's rows of the configurations the test
+    plan names, in the same order, plus every configuration's frontier-sample rows."""
+    for name in ("results/results.csv", "results/selection.json", "results/tables/mechanism.csv"):
+        assert (tiny_run / name).read_bytes() == (tiny_run_full / name).read_bytes(), name
+    is_val = lambda row: row["split"] == "val"  # noqa: E731
+    full_tables = sorted((tiny_run_full / "results/metrics").rglob("*.csv"))
+    assert len(full_tables) == 7
+    for table in full_tables:
+        phase1 = (
+            tiny_run / "results/validation" / table.relative_to(tiny_run_full / "results/metrics")
+        )
+        assert _text_rows(phase1, is_val) == _text_rows(table, is_val), phase1
+        assert phase1.with_suffix(".npz").is_file()
+    for name in ("results/all_configs.csv", "results/envs/InvertedPendulum/all_configs.csv"):
+        two = _text_rows(tiny_run / name, lambda row: not row["split"].endswith("_sample"))
+        full = _text_rows(tiny_run_full / name)
+        assert _text_rows(tiny_run / name, is_val) == _text_rows(tiny_run_full / name, is_val)
+        assert set(two) <= set(full) and two == [line for line in full if line in set(two)], name
+    plan = json.loads((tiny_run / "results/envs/InvertedPendulum/test_plan.json").read_text())
+    selection = json.loads((tiny_run / "results/selection.json").read_text())["InvertedPendulum"]
+    scored = pd.read_csv(tiny_run / "results/all_configs.csv")
+    scored = scored[scored.split == "far"].groupby("method")["config"].unique()
+    for method, rec in selection.items():
+        assert "selected" in plan["InvertedPendulum"][method][rec["config"]], method
+        assert set(scored[method]) == set(plan["InvertedPendulum"][method]), method
+    # the tiny grid's two P&C sigmas are both Figure 3A points
+    assert len(plan["InvertedPendulum"]["pnc"]) == 2
+    # the test phase restored Subspace's chain instead of running it again
+    log = (tiny_run / "logs/evaluate_test/InvertedPendulum/seed0/subspace.log").read_text()
+    assert " restored in " in log and " built in " not in log, log[-2000:]
 
 
 #: Outputs that must not depend on how the run got there (timings live elsewhere).
@@ -657,24 +755,25 @@ def _finished_jobs(output: str) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def resume_record(tiny_run, tmp_path_factory) -> dict:
-    """The tiny run's results (:data:`RESUMED_TARGET`) interrupted with Ctrl-C after its first
-    finished evaluation, then resumed: the work directory, the jobs finished before the
-    interruption and those the resumed run scheduled (rule -> count), and the modification times
-    (ns), taken before resuming, of outputs whose jobs had certainly finished (the data and the
-    training run behind the first evaluation table)."""
+    """The tiny run's results (:data:`RESUMED_TARGET`) interrupted with Ctrl-C between the two
+    phases of the evaluation (after the selection job finished), then resumed: the work
+    directory, the jobs finished before the interruption and those the resumed run scheduled
+    (rule -> count), and the modification times (ns), taken before resuming, of outputs whose jobs
+    had certainly finished (the data, the training runs, the validation phase's tables and stored
+    posteriors, the selection and the test plan)."""
     workdir = _copy_workflow(tmp_path_factory.mktemp("resumed"))
     output = tmp_path_factory.mktemp("interrupted") / "snakemake.log"
-    code = _interrupt_after_first(workdir, RESUMED_TARGET, "evaluate", output)
+    code = _interrupt_after_first(workdir, RESUMED_TARGET, "select", output)
     assert code != 0 and not (workdir / "results" / "results.csv").exists()
     done = _finished_jobs(output.read_text())
-    first = sorted(workdir.glob("results/metrics/*/seed0/*/*.csv"))[0]
     finished = [
         *sorted((workdir / "resources/splits").rglob("*")),
         *sorted((workdir / "resources/data").rglob("*.json")),
-        # an evaluation table is named after its training run, which finished before it started
-        *sorted((workdir / "results/runs" / first.parts[-4] / "seed0" / first.stem).glob("run.*")),
+        *sorted((workdir / "results/runs").rglob("run.*")),
+        *sorted((workdir / "results/validation").rglob("*.*")),
+        *sorted((workdir / "results/envs").rglob("*.json")),
     ]
-    assert len(finished) >= 5, finished
+    assert len(finished) >= 5 + 2 * 4 + 2 * 7 + 2, finished
     mtimes = {str(p.relative_to(workdir)): p.stat().st_mtime_ns for p in finished if p.is_file()}
     proc = _snakemake(
         workdir, RESUMED_TARGET, "--cores", "2", "--configfile", ".test/config.yaml", timeout=900
@@ -693,25 +792,31 @@ def resumed_run(resume_record) -> Path:
 def test_interrupted_run_resumes_to_identical_results(tiny_run, resumed_run):
     for name in DETERMINISTIC_OUTPUTS:
         assert (resumed_run / name).read_bytes() == (tiny_run / name).read_bytes(), name
-    for table in sorted((tiny_run / "results" / "metrics").rglob("*.csv")):
+    tables = [
+        *sorted((tiny_run / "results" / "validation").rglob("*.*")),
+        *sorted((tiny_run / "results" / "test").rglob("*.csv")),
+    ]
+    assert len(tables) == 3 * 7  # the tiny config's 7 methods, one run each
+    for table in tables:
         other = resumed_run / table.relative_to(tiny_run)
         assert other.read_bytes() == table.read_bytes(), table
 
 
 @pytest.mark.slow
 def test_resumed_run_reuses_finished_jobs(tiny_run, resume_record):
-    """Resuming reruns exactly what the interruption left unfinished: every job Snakemake had
-    reported finished is reused (the data jobs are not scheduled again; training runs and
-    evaluations are scheduled only for the ones not finished), and the outputs of finished jobs
-    keep their modification times."""
+    """Interrupted between the phases, the resumed run recomputes nothing finished: no data,
+    training, validation-phase or selection job is scheduled again, the test phase only for the
+    methods whose job had not finished, and every output of the first phase keeps its
+    modification time."""
     workdir, done, jobs = resume_record["workdir"], resume_record["done"], resume_record["jobs"]
     n_runs = len(list((tiny_run / "results/runs").glob("*/seed0/*/run.json")))
-    n_tables = len(list((tiny_run / "results/metrics").glob("*/seed0/*/*.csv")))
-    assert done.get("evaluate", 0) >= 1 and done.get("train", 0) >= 1, done
-    assert not {"offline_data", "far_data", "splits"} & set(jobs), jobs
-    assert jobs.get("train", 0) == n_runs - done["train"], (jobs, done)
-    assert jobs.get("evaluate", 0) == n_tables - done["evaluate"], (jobs, done)
-    assert jobs["select"] == 1 and jobs["aggregate"] == 1, jobs
+    n_tables = len(list((tiny_run / "results/validation").glob("*/seed0/*/*.csv")))
+    n_tests = len(list((tiny_run / "results/test").glob("*/seed0/*.csv")))
+    assert done.get("evaluate", 0) == n_tables and done.get("train", 0) == n_runs, done
+    assert done.get("select") == 1, done
+    assert not {"offline_data", "far_data", "splits", "train", "evaluate", "select"} & set(jobs)
+    assert jobs.get("evaluate_test", 0) == n_tests - done.get("evaluate_test", 0), (jobs, done)
+    assert jobs["assemble"] == 1 and jobs["aggregate"] == 1, jobs
     for name, mtime in resume_record["mtimes"].items():
         assert (workdir / name).stat().st_mtime_ns == mtime, f"{name} was rewritten on resume"
 
@@ -720,7 +825,8 @@ def test_resumed_run_reuses_finished_jobs(tiny_run, resume_record):
 def test_results_rebuild_from_stored_pieces_alone(tiny_run, tmp_path):
     """A finished (env, seed)'s piece, stored and restored into a fresh copy of the workflow
     where nothing upstream ever ran, rebuilds the same results with the selection rules alone
-    (``--allowed-rules select aggregate``): the final tables depend only on committed files."""
+    (``--allowed-rules select assemble aggregate``): the final tables depend only on committed
+    files (the two phases' metric tables and the stored posteriors)."""
     piece = "results/pieces/InvertedPendulum/seed0.json"
     proc = _snakemake(tiny_run, piece, "--cores", "1", "--configfile", ".test/config.yaml")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -733,17 +839,19 @@ def test_results_rebuild_from_stored_pieces_alone(tiny_run, tmp_path):
     subprocess.run([*report, "restore-pieces", store, "--study", fresh], check=True)
     assert not (fresh / "results/runs").exists() and not (fresh / "resources").exists()
     proc = _snakemake(
-        fresh, "results/results.csv", "--allowed-rules", "select", "aggregate",
+        fresh, "results/results.csv", "--allowed-rules", "select", "assemble", "aggregate",
         "--cores", "1", "--configfile", ".test/config.yaml",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert set(_job_counts(proc.stdout + proc.stderr)) - {"total"} == {"select", "aggregate"}
+    jobs = set(_job_counts(proc.stdout + proc.stderr)) - {"total"}
+    assert jobs == {"select", "assemble", "aggregate"}
     for name in DETERMINISTIC_OUTPUTS:
         assert (fresh / name).read_bytes() == (tiny_run / name).read_bytes(), name
     # the mechanism stage on the restored study, by the script that builds the reference folders:
     # the seed's data, splits and the runs the stage reads are made again, the restored metric
     # tables are not recomputed, and the mechanism table equals the full run's
-    tables = sorted((fresh / "results/metrics").rglob("*.csv"))
+    tables = sorted(p for d in ("validation", "test") for p in (fresh / "results" / d).rglob("*.*"))
+    assert len(tables) == 3 * 7  # the tiny config's 7 methods, one run each
     stamps = {t: t.stat().st_mtime_ns for t in tables}
     script = [
         "bash", str(ROOT / "scripts/reference_tables.sh"), "--config", ".test/config.yaml",
@@ -763,10 +871,34 @@ def test_results_rebuild_from_stored_pieces_alone(tiny_run, tmp_path):
 
 
 @pytest.mark.slow
+def test_non_finite_validation_table_fails_selection_naming_it(resumed_run):
+    """A validation-phase table holding a non-finite value stops the selection, before the test
+    phase, naming the file and the command that rebuilds it."""
+    name = "results/validation/InvertedPendulum/seed0/swag/base.csv"
+    table = resumed_run / name
+    text, stat = table.read_text(), table.stat()
+    lines = text.splitlines(keepends=True)
+    head, _, source = lines[3].rsplit(",", 2)  # the value is the last cell but one
+    table.write_text("".join([*lines[:3], f"{head},nan,{source}", *lines[4:]]))
+    try:
+        proc = _snakemake(
+            resumed_run, "results/results.csv", "--cores", "1", "--configfile", ".test/config.yaml"
+        )
+        assert proc.returncode != 0
+        log = (resumed_run / "logs/select/InvertedPendulum.log").read_text()
+        assert name in log and "non-finite value" in log, log[-3000:]
+        assert f"snakemake --forcerun {name}" in log, log[-3000:]
+        assert "Rule: evaluate_test" not in proc.stdout + proc.stderr
+    finally:
+        table.write_text(text)
+        os.utime(table, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+@pytest.mark.slow
 def test_cut_metric_table_fails_selection_naming_it(tiny_run, resumed_run):
     """A table cut at a line boundary is refused by the selection job, which names the file, the
     missing rows and the command that rebuilds it; that command restores the results."""
-    name = "results/metrics/InvertedPendulum/seed0/pnc/base.csv"
+    name = "results/validation/InvertedPendulum/seed0/pnc/base.csv"
     table = resumed_run / name
     table.write_text("".join(table.read_text().splitlines(keepends=True)[:14]))
     proc = _snakemake(
@@ -789,7 +921,7 @@ def test_cut_metric_table_fails_selection_naming_it(tiny_run, resumed_run):
 def test_truncated_run_fails_naming_it_and_the_target(resumed_run):
     run = resumed_run / "results/runs/InvertedPendulum/seed0/base/run.msgpack"
     run.write_bytes(run.read_bytes()[:-100])
-    target = "results/metrics/InvertedPendulum/seed0/swag/base.csv"
+    target = "results/validation/InvertedPendulum/seed0/swag/base.csv"
     proc = _snakemake(
         resumed_run, target, "--cores", "1", "--forcerun", target,
         "--configfile", ".test/config.yaml",

@@ -204,6 +204,11 @@ class MethodBase:
     style: ClassVar[Mapping[str, object]]
     hparam_abbreviations: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
     hparam_legend: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
+    #: Whether the study's two-phase evaluation keeps this method's posteriors from the validation
+    #: phase (:meth:`posterior_arrays`) for the test phase to restore (:meth:`restore_posterior`)
+    #: rather than build them again from the same keys: set where a build costs far more than its
+    #: arrays take to store (Subspace's chains). Other methods are built again, bit for bit.
+    stores_posteriors: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -310,6 +315,24 @@ class MethodBase:
     ) -> list[Any]:
         """The posteriors of ``configs`` built with one ``key`` (default: one :meth:`build` each)."""
         return [self.build(run, config, x, y, key=key) for config in configs]
+
+    def posterior_arrays(self, posterior: Any) -> dict[str, Any]:
+        """The arrays that, with the run and the training data, give ``posterior`` back
+        (:meth:`restore_posterior`), for methods that set :attr:`stores_posteriors`.
+
+        Raises:
+            ValueError: the method does not store its posteriors.
+        """
+        raise ValueError(f"method {self.id!r} does not store its posteriors")
+
+    def restore_posterior(self, run: TrainingRun, config: Any, arrays: Mapping[str, Any]) -> Any:
+        """The posterior of ``config`` on ``run`` whose :meth:`posterior_arrays` were ``arrays``:
+        bit for bit the one :meth:`build` made, without its costly part.
+
+        Raises:
+            ValueError: the method does not store its posteriors, or ``arrays`` do not fit.
+        """
+        raise ValueError(f"method {self.id!r} does not store its posteriors")
 
     def parameter_samples(self, posterior: Any, key: Array) -> tuple[Any, Any]:
         """The weight samples :meth:`predict` evaluates (same key use), a parameter pytree with a

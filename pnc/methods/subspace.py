@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from pnc.methods.base_run import snapshot_problems, swag_statistics, train_base
@@ -254,6 +255,7 @@ class SubspaceInference(MethodBase):
         "chunk_size",
     )
     id_fields: ClassVar[tuple[str, ...]] = ("temperature",)
+    stores_posteriors: ClassVar[bool] = True  # a chain costs minutes; its samples, 8 kB
 
     def study_problems(self, config: SubspaceConfig, study) -> tuple[list[str], list[str]]:
         """Its own run's snapshots (``collect_start``/``collect_every`` over
@@ -297,6 +299,16 @@ class SubspaceInference(MethodBase):
             validation=validation,
         )
 
+    def _subspace(self, run: TrainingRun, config: SubspaceConfig) -> tuple[Array, Array]:
+        """``(theta_SWA, B)`` of ``run``'s trajectory."""
+        stats = swag_statistics(run)
+        if stats["n_valid"] < 2:
+            raise ValueError(
+                f"run {run.spec.run_id} collected {stats['n_valid']} iterate(s); the subspace needs"
+                " >= 2 (it stopped early before the collection started: lower collect_start)"
+            )
+        return stats["mean"], pca_subspace(stats["deviations"][: stats["n_valid"]], config.rank)
+
     def build(self, run: TrainingRun, config: SubspaceConfig, x, y, *, key) -> SubspacePosterior:
         """Build the subspace and run the ESS chain on standardised ``x [N, in]``, ``y [N, D]``."""
         self._check_config(config)
@@ -304,13 +316,7 @@ class SubspaceInference(MethodBase):
         y = jnp.asarray(y, jnp.float32)
         if y.shape != (x.shape[0], run.model.out_dim):
             raise ValueError(f"y must be [{x.shape[0]}, {run.model.out_dim}], got {y.shape}")
-        stats = swag_statistics(run)
-        if stats["n_valid"] < 2:
-            raise ValueError(
-                f"run {run.spec.run_id} collected {stats['n_valid']} iterate(s); the subspace needs"
-                " >= 2 (it stopped early before the collection started: lower collect_start)"
-            )
-        basis = pca_subspace(stats["deviations"][: stats["n_valid"]], config.rank)
+        mean, basis = self._subspace(run, config)
         n_data = x.shape[0]
         k_rows, k_chain = jax.random.split(key)
         if config.max_rows is not None and n_data > config.max_rows:
@@ -318,7 +324,7 @@ class SubspaceInference(MethodBase):
             x, y = x[rows], y[rows]
         scale = jnp.asarray(likelihood_scale(n_data, x.shape[0], config.temperature), jnp.float32)
         z, n_evals = _subspace_chain(
-            stats["mean"],
+            mean,
             basis,
             run.model.params,
             x,
@@ -331,13 +337,28 @@ class SubspaceInference(MethodBase):
             thin=config.thin,
         )
         return SubspacePosterior(
-            stats["mean"],
-            basis,
-            z,
-            int(n_evals),
-            run.model,
-            config.predictive,
-            config.chunk_size,
+            mean, basis, z, int(n_evals), run.model, config.predictive, config.chunk_size
+        )
+
+    def posterior_arrays(self, posterior: SubspacePosterior) -> dict[str, Any]:
+        """The chain's retained coordinates ``z [S, k]`` and its likelihood evaluations."""
+        return {"z": np.asarray(posterior.z), "n_evals": np.asarray(posterior.n_evals)}
+
+    def restore_posterior(
+        self, run: TrainingRun, config: SubspaceConfig, arrays: Mapping[str, Any]
+    ) -> SubspacePosterior:
+        """The posterior with the stored chain: the subspace is computed again from ``run`` as
+        :meth:`build` computes it (an SVD of the deviations), the chain is not run."""
+        self._check_config(config)
+        mean, basis = self._subspace(run, config)
+        z = jnp.asarray(arrays["z"])
+        if z.shape != (config.n_samples, basis.shape[0]) or z.dtype != mean.dtype:
+            raise ValueError(
+                f"stored subspace samples of shape {z.shape} ({z.dtype}) do not fit "
+                f"n_samples {config.n_samples} x rank {basis.shape[0]} ({mean.dtype})"
+            )
+        return SubspacePosterior(
+            mean, basis, z, int(arrays["n_evals"]), run.model, config.predictive, config.chunk_size
         )
 
     def parameter_samples(self, posterior: SubspacePosterior, key: Array) -> tuple[Any, Any]:

@@ -9,7 +9,9 @@ functions of :mod:`pnc.mujoco.metrics` and the split and metric names of :mod:`p
   ``rmse_std`` and ``nll_std`` in standardised units, and ``spearman``;
 - every shifted split (:data:`~pnc.mujoco.results.SHIFTED_SPLITS`: ``near``, ``mid``, ``far``) also
   gets :data:`~pnc.mujoco.results.SHIFT_METRICS`: ``auroc`` and ``auroc_epistemic`` against the
-  ``id`` split (ID = negatives, shifted = positives).
+  ``id`` split (ID = negatives, shifted = positives);
+- the frontier sample of the two-phase evaluation (:data:`~pnc.mujoco.results.SAMPLED_SPLITS`,
+  rows drawn by :func:`sample_rows`) gets :data:`~pnc.mujoco.results.SPLIT_METRICS` only.
 
 The shifted splits are only ever *evaluated*: nothing here feeds back into training, construction,
 post-hoc calibration or hyperparameter selection (calibration and selection use ``val`` alone, see
@@ -19,12 +21,20 @@ post-hoc calibration or hyperparameter selection (calibration and selection use 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterator, Mapping
 
 import numpy as np
 
 from pnc.mujoco import metrics
-from pnc.mujoco.results import EVAL_SPLITS, SHIFT_METRICS, SHIFTED_SPLITS, SPLIT_METRICS
+from pnc.mujoco.results import (
+    EVAL_SPLITS,
+    SAMPLE_ROWS,
+    SCORED_SPLITS,
+    SHIFT_METRICS,
+    SHIFTED_SPLITS,
+    SPLIT_METRICS,
+)
 from pnc.predictive import Predictive, epistemic_variance, mixture
 from pnc.training import Standardizer
 
@@ -122,22 +132,33 @@ def summarise_split(pred: Predictive, y_raw: np.ndarray, y_norm: Standardizer) -
     return SplitSummary(values, total, np.mean(epistemic, axis=-1), mean, var, y_raw, std)
 
 
+def sample_rows(n_rows: int, *key_parts: object, size: int = SAMPLE_ROWS) -> np.ndarray:
+    """The rows of a split's frontier sample: ``min(size, n_rows)`` row indices in ascending order,
+    drawn without replacement by a NumPy generator seeded from the name ``key_parts`` (e.g.
+    ``(env, seed, "far_sample")``), so the sample is the same in every job and on every machine."""
+    text = "/".join(str(p) for p in key_parts).encode()
+    seed = int.from_bytes(hashlib.sha256(text).digest()[:8], "little")
+    if n_rows <= size:
+        return np.arange(n_rows)
+    return np.sort(np.random.default_rng(seed).choice(n_rows, size, replace=False))
+
+
 def metric_rows(summaries: Mapping[str, SplitSummary]) -> Iterator[tuple[str, str, float]]:
     """All metric rows of one configuration from its per-split summaries.
 
     Args:
-        summaries: :class:`SplitSummary` per split name (a subset of :data:`EVAL_SPLITS`; must
+        summaries: :class:`SplitSummary` per split name (a subset of :data:`SCORED_SPLITS`; must
             contain ``id`` when any shifted split is present).
 
     Yields:
         ``(split, metric, value)`` in split order, then metric order.
     """
-    unknown = set(summaries) - set(EVAL_SPLITS)
+    unknown = set(summaries) - set(SCORED_SPLITS)
     if unknown:
-        raise ValueError(f"unknown splits {sorted(unknown)}; valid: {list(EVAL_SPLITS)}")
+        raise ValueError(f"unknown splits {sorted(unknown)}; valid: {list(SCORED_SPLITS)}")
     if "id" not in summaries and any(s in summaries for s in SHIFTED_SPLITS):
         raise ValueError("shifted splits are scored against 'id', which is missing")
-    for split in EVAL_SPLITS:
+    for split in SCORED_SPLITS:
         if split not in summaries:
             continue
         summary = summaries[split]

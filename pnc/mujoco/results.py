@@ -16,7 +16,8 @@ Every table the study writes or reads (per-job metric tables, ``results/all_conf
   attributes given by :func:`method_ids`, :func:`ranked_methods`, :func:`ablation_methods`), so a
   method registered after import is seen;
 - splits: :data:`EVAL_SPLITS`, :data:`SHIFTED_SPLITS`, :data:`REPORTED_SPLITS`,
-  :data:`SPLIT_LABELS`, and the selection criterion :data:`SELECTION_SPLIT`/:data:`SELECTION_METRIC`;
+  :data:`SPLIT_LABELS`, the selection criterion :data:`SELECTION_SPLIT`/:data:`SELECTION_METRIC`,
+  and the frontier sample of the two-phase evaluation, :data:`SAMPLED_SPLITS`;
 - metrics: :data:`METRIC_INFO` (label, direction, bounds, reference line, definition),
   :data:`METRICS`, :data:`SPLIT_METRICS`, :data:`SHIFT_METRICS`, :data:`BOUNDED_METRICS`,
   :data:`HEADLINE`.
@@ -287,6 +288,18 @@ SPLIT_LABELS: dict[str, str] = {
     "mid": "Mid",
     "far": "Far",
 }
+#: The frontier sample of the two-phase evaluation (config ``evaluation: two_phase``): every
+#: configuration is also scored on a fixed, seeded sample of at most :data:`SAMPLE_ROWS` rows of the
+#: splits the ID/OOD frontier figure reads, so that the figure shows every configuration without
+#: each being scored on the whole test splits. ``{sample split: the split it is drawn from}``. Only
+#: :data:`SPLIT_METRICS` are computed on them (no AUROC); the selected configurations' whole-split
+#: metrics are the ``id``/``far`` rows.
+SAMPLED_SPLITS: dict[str, str] = {"id_sample": "id", "far_sample": "far"}
+#: The rows of each sample split (fewer where the split is smaller: then the whole split).
+SAMPLE_ROWS = 1000
+#: Every split a configuration can be scored on, in table order: the evaluation splits, then the
+#: frontier sample's.
+SCORED_SPLITS: tuple[str, ...] = (*EVAL_SPLITS, *SAMPLED_SPLITS)
 
 # --------------------------------------------------------------------------------------------
 # Metrics
@@ -495,7 +508,7 @@ def validate(
     for column, allowed in (
         ("method", method_ids()),
         ("calibration", CALIBRATIONS),
-        ("split", REPORTED_SPLITS + (SELECTION_SPLIT,)),
+        ("split", SCORED_SPLITS),
         ("metric", METRICS),
         ("data_source", DATA_SOURCES),
     ):
@@ -602,6 +615,67 @@ def select_candidate(candidates: Mapping[K, float]) -> K:
     if not finite:
         return order[0]
     return min(finite, key=lambda c: (candidates[c], order.index(c)))
+
+
+#: The methods whose configurations Figure 3A and the mechanism table compare at equal sigma.
+PER_SIGMA_METHODS: tuple[str, ...] = ("pnc", "pnc_nocorr")
+
+
+
+def config_sigma(config: str) -> float:
+    """The ``sigma`` of a P&C configuration id (``sigma=8,bootstrap_frac=...``)."""
+    items = config_id_items(config)
+    if "sigma" not in items:
+        raise ValueError(f"configuration {config!r} has no sigma")
+    return float(items["sigma"])
+
+
+#: The seed-mean columns of :func:`sigma_points`: (split, metric) -> column.
+SIGMA_POINT_COLUMNS: dict[tuple[str, str], str] = {
+    (SELECTION_SPLIT, SELECTION_METRIC): "val_nll",
+    ("id", "rmse"): "id_rmse",
+    ("far", "nll"): "far_nll",
+}
+
+
+def sigma_points(frame: pd.DataFrame, env: str) -> pd.DataFrame:
+    """Every P&C and P&C-without-correction configuration of ``env`` in each calibration variant:
+    seed-mean validation NLL, ID RMSE and Far NLL (``NaN`` where ``frame`` lacks the configuration's
+    test rows, as after the validation phase). Columns ``method, config, calibration, val_nll,
+    id_rmse, far_nll, sigma``.
+
+    Raises:
+        ValueError: ``frame`` holds no P&C validation NLL of ``env``.
+    """
+    rows = frame[(frame.env == env) & frame.method.isin(list(PER_SIGMA_METHODS))]
+    wanted = SIGMA_POINT_COLUMNS
+    keep = rows[[(s, m) in wanted for s, m in zip(rows.split, rows.metric, strict=True)]].copy()
+    keep["column"] = [wanted[(s, m)] for s, m in zip(keep.split, keep.metric, strict=True)]
+    means = keep.groupby(["method", "config", "calibration", "column"], sort=False)["value"].mean()
+    out = means.unstack("column").reset_index() if len(means) else pd.DataFrame()
+    if out.empty or "val_nll" not in out.columns:
+        raise ValueError(f"{env}: the table lacks P&C rows or their validation NLL")
+    for column in wanted.values():
+        if column not in out.columns:
+            out[column] = np.nan
+    out = out[["method", "config", "calibration", *wanted.values()]]
+    out["sigma"] = [config_sigma(c) for c in out["config"]]
+    return out
+
+
+def per_sigma_choices(points: pd.DataFrame) -> pd.DataFrame:
+    """Per method and sigma of :func:`sigma_points`, the (config, calibration) candidate with the
+    lowest seed-mean validation NLL among those at that sigma
+    (:func:`select_candidate`, ties to the first in table order): the rows of
+    ``points`` chosen, with their index, sigma ascending within each method."""
+    chosen = []
+    for method in PER_SIGMA_METHODS:
+        of_method = points[points.method == method]
+        for sigma in sorted(of_method["sigma"].unique()):
+            cands = of_method[of_method.sigma == sigma]
+            values = {i: float(v) for i, v in zip(cands.index, cands.val_nll, strict=True)}
+            chosen.append(select_candidate(values))
+    return points.loc[chosen]
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,7 +20,10 @@ Tables (long format, one row per value):
 
 - ``all_configs``: ``env, method, config, calibration, seed, split, metric, value, data_source,
   selected`` for every configuration and variant evaluated, splits ``val``, ``id``, ``near``,
-  (``mid``), ``far``; ``selected`` marks the rows of the selected (config, calibration) pair;
+  (``mid``), ``far``; ``selected`` marks the rows of the selected (config, calibration) pair (the
+  two-phase evaluation, :mod:`pnc.mujoco.phases`: every configuration's ``val`` and frontier-sample
+  rows, ``id_sample`` and ``far_sample``, and the test rows of the configurations its test plan
+  names);
 - ``results``: the same without ``selected``, for the selected pair of each (env, method) only,
   splits ``id``, ``near``, (``mid``), ``far``.
 
@@ -56,7 +59,9 @@ from pnc.mujoco.results import (
     CALIBRATIONS,
     EVAL_SPLITS,
     MEASUREMENT_KEY,
+    REPORTED_SPLITS,
     RESULT_COLUMNS,
+    SCORED_SPLITS,
     SELECTED_COLUMN,
     SELECTION_METRIC,
     SELECTION_SPLIT,
@@ -170,7 +175,7 @@ def apply_selection(frame: pd.DataFrame, selection: dict) -> tuple[pd.DataFrame,
     all_configs = frame.loc[:, list(RESULT_COLUMNS)].copy()
     pairs = zip(frame["config"], frame["calibration"], strict=True)
     all_configs[SELECTED_COLUMN] = [chosen[k] == p for k, p in zip(keys, pairs, strict=True)]
-    results = all_configs[all_configs[SELECTED_COLUMN] & (all_configs["split"] != SELECTION_SPLIT)]
+    results = all_configs[all_configs[SELECTED_COLUMN] & all_configs["split"].isin(REPORTED_SPLITS)]
     results = results.drop(columns=SELECTED_COLUMN).reset_index(drop=True)
     return all_configs.reset_index(drop=True), results
 
@@ -244,7 +249,7 @@ def split_metrics(splits: Iterable[str]) -> list[tuple[str, str]]:
     """The (split, metric) rows an evaluation writes for ``splits`` (see :mod:`pnc.mujoco.evaluate`)."""
     chosen = set(splits)
     out = []
-    for split in EVAL_SPLITS:
+    for split in SCORED_SPLITS:
         if split in chosen:
             out += [(split, m) for m in SPLIT_METRICS]
             if split in SHIFTED_SPLITS:
@@ -299,6 +304,7 @@ def check_complete(
     calibrations: Sequence[str] | None = None,
     envs: Iterable[str] | None = None,
     paths: Sequence[str] = (),
+    splits: Sequence[str] = EVAL_SPLITS,
 ) -> None:
     """Check that the metric tables hold every expected row and no unexpected configuration.
 
@@ -311,6 +317,9 @@ def check_complete(
             (env, method) (all of :data:`~pnc.mujoco.results.CALIBRATIONS` with ``methods``).
         envs: the environments; default: those in ``frame``.
         paths: the input tables (to name the one that should hold missing rows).
+        splits: the splits every configuration is scored on (``mid`` only where the environment
+            has it): every evaluation split (the full evaluation) or
+            :data:`pnc.mujoco.phases.VALIDATION_SPLITS` (the two-phase evaluation's first phase).
 
     Raises:
         pnc.io.ArtifactError: rows are missing (named per table, configuration and variant) or
@@ -345,9 +354,7 @@ def check_complete(
         known = {(m, c, k) for m, pts in plan.items() for c, _ in pts for k in kinds_of[m]}
         for seed in seeds:
             sub = sub_env[sub_env["seed"] == seed]
-            rows = split_metrics(
-                s for s in EVAL_SPLITS if s != "mid" or _has_mid(env, sub["split"])
-            )
+            rows = split_metrics(s for s in splits if s != "mid" or _has_mid(env, sub["split"]))
             present = set(
                 zip(
                     sub["method"],
@@ -504,7 +511,7 @@ def _check_consistent(all_configs: pd.DataFrame, results: pd.DataFrame, selectio
     full = validate(all_configs, require_selected=True, drop_selection_split=False, finite=False)
     res = validate(results, finite=False)
     key = list(MEASUREMENT_KEY)
-    chosen = full[full[SELECTED_COLUMN] & (full["split"] != SELECTION_SPLIT)]
+    chosen = full[full[SELECTED_COLUMN] & full["split"].isin(REPORTED_SPLITS)]
     want = set(map(tuple, chosen[key].astype(str).to_numpy()))
     have = set(map(tuple, res[key].astype(str).to_numpy()))
     problems = []

@@ -43,12 +43,14 @@ from pnc.methods.runs import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig
 from pnc.mujoco import grid
 from pnc.mujoco.calibration import check_calibrations, variant_rows
-from pnc.mujoco.evaluate import metric_rows, summarise_split
+from pnc.mujoco.evaluate import metric_rows, sample_rows, summarise_split
 from pnc.mujoco.results import (
     CALIBRATIONS,
     EVAL_SPLITS,
     OPTIONAL_DEFAULTS,
     RESULT_COLUMNS,
+    SAMPLED_SPLITS,
+    SCORED_SPLITS,
     SELECTION_SPLIT,
     VCAL,
 )
@@ -308,14 +310,22 @@ def evaluate_run(
     splits_dir: str | Path,
     method_entry: Mapping[str, Any] | None,
     calibrations: Sequence[str] = CALIBRATIONS,
+    splits: Sequence[str] | None = None,
+    configs: Sequence[str] | None = None,
+    stored: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+    posteriors_out: dict[str, dict[str, np.ndarray]] | None = None,
 ) -> tuple[pd.DataFrame, list[dict]]:
     """Construct, predict and score every configuration of ``method_id`` that uses run ``run_id``.
 
     The calibration/construction data are the run's ``train`` split (standardised with the run's
     statistics); predictions are made for ``val``, ``id``, ``near``, ``mid`` (if present) and
-    ``far``; shifted splits only ever enter the metrics. Each configuration is predicted once and
-    scored in every variant of ``calibrations``: ``raw`` (the predictive as constructed) and
-    ``vcal`` (its variance times the scale fitted on ``val``, :mod:`pnc.mujoco.calibration`).
+    ``far`` (or for ``splits``); shifted splits only ever enter the metrics. Each configuration is
+    predicted once and scored in every variant of ``calibrations``: ``raw`` (the predictive as
+    constructed) and ``vcal`` (its variance times the scale fitted on ``val``,
+    :mod:`pnc.mujoco.calibration`). Every split is predicted in a call of its own with the same
+    keys, so a split's rows do not depend on which other splits are scored: the two phases of the
+    two-phase evaluation (:mod:`pnc.mujoco.phases`) score subsets of the splits and configurations
+    and get the rows of the full evaluation, bit for bit.
 
     Args:
         env, seed: which splits, and the keys ``derive_key(env, seed, key_id, "build"|"predict")``.
@@ -326,6 +336,16 @@ def evaluate_run(
         method_entry: the method's grid entry (:func:`pnc.mujoco.grid.expand`).
         calibrations: the variants to score, a non-empty subset of
             :data:`pnc.mujoco.results.CALIBRATIONS`.
+        splits: the splits to score, in :data:`pnc.mujoco.results.SCORED_SPLITS` (the frontier
+            sample splits are drawn by :func:`pnc.mujoco.evaluate.sample_rows`); ``val`` must be
+            among them; default: every evaluation split the splits directory holds.
+        configs: the configuration ids to score (default: every one using the run). A
+            configuration built together with others (:meth:`Method.build_groups`) is built with
+            its whole group, as when all are scored, so that its posterior is the same bits.
+        stored: per configuration id, the :meth:`Method.posterior_arrays` to restore the posterior
+            from instead of building it (methods with ``stores_posteriors``).
+        posteriors_out: if given, filled with each scored configuration's
+            :meth:`Method.posterior_arrays` (methods with ``stores_posteriors``).
 
     Returns:
         ``(rows, timings)``: a long table with :data:`pnc.mujoco.results.RESULT_COLUMNS` (``value``
@@ -333,11 +353,12 @@ def evaluate_run(
         ``{"config", "build_s", "predict_s", "variance_scale", "built_with"}`` dict per
         configuration (``variance_scale`` is ``None`` without ``vcal``; configurations built
         together, :meth:`pnc.methods.contract.Method.build_groups`, e.g. P&C's ridge values, share one
-        build whose time is split evenly, ``built_with`` of them).
+        build whose time is split evenly, ``built_with`` of them; 0 for a restored posterior).
 
     Raises:
-        ValueError: on unknown calibrations, a run other than ``run_id``, or splits lacking one
-            the study needs (``val`` is named with what needs it).
+        ValueError: on unknown calibrations, splits or configurations, a run other than
+            ``run_id``, splits lacking one the study needs (``val`` is named with what needs it),
+            or a configuration of a storing method missing from ``stored``.
         NonFiniteMetricError: a metric value is ``NaN`` or ``inf`` (named with its configuration,
             calibration variant, split and metric; the job fails rather than write it).
     """
@@ -349,42 +370,56 @@ def evaluate_run(
     run = TrainingRun.load(run_dir)
     if run.spec != points[0].spec:
         raise ValueError(f"{run_dir} holds run {run.spec.run_id!r}, expected {run_id!r}")
-    splits, manifest = load_split_arrays(
+    wanted = _scored_configs(points, configs, method_id, run_id)
+    loaded, manifest = load_split_arrays(
         splits_dir, [s for s in REQUIRED_SPLITS if s != SELECTION_SPLIT]
     )
-    if SELECTION_SPLIT not in splits:
+    if SELECTION_SPLIT not in loaded:
         needs = "the selection compares configurations on it"
         if VCAL in calibrations:
             needs = "variance calibration (vcal) is fitted on it and " + needs
         raise ValueError(
-            f"{splits_dir}: missing split {SELECTION_SPLIT!r} ({needs}); found {sorted(splits)}"
+            f"{splits_dir}: missing split {SELECTION_SPLIT!r} ({needs}); found {sorted(loaded)}"
         )
+    split_data = _scored_split_data(loaded, splits, env, seed)
     data_source = str(manifest.get("data_source", OPTIONAL_DEFAULTS["data_source"]))
     x_norm = run.model.x_norm
     y_norm = run.model.y_norm
-    x_train, y_train = splits["train"]
+    x_train, y_train = loaded["train"]
     x_cal = x_norm.transform(jnp.asarray(x_train, jnp.float32))
     y_cal = y_norm.transform(jnp.asarray(y_train, jnp.float32))
-    eval_splits = [s for s in EVAL_SPLITS if s in splits]
-    x_eval = {s: x_norm.transform(jnp.asarray(splits[s][0], jnp.float32)) for s in eval_splits}
-    targets = {s: splits[s][1] for s in eval_splits}
+    eval_splits = list(split_data)
+    x_eval = {s: x_norm.transform(jnp.asarray(split_data[s][0], jnp.float32)) for s in eval_splits}
+    targets = {s: split_data[s][1] for s in eval_splits}
     key_id = getattr(method, "key_id", method_id)
     build_key = derive_key(env, seed, key_id, "build")
     predict_key = derive_key(env, seed, key_id, "predict")
+    restoring = stored is not None and method.stores_posteriors
     point_rows: dict[int, list[tuple]] = {}
     point_timings: dict[int, dict] = {}
     groups = method.build_groups([p.config for p in points])
     if sorted(i for g in groups for i in g) != list(range(len(points))):
         raise ValueError(f"{method_id}.build_groups is not a partition of the configurations")
     for group in groups:
+        scored = [i for i in group if i in wanted]
+        if not scored:
+            continue
         start = time.perf_counter()
-        posteriors = method.build_many(
-            run, [points[i].config for i in group], x_cal, y_cal, key=build_key
-        )
+        if restoring:
+            posteriors = [_restore(method, run, points[i], stored) for i in scored]
+            built_with = 0
+        else:  # the whole group, as when every configuration is scored: the same bits
+            built = method.build_many(
+                run, [points[i].config for i in group], x_cal, y_cal, key=build_key
+            )
+            posteriors = [built[group.index(i)] for i in scored]
+            built_with = len(group)
         jax.block_until_ready(posteriors)
-        build_s = (time.perf_counter() - start) / len(group)  # one shared build, split evenly
-        for i, posterior in zip(group, posteriors, strict=True):
+        build_s = (time.perf_counter() - start) / len(scored if restoring else group)
+        for i, posterior in zip(scored, posteriors, strict=True):
             point = points[i]
+            if posteriors_out is not None and method.stores_posteriors:
+                posteriors_out[point.config_id] = method.posterior_arrays(posterior)
             started = time.perf_counter()
             summaries = {}
             for split in eval_splits:  # one split's [S, N, D] prediction in memory at a time
@@ -400,7 +435,7 @@ def evaluate_run(
                     where=f"{env} seed {seed} {method_id}",
                     config=point.config_id,
                     calibration=calibration,
-                    split_data={s: splits[s] for s in eval_splits},
+                    split_data=split_data,
                     splits_dir=splits_dir,
                 )
                 point_rows[i] += [
@@ -412,25 +447,81 @@ def evaluate_run(
                 "build_s": build_s,
                 "predict_s": predict_s,
                 "variance_scale": scale,
-                "built_with": len(group),
+                "built_with": built_with,
             }
             _LOG.info(
-                "%s %s: configuration %d/%d (%s) built in %.1f s%s, evaluated in %.1f s%s",
+                "%s %s: configuration %d/%d (%s) %s in %.1f s%s, evaluated on %s in %.1f s%s",
                 env,
                 method_id,
                 len(point_timings),
-                len(points),
+                len(wanted),
                 point.config_id,
+                "restored" if restoring else "built",
                 build_s,
-                "" if len(group) == 1 else f" (share of {len(group)} built together)",
+                "" if built_with <= 1 else f" (share of {built_with} built together)",
+                ", ".join(eval_splits),
                 predict_s,
                 "" if scale is None else f", validation variance scale {scale:.4g}",
             )
             del summaries
         del posteriors
-    order = range(len(points))  # grid order, whatever the build order
+    order = sorted(point_rows)  # grid order, whatever the build order
     rows = [row for i in order for row in point_rows[i]]
     timings = [point_timings[i] for i in order]
     frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
     frame["value"] = frame["value"].astype(np.float64)
     return frame, timings
+
+
+def _scored_configs(
+    points: Sequence[grid.GridPoint], configs: Sequence[str] | None, method_id: str, run_id: str
+) -> set[int]:
+    """Indices of ``points`` whose configuration id is in ``configs`` (all when ``None``)."""
+    if configs is None:
+        return set(range(len(points)))
+    ids = [p.config_id for p in points]
+    unknown = sorted(set(configs) - set(ids))
+    if unknown:
+        raise ValueError(
+            f"{method_id} on run {run_id}: no configuration {unknown}; its configurations: {ids}"
+        )
+    return {i for i, c in enumerate(ids) if c in set(configs)}
+
+
+def _scored_split_data(
+    loaded: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    splits: Sequence[str] | None,
+    env: str,
+    seed: int,
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``(x, y)`` per scored split in table order; a frontier sample split is drawn from its base
+    split (:func:`pnc.mujoco.evaluate.sample_rows`). Default: every evaluation split present."""
+    if splits is None:
+        return {s: loaded[s] for s in EVAL_SPLITS if s in loaded}
+    unknown = sorted(set(splits) - set(SCORED_SPLITS))
+    if unknown:
+        raise ValueError(f"unknown splits {unknown}; valid: {list(SCORED_SPLITS)}")
+    if SELECTION_SPLIT not in splits:
+        raise ValueError(
+            f"splits {list(splits)} lack {SELECTION_SPLIT!r}: variance calibration is fitted on it"
+        )
+    out = {}
+    for split in SCORED_SPLITS:
+        base = SAMPLED_SPLITS.get(split, split)
+        if split not in splits or base not in loaded:
+            continue
+        x, y = loaded[base]
+        if split in SAMPLED_SPLITS:
+            rows = sample_rows(len(x), env, seed, split)
+            x, y = x[rows], y[rows]
+        out[split] = (x, y)
+    return out
+
+
+def _restore(method: Any, run: TrainingRun, point: grid.GridPoint, stored: Mapping) -> Any:
+    if point.config_id not in stored:
+        raise ValueError(
+            f"{method.id}: no stored posterior of configuration {point.config_id!r} (stored: "
+            f"{sorted(stored)})"
+        )
+    return method.restore_posterior(run, point.config, stored[point.config_id])

@@ -33,10 +33,14 @@ from pnc.report.pieces import process_record_path
 
 #: Stages whose benchmark files are per (env, seed): ``{stage}/{env}/seed{S}[/...].tsv``.
 PER_SEED_STAGES = (
-    "far_data", "splits", "train", "evaluate", "pnc_members", "mechanism", "piece",
+    "far_data", "splits", "train", "evaluate", "evaluate_test", "pnc_members", "mechanism",
+    "piece",
 )  # fmt: skip
 #: Stages whose benchmark files are per environment: ``{stage}/{env}.tsv``.
-PER_ENV_STAGES = ("behaviour_policies", "offline_data", "minari_data", "select")
+PER_ENV_STAGES = ("behaviour_policies", "offline_data", "minari_data", "select", "assemble")
+#: The stages that score configurations: the evaluation (every configuration; with
+#: ``evaluation: two_phase`` on the validation split) and the two-phase evaluation's test phase.
+EVALUATION_STAGES = ("evaluate", "evaluate_test")
 
 
 class BenchmarkError(ValueError):
@@ -111,7 +115,7 @@ def read_benchmarks(root: str | Path, logs: str | Path | None = None) -> pd.Data
 def _critical_path(jobs: pd.DataFrame) -> float:
     """Longest dependent chain of one (env, seed)'s jobs, CPU seconds (see the module doc)."""
     chain = 0.0
-    for stage in ("far_data", "splits", "train", "evaluate", "pnc_members", "mechanism"):
+    for stage in ("far_data", "splits", "train", *EVALUATION_STAGES, "pnc_members", "mechanism"):
         part = jobs.loc[jobs["stage"] == stage, "cpu_s"]
         chain += float(part.max()) if len(part) else 0.0
     return chain
@@ -243,9 +247,14 @@ def _thousands(values: Sequence[float]) -> str:
     return " / ".join(f"{v:,.0f}" for v in values)
 
 
-def _share(pairs: list[dict], stage: str) -> str:
-    """The range of ``stage``'s share of each pair's CPU time, as ``"89-97 %"``."""
-    shares = [100 * p["cpu_s_by_stage"].get(stage, 0.0) / p["cpu_s"] for p in pairs]
+def _stage_cpu(pair: dict, stages: Sequence[str]) -> float:
+    """The CPU seconds of a pair's jobs of ``stages``."""
+    return sum(pair["cpu_s_by_stage"].get(s, 0.0) for s in stages)
+
+
+def _share(pairs: list[dict], stages: Sequence[str]) -> str:
+    """The range of the share of ``stages`` in each pair's CPU time, as ``"89-97 %"``."""
+    shares = [100 * _stage_cpu(p, stages) / p["cpu_s"] for p in pairs]
     low, high = f"{min(shares):.0f}", f"{max(shares):.0f}"
     return f"{low} %" if low == high else f"{low}-{high} %"
 
@@ -254,7 +263,8 @@ def render_markdown(summary: dict) -> str:
     """:func:`summarize`'s output as a markdown table per environment and a projection line.
 
     One row per environment with a complete (env, seed) pair, cheapest mean first: its seeds, the
-    CPU s of each (all jobs, then the evaluations and the training runs alone), their mean, the
+    CPU s of each (all jobs, then the evaluations, both phases of a two-phase evaluation, and the
+    training runs alone), their mean, the
     peak memory over its jobs and how many jobs had an exact CPU time. Below it, the stored total
     and ``by_env_mean``'s projection. The text is deterministic, so a document can carry it and a
     test can check that it matches the summary JSON it came from.
@@ -271,7 +281,10 @@ def render_markdown(summary: dict) -> str:
     ]
     for env in order:
         ps = envs[env]
-        stage = {s: [p["cpu_s_by_stage"].get(s, 0.0) for p in ps] for s in ("evaluate", "train")}
+        stage = {
+            "evaluate": [_stage_cpu(p, EVALUATION_STAGES) for p in ps],
+            "train": [_stage_cpu(p, ("train",)) for p in ps],
+        }
         exact = " / ".join(f"{p['jobs_with_exact_cpu']} of {p['jobs']}" for p in ps)
         lines.append(
             f"| {env} | {', '.join(str(p['seed']) for p in ps)} "
@@ -294,8 +307,8 @@ def render_markdown(summary: dict) -> str:
             f"environment's missing seeds at the mean of its stored ones: **{proj['core_hours']:.1f} "
             f"core-hours**, {proj['left_cpu_s'] / 3600:.1f} of them for the {proj['pairs_left']} "
             "pairs not yet stored. "
-            f"The evaluations are {_share(done, 'evaluate')} of every pair, the training runs "
-            f"{_share(done, 'train')}.",
+            f"The evaluations are {_share(done, EVALUATION_STAGES)} of every pair, the training "
+            f"runs {_share(done, ('train',))}.",
             width=100,
             break_on_hyphens=False,
         ),

@@ -39,6 +39,8 @@ from pnc.mujoco.results import (  # noqa: E402
     METHOD_INFO,
     METRIC_INFO,
     RAW,
+    SAMPLE_ROWS,
+    SAMPLED_SPLITS,
     SELECTION_METRIC,
     SELECTION_SPLIT,
     SPLIT_LABELS,
@@ -209,6 +211,17 @@ def frontier_variants(all_configs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*group, "calibration"])
 
 
+def frontier_splits(all_configs: pd.DataFrame) -> tuple[str, str]:
+    """The splits the frontier reads its ID RMSE and Far NLL on: the frontier sample
+    (:data:`pnc.mujoco.results.SAMPLED_SPLITS`) where the table has it (the two-phase evaluation
+    scores every configuration there, and on the whole splits only those a table reads), else
+    ``id`` and ``far``."""
+    sampled = {base: s for s, base in SAMPLED_SPLITS.items()}
+    if set(sampled.values()) <= set(all_configs["split"]):
+        return sampled["id"], sampled["far"]
+    return "id", "far"
+
+
 def frontier_points(all_configs: pd.DataFrame) -> pd.DataFrame:
     """Seed-averaged (ID RMSE, Far NLL) per (env, method, config), in its chosen variant.
 
@@ -233,9 +246,10 @@ def frontier_points(all_configs: pd.DataFrame) -> pd.DataFrame:
         )
     variants = frontier_variants(all_configs)
     drawn = all_configs.merge(variants, on=group, how="inner")
+    id_split, far_split = frontier_splits(all_configs)
     sel = drawn[
-        ((drawn.split == "id") & (drawn.metric == "rmse"))
-        | ((drawn.split == "far") & (drawn.metric == "nll"))
+        ((drawn.split == id_split) & (drawn.metric == "rmse"))
+        | ((drawn.split == far_split) & (drawn.metric == "nll"))
     ]
     if sel.empty:
         raise FigureError("the table holds neither id/rmse nor far/nll rows")
@@ -243,23 +257,23 @@ def frontier_points(all_configs: pd.DataFrame) -> pd.DataFrame:
     index = pd.MultiIndex.from_frame(variants)
     means = grouped.mean().unstack(["split", "metric"]).reindex(index)
     counts = grouped.size().unstack(["split", "metric"]).reindex(index)
-    for col in (("id", "rmse"), ("far", "nll")):
+    for col in ((id_split, "rmse"), (far_split, "nll")):
         if col not in means.columns:
             raise FigureError(f"the table lacks {st.key(*col)} rows")
     holes = counts.isna().any(axis=1)
     if holes.any():
         raise FigureError(
-            "configurations lack id/rmse or far/nll: "
+            f"configurations lack {id_split}/rmse or {far_split}/nll: "
             f"{['/'.join(map(str, i)) for i in means.index[holes]]}"
         )
     bad = ~np.isfinite(means.to_numpy(float)).all(axis=1)
     if bad.any():
         raise FigureError(
-            "configurations with a non-finite seed-mean id/rmse or far/nll: "
+            f"configurations with a non-finite seed-mean {id_split}/rmse or {far_split}/nll: "
             f"{['/'.join(map(str, i)) for i in means.index[bad]]}"
         )
     out = pd.DataFrame(
-        {"id_rmse": means[("id", "rmse")], "far_nll": means[("far", "nll")]}
+        {"id_rmse": means[(id_split, "rmse")], "far_nll": means[(far_split, "nll")]}
     ).reset_index()
     out["selected"] = [bool(flags.loc[tuple(r), "any"]) for r in out[group].to_numpy()]
     out["n_seeds"] = (
@@ -392,7 +406,16 @@ def frontier_figure(all_configs: pd.DataFrame, envs: Sequence[str] | None = None
         note = (
             "; variance calibration chosen per configuration by val NLL" if variants - {RAW} else ""
         )
-        fig.suptitle(f"ID/OOD frontier: every evaluated configuration (seed means{note})", y=1.0)
+        title = f"ID/OOD frontier: every evaluated configuration (seed means{note})"
+        if frontier_splits(all_configs)[0] in SAMPLED_SPLITS:
+            fig.suptitle(
+                f"{title}\nID RMSE and Far NLL on a fixed seeded sample of {SAMPLE_ROWS:,} rows "
+                "of each split;\nthe selected configurations' whole-split values are in results.csv",
+                y=1.0,
+                va="bottom",
+            )
+        else:
+            fig.suptitle(title, y=1.0)
         fig.tight_layout()
     return fig
 

@@ -36,12 +36,11 @@ from pnc.mujoco.results import (
     MECHANISM_COLUMNS,
     MECHANISM_METHODS,
     METHOD_INFO,
-    SELECTION_METRIC,
-    SELECTION_SPLIT,
     SPLIT_LABELS,
-    config_id_items,
+    config_sigma,
     load,
-    select_candidate,
+    per_sigma_choices,
+    sigma_points,
 )
 from pnc.report.render import (
     Table,
@@ -240,54 +239,24 @@ def far_id_ratios(summary: pd.DataFrame) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- Figure 3A
 
 
-def config_sigma(config: str) -> float:
-    """The ``sigma`` of a P&C configuration id (``sigma=8,bootstrap_frac=...``)."""
-    items = config_id_items(config)
-    if "sigma" not in items:
-        raise ValueError(f"configuration {config!r} has no sigma")
-    return float(items["sigma"])
-
-
-def sigma_points(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
-    """Every P&C and P&C-without-correction configuration of ``env`` in each calibration variant:
-    seed-mean validation NLL, ID RMSE and Far NLL. Columns ``method, config, calibration, sigma,
-    val_nll, id_rmse, far_nll``."""
-    rows = all_configs[(all_configs.env == env) & all_configs.method.isin(["pnc", "pnc_nocorr"])]
-    wanted = {
-        (SELECTION_SPLIT, SELECTION_METRIC): "val_nll",
-        ("id", "rmse"): "id_rmse",
-        ("far", "nll"): "far_nll",
-    }
-    keep = rows[[(s, m) in wanted for s, m in zip(rows.split, rows.metric, strict=True)]].copy()
-    keep["column"] = [wanted[(s, m)] for s, m in zip(keep.split, keep.metric, strict=True)]
-    means = keep.groupby(["method", "config", "calibration", "column"], sort=False)["value"].mean()
-    out = means.unstack("column").reset_index()
-    missing = set(wanted.values()) - set(out.columns)
-    if out.empty or missing:
-        raise ValueError(f"{env}: all_configs lacks P&C rows or columns {sorted(missing)}")
-    out["sigma"] = [config_sigma(c) for c in out["config"]]
-    return out
-
-
 def frontier_verdicts(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
     """3A per sigma of P&C: P&C and P&C without correction, each chosen by validation NLL among
-    its candidates at that sigma; ``verdict`` says which has the lower Far NLL and ID RMSE.
+    its candidates at that sigma (:func:`pnc.mujoco.results.per_sigma_choices`, the configurations
+    the two-phase evaluation scores on the test splits for this); ``verdict`` says which has the
+    lower Far NLL and ID RMSE.
 
     Columns ``env, sigma, pnc_config, pnc_far_nll, pnc_id_rmse, nocorr_config, nocorr_far_nll,
     nocorr_id_rmse, verdict`` (the no-correction columns empty where it was not run at that
     sigma).
+
+    Raises:
+        ValueError: a chosen configuration lacks its ID RMSE or Far NLL (named).
     """
-    pts = sigma_points(all_configs, env)
+    chosen = sigma_choices(all_configs, env)
     rows = []
-    for sigma in sorted(pts.loc[pts.method == "pnc", "sigma"].unique()):
-        chosen = {}
-        for method in ("pnc", "pnc_nocorr"):
-            cands = pts[(pts.method == method) & (pts.sigma == sigma)]
-            if cands.empty:
-                continue
-            values = {i: float(v) for i, v in zip(cands.index, cands.val_nll, strict=True)}
-            chosen[method] = cands.loc[select_candidate(values)]
-        p = chosen["pnc"]
+    for sigma in sorted(chosen.loc[chosen.method == "pnc", "sigma"].unique()):
+        at = chosen[chosen.sigma == sigma].set_index("method")
+        p = at.loc["pnc"]
         row = {
             "env": env,
             "sigma": sigma,
@@ -298,8 +267,8 @@ def frontier_verdicts(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
             "nocorr_far_nll": np.nan,
             "nocorr_id_rmse": np.nan,
         }
-        if "pnc_nocorr" in chosen:
-            q = chosen["pnc_nocorr"]
+        if "pnc_nocorr" in at.index:
+            q = at.loc["pnc_nocorr"]
             row.update(
                 nocorr_config=f"{q.config}|{q.calibration}",
                 nocorr_far_nll=q.far_nll,
@@ -318,6 +287,29 @@ def frontier_verdicts(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
             row["verdict"] = "no P&C w/o Corr at this sigma"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def sigma_choices(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
+    """:func:`pnc.mujoco.results.per_sigma_choices` of ``env``'s :func:`sigma_points`, each with
+    its seed-mean ID RMSE and Far NLL.
+
+    Raises:
+        ValueError: a chosen configuration lacks them (the test phase of the two-phase evaluation
+            did not score it: a stale table), named with its method, sigma and configuration.
+    """
+    chosen = per_sigma_choices(sigma_points(all_configs, env))
+    lacking = chosen[chosen[["id_rmse", "far_nll"]].isna().any(axis=1)]
+    if len(lacking):
+        named = [
+            f"{r.method} sigma {r.sigma:g} {r.config} ({r.calibration})"
+            for r in lacking.itertuples()
+        ]
+        raise ValueError(
+            f"{env}: all_configs lacks the ID RMSE or Far NLL of {named}, which Figure 3A and "
+            "the mechanism table read (chosen by validation NLL at each sigma; the two-phase "
+            "evaluation's test plan scores them): rebuild the environment's results"
+        )
+    return chosen
 
 
 # ----------------------------------------------------------------------------- the table
@@ -551,6 +543,7 @@ __all__ = [
     "points_wide",
     "read_mechanism",
     "score_auroc_rows",
+    "sigma_choices",
     "sigma_points",
     "sketch_regression",
     "split_label",

@@ -113,6 +113,18 @@ def evaluate_run(argv: list[str]) -> int:
         help="calibration variants to score (pnc.mujoco.results.CALIBRATIONS): raw (as "
         "constructed), vcal (variance scaled on val); default: all",
     )
+    p.add_argument(
+        "--score",
+        nargs="+",
+        metavar="SPLIT",
+        help="splits to score (pnc.mujoco.results.SCORED_SPLITS; val among them); default: every "
+        "evaluation split (the full evaluation)",
+    )
+    p.add_argument(
+        "--posteriors",
+        help="also write the posteriors of methods that store them here (.npz; the two-phase "
+        "evaluation's validation phase, pnc.mujoco.phases)",
+    )
     p.add_argument("--out", required=True, help="metric table (CSV)")
     args = p.parse_args(argv)
     cpus = limit_threads(args.threads)
@@ -127,10 +139,12 @@ def evaluate_run(argv: list[str]) -> int:
     )
 
     from pnc.io import write_csv
+    from pnc.mujoco.phases import write_posteriors
     from pnc.mujoco.results import CALIBRATIONS
     from pnc.mujoco.stages import evaluate_run
 
     calibrations = CALIBRATIONS if args.calibrations is None else tuple(args.calibrations)
+    posteriors: dict | None = None if args.posteriors is None else {}
     frame, timings = evaluate_run(
         env=args.env,
         seed=args.seed,
@@ -140,9 +154,16 @@ def evaluate_run(argv: list[str]) -> int:
         splits_dir=args.splits,
         method_entry=args.grid,
         calibrations=calibrations,
+        splits=args.score,
+        posteriors_out=posteriors,
     )
     for t in timings:
         log.info("timing %s", json.dumps(t))
+    if args.posteriors is not None:  # before the table, whose presence marks a finished job
+        write_posteriors(posteriors, args.posteriors)
+        log.info(
+            "stored the posteriors of %d configurations in %s", len(posteriors), args.posteriors
+        )
     write_csv(frame, args.out)
     log.info(
         "wrote %d rows for %d configurations (%s) to %s",
@@ -154,13 +175,55 @@ def evaluate_run(argv: list[str]) -> int:
     return 0
 
 
-def select(argv: list[str]) -> int:
-    """Select per (env, method) by seed-mean validation NLL and write the results tables (pnc.mujoco.selection)."""
+def evaluate_test(argv: list[str]) -> int:
+    """The test phase of one (env, seed, method): its planned configurations on the test splits (pnc.mujoco.phases.evaluate_test)."""
     p = parser(
-        "Select the (configuration, calibration) pair with the lowest seed-mean validation NLL "
-        "per (env, method)."
+        "The two-phase evaluation's test phase: the configurations the test plan names, on the "
+        "test splits."
     )
-    p.add_argument("tables", nargs="+", help="metric CSVs of the evaluation jobs")
+    _add_env_seed(p)
+    p.add_argument("--method", required=True)
+    p.add_argument("--runs", required=True, help="directory of the (env, seed)'s training runs")
+    _add_splits(p)
+    p.add_argument("--grid", type=json_arg, required=True, help="config 'methods.<method>' as JSON")
+    p.add_argument("--calibrations", nargs="+", metavar="VARIANT", help="as evaluate_run's")
+    p.add_argument(
+        "--validation",
+        required=True,
+        help="directory of the validation phase's tables and stored posteriors of the "
+        "(env, seed, method)",
+    )
+    p.add_argument("--plan", required=True, help="the environment's test plan (JSON)")
+    p.add_argument("--out", required=True, help="metric table (CSV)")
+    args = p.parse_args(argv)
+    cpus = limit_threads(args.threads)
+    log = setup_logging()
+    log.info("test phase of %s seed %d %s (CPUs %s)", args.env, args.seed, args.method, cpus)
+
+    from pnc.io import write_csv
+    from pnc.mujoco.phases import evaluate_test
+    from pnc.mujoco.results import CALIBRATIONS
+
+    frame, timings = evaluate_test(
+        env=args.env,
+        seed=args.seed,
+        method_id=args.method,
+        runs_dir=args.runs,
+        splits_dir=args.splits,
+        method_entry=args.grid,
+        validation_dir=args.validation,
+        plan_path=args.plan,
+        calibrations=CALIBRATIONS if args.calibrations is None else tuple(args.calibrations),
+    )
+    for t in timings:
+        log.info("timing %s", json.dumps(t))
+    write_csv(frame, args.out)
+    log.info("wrote %d rows for %d configurations to %s", len(frame), len(timings), args.out)
+    return 0
+
+
+def _add_selection_inputs(p: argparse.ArgumentParser) -> None:
+    """The options of the stages that check the metric tables against the config."""
     p.add_argument(
         "--seeds", type=int, nargs="+", required=True, help="seeds every config must have"
     )
@@ -177,6 +240,79 @@ def select(argv: list[str]) -> int:
         "--methods-json; else those in the tables)",
     )
     p.add_argument("--env", action="append", help="environment(s) the tables must cover")
+
+
+def select_validation(argv: list[str]) -> int:
+    """The two-phase evaluation's selection: selection.json and the test plan from the validation phase's tables (pnc.mujoco.phases)."""
+    p = parser(
+        "Select per (env, method) by seed-mean validation NLL on the validation phase's tables "
+        "and write the test plan."
+    )
+    p.add_argument("tables", nargs="+", help="the validation phase's metric CSVs")
+    _add_selection_inputs(p)
+    p.add_argument("--selection", required=True, help="output: selection record (JSON)")
+    p.add_argument("--plan", required=True, help="output: the test plan (JSON)")
+    args = p.parse_args(argv)
+    limit_threads(args.threads)
+    log = setup_logging()
+
+    from pnc.mujoco.phases import select_validation_and_write
+
+    _, plan = select_validation_and_write(
+        args.tables,
+        seeds=args.seeds,
+        selection_path=args.selection,
+        plan_path=args.plan,
+        methods=args.methods_json,
+        calibrations=args.calibrations,
+        envs=args.env,
+    )
+    for env, by_method in plan.items():
+        for method, configs in by_method.items():
+            log.info("%s %s: test phase scores %s", env, method, json.dumps(configs))
+    return 0
+
+
+def assemble(argv: list[str]) -> int:
+    """The two-phase evaluation's all_configs.csv and results.csv of one environment (pnc.mujoco.phases)."""
+    p = parser("all_configs.csv and results.csv from the two phases' metric tables.")
+    p.add_argument("--validation", nargs="+", required=True, help="validation-phase metric CSVs")
+    p.add_argument("--test", nargs="+", required=True, help="test-phase metric CSVs")
+    _add_selection_inputs(p)
+    p.add_argument("--selection", required=True, help="the environment's selection.json")
+    p.add_argument("--plan", required=True, help="the environment's test plan")
+    p.add_argument("--all-configs", required=True, help="output: every configuration's rows")
+    p.add_argument("--results", required=True, help="output: the selected configurations' rows")
+    args = p.parse_args(argv)
+    limit_threads(args.threads)
+    log = setup_logging()
+
+    from pnc.mujoco.phases import assemble_and_write
+
+    assemble_and_write(
+        args.validation,
+        args.test,
+        seeds=args.seeds,
+        selection_path=args.selection,
+        plan_path=args.plan,
+        all_configs_path=args.all_configs,
+        results_path=args.results,
+        methods=args.methods_json,
+        calibrations=args.calibrations,
+        envs=args.env,
+    )
+    log.info("wrote %s and %s", args.all_configs, args.results)
+    return 0
+
+
+def select(argv: list[str]) -> int:
+    """Select per (env, method) by seed-mean validation NLL and write the results tables (pnc.mujoco.selection)."""
+    p = parser(
+        "Select the (configuration, calibration) pair with the lowest seed-mean validation NLL "
+        "per (env, method)."
+    )
+    p.add_argument("tables", nargs="+", help="metric CSVs of the evaluation jobs")
+    _add_selection_inputs(p)
     p.add_argument(
         "--all-configs", required=True, help="output: every configuration, with 'selected'"
     )
@@ -380,6 +516,9 @@ STAGES: dict[str, Callable[[list[str]], int]] = {
     "train_run": train_run,
     "evaluate_run": evaluate_run,
     "select": select,
+    "select_validation": select_validation,
+    "evaluate_test": evaluate_test,
+    "assemble": assemble,
     "aggregate": aggregate,
     "pnc_members": pnc_members,
     "mechanism_diagnostics": mechanism_diagnostics,

@@ -11,6 +11,7 @@
 import json
 import os
 import re
+import shlex
 
 from pnc.mujoco import grid as pnc_grid
 from pnc.mujoco.config_check import cross_key_problems
@@ -58,6 +59,10 @@ METHODS = list(GRID_POINTS)
 TRAINING_RUNS = {p.run_id: p.spec for pts in GRID_POINTS.values() for p in pts}
 METHOD_RUNS = list(dict.fromkeys((m, p.run_id) for m, pts in GRID_POINTS.items() for p in pts))
 THREADS = {"train": 1, "evaluate": 1, "data": 1, **config.get("threads", {})}
+# config `evaluation` (pnc.mujoco.phases): `two_phase` scores every configuration on the validation
+# split (and the frontier sample), then, after each environment's selection, the configurations
+# that the tables and figures read on the test splits; `full` scores every one on every split.
+TWO_PHASE = config["evaluation"] == "two_phase"
 
 
 # Scheduling order: longest jobs first. With as many jobs as cores, a long evaluation started last
@@ -71,6 +76,11 @@ TRAINING_WORK = pnc_grid.training_work(GRID_POINTS)
 
 def evaluation_priority(wildcards):
     return EVALUATION_WORK.get((wildcards.method, wildcards.run), 0)
+
+
+def test_priority(wildcards):
+    """A test phase's: the largest of its method's evaluations (it scores a few of them)."""
+    return max(w for (m, _), w in EVALUATION_WORK.items() if m == wildcards.method)
 
 
 def training_priority(wildcards):
@@ -177,18 +187,73 @@ def source_records(wildcards):
     ]
 
 
+# The `evaluate` job of an (env, seed, method, run) scores every configuration using the run: on
+# every split (full: results/metrics/), or on the validation split and the frontier sample
+# (two_phase: results/validation/, with the posteriors the test phase restores beside the table).
+EVALUATION_TABLE = (
+    "results/validation/{env}/seed{seed}/{method}/{run}.csv"
+    if TWO_PHASE
+    else "results/metrics/{env}/seed{seed}/{method}/{run}.csv"
+)
+STORED_POSTERIORS = (
+    {"posteriors": "results/validation/{env}/seed{seed}/{method}/{run}.npz"} if TWO_PHASE else {}
+)
+# the two-phase test phase's table of an (env, seed, method), and an environment's test plan
+TEST_TABLE = "results/test/{env}/seed{seed}/{method}.csv"
+TEST_PLAN = "results/envs/{env}/test_plan.json"
+
+
+def validation_phase_options(wildcards, output):
+    """The `evaluate` job's options of the two-phase validation phase (none in `full`)."""
+    from pnc.mujoco.phases import VALIDATION_SPLITS
+
+    if not TWO_PHASE:
+        return ""
+    return f" --score {' '.join(VALIDATION_SPLITS)} --posteriors {shlex.quote(output.posteriors)}"
+
+
 def metric_tables(env):
     """The evaluation outputs an environment's selection reads: every (seed, method, run)."""
     return [
-        f"results/metrics/{env}/seed{seed}/{method}/{run}.csv"
+        EVALUATION_TABLE.format(env=env, seed=seed, method=method, run=run)
         for seed in SEEDS
         for method, run in METHOD_RUNS
     ]
 
 
+def test_tables(env):
+    """The two-phase test phase's tables of an environment: every (seed, method)."""
+    return [TEST_TABLE.format(env=env, seed=seed, method=method) for seed in SEEDS for method in METHODS]
+
+
+def test_phase_inputs(wildcards):
+    """What the test phase of an (env, seed, method) reads: every training run of the method and
+    the validation phase's tables and stored posteriors of each (the plan names the configurations,
+    so the runs it needs are known only after the selection)."""
+    runs = [run for method, run in METHOD_RUNS if method == wildcards.method]
+    where = dict(env=wildcards.env, seed=wildcards.seed, method=wildcards.method)
+    return [
+        path
+        for run in runs
+        for path in (
+            f"results/runs/{wildcards.env}/seed{wildcards.seed}/{run}/run.msgpack",
+            f"results/runs/{wildcards.env}/seed{wildcards.seed}/{run}/run.json",
+            EVALUATION_TABLE.format(run=run, **where),
+            STORED_POSTERIORS["posteriors"].format(run=run, **where),
+        )
+    ]
+
+
 def piece_tables(env, seed):
-    """The metric tables of one (env, seed): the piece `scripts/reference_runs.sh` stores."""
-    return [f"results/metrics/{env}/seed{seed}/{method}/{run}.csv" for method, run in METHOD_RUNS]
+    """The metric tables of one (env, seed): the piece `scripts/reference_runs.sh` stores (two
+    phases: the validation phase's tables and stored posteriors, and the test phase's tables,
+    which need the selection over every seed of the environment)."""
+    where = [dict(env=env, seed=seed, method=m, run=r) for m, r in METHOD_RUNS]
+    tables = [EVALUATION_TABLE.format(**w) for w in where]
+    if TWO_PHASE:
+        tables += [STORED_POSTERIORS["posteriors"].format(**w) for w in where]
+        tables += [TEST_TABLE.format(env=env, seed=seed, method=m) for m in METHODS]
+    return tables
 
 
 def env_outputs(name):

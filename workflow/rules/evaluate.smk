@@ -1,6 +1,10 @@
 # Post-hoc construction and evaluation: one job per (env, seed, method, run) evaluates every
-# configuration of the method that uses the run, on val and every evaluation split. Posteriors
-# are rebuilt in memory, never stored; the job writes a small long-format metric table.
+# configuration of the method that uses the run, on val and every evaluation split (config
+# `evaluation: full`) or on val and the frontier sample (`two_phase`, the default: the validation
+# phase, writing beside its table the posteriors the test phase restores). Posteriors are otherwise
+# rebuilt in memory, never stored; the job writes a small long-format metric table. With
+# `two_phase`, the test phase scores, per (env, seed, method), the configurations the
+# environment's test plan names on the test splits, after the selection (select.smk).
 
 
 rule evaluate:
@@ -13,12 +17,14 @@ rule evaluate:
         msgpack="results/runs/{env}/seed{seed}/{run}/run.msgpack",
         json="results/runs/{env}/seed{seed}/{run}/run.json",
     output:
-        "results/metrics/{env}/seed{seed}/{method}/{run}.csv",
+        table=EVALUATION_TABLE,
+        **STORED_POSTERIORS,
     params:
         splits=splits_dir,
         run=run_dir,
         grid=lambda wildcards: method_json(wildcards.method),
         calibrations=calibration_options(),
+        phase=validation_phase_options,
     log:
         "logs/evaluate/{env}/seed{seed}/{method}/{run}.log",
     benchmark:
@@ -34,4 +40,45 @@ rule evaluate:
         "python -m pnc.workflow evaluate_run --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --method {wildcards.method} --run-id {wildcards.run}"
         " --run {params.run:q} --splits {params.splits:q} --grid {params.grid:q}"
-        " --calibrations {params.calibrations} --out {output:q} > {log:q} 2>&1"
+        " --calibrations {params.calibrations}{params.phase} --out {output.table:q}"
+        " > {log:q} 2>&1"
+
+
+if TWO_PHASE:
+
+    rule evaluate_test:
+        message:
+            "Test phase of {wildcards.method}: the planned configurations on the test splits"
+            " ({wildcards.env}, seed {wildcards.seed})"
+        input:
+            npz="resources/splits/{env}/seed{seed}/splits.npz",
+            manifest="resources/splits/{env}/seed{seed}/manifest.json",
+            plan=TEST_PLAN,
+            runs=test_phase_inputs,
+        output:
+            TEST_TABLE,
+        params:
+            splits=splits_dir,
+            runs=lambda wildcards: f"results/runs/{wildcards.env}/seed{wildcards.seed}",
+            validation=lambda wildcards: (
+                f"results/validation/{wildcards.env}/seed{wildcards.seed}/{wildcards.method}"
+            ),
+            grid=lambda wildcards: method_json(wildcards.method),
+            calibrations=calibration_options(),
+        log:
+            "logs/evaluate_test/{env}/seed{seed}/{method}.log",
+        benchmark:
+            "benchmarks/evaluate_test/{env}/seed{seed}/{method}.tsv"
+        resources:
+            mem_mb=RESOURCES["evaluate"]["mem_mb"],
+            runtime=RESOURCES["evaluate"]["runtime"],
+        threads: THREADS["evaluate"]
+        priority: test_priority
+        conda:
+            "../../envs/pnc.yaml"
+        shell:
+            "python -m pnc.workflow evaluate_test --threads {threads} --env {wildcards.env}"
+            " --seed {wildcards.seed} --method {wildcards.method} --runs {params.runs:q}"
+            " --splits {params.splits:q} --grid {params.grid:q}"
+            " --calibrations {params.calibrations} --validation {params.validation:q}"
+            " --plan {input.plan:q} --out {output:q} > {log:q} 2>&1"

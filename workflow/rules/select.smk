@@ -1,38 +1,109 @@
 # Selection per (env, method): the configuration with the lowest validation NLL averaged over
 # seeds (paper, Appendix C); then the study's tables. `results/envs/{env}/results.csv` is the
-# target that runs one environment alone.
+# target that runs one environment alone. With `evaluation: two_phase` the selection reads the
+# validation phase's tables and also writes the test plan (the configurations the test phase scores
+# on the test splits, evaluate.smk); `assemble` then joins both phases' tables into the
+# environment's all_configs.csv and results.csv.
 
 
-rule select:
-    message:
-        "Select hyperparameters by mean validation NLL on {wildcards.env}"
-    input:
-        lambda wildcards: metric_tables(wildcards.env),
-    output:
-        all_configs="results/envs/{env}/all_configs.csv",
-        results="results/envs/{env}/results.csv",
-        selection="results/envs/{env}/selection.json",
-    params:
-        seeds=" ".join(str(s) for s in SEEDS),
-        methods=json.dumps(config["methods"]),
-        calibrations=calibration_options(),
-    resources:
-        mem_mb=RESOURCES["select"]["mem_mb"],
-        runtime=RESOURCES["select"]["runtime"],
-    log:
-        "logs/select/{env}.log",
-    benchmark:
-        "benchmarks/select/{env}.tsv"
-    priority: UPSTREAM_PRIORITY
-    threads: 1
-    conda:
-        "../../envs/pnc.yaml"
-    shell:
-        "python -m pnc.workflow select --threads {threads} {input:q} --seeds {params.seeds}"
-        " --env {wildcards.env} --methods-json {params.methods:q}"
-        " --calibrations {params.calibrations}"
-        " --all-configs {output.all_configs:q} --results {output.results:q}"
-        " --selection {output.selection:q} > {log:q} 2>&1"
+if not TWO_PHASE:
+
+    rule select:
+        message:
+            "Select hyperparameters by mean validation NLL on {wildcards.env}"
+        input:
+            lambda wildcards: metric_tables(wildcards.env),
+        output:
+            all_configs="results/envs/{env}/all_configs.csv",
+            results="results/envs/{env}/results.csv",
+            selection="results/envs/{env}/selection.json",
+        params:
+            seeds=" ".join(str(s) for s in SEEDS),
+            methods=json.dumps(config["methods"]),
+            calibrations=calibration_options(),
+        resources:
+            mem_mb=RESOURCES["select"]["mem_mb"],
+            runtime=RESOURCES["select"]["runtime"],
+        log:
+            "logs/select/{env}.log",
+        benchmark:
+            "benchmarks/select/{env}.tsv"
+        priority: UPSTREAM_PRIORITY
+        threads: 1
+        conda:
+            "../../envs/pnc.yaml"
+        shell:
+            "python -m pnc.workflow select --threads {threads} {input:q} --seeds {params.seeds}"
+            " --env {wildcards.env} --methods-json {params.methods:q}"
+            " --calibrations {params.calibrations}"
+            " --all-configs {output.all_configs:q} --results {output.results:q}"
+            " --selection {output.selection:q} > {log:q} 2>&1"
+
+
+else:
+
+    rule select:
+        message:
+            "Select hyperparameters by mean validation NLL on {wildcards.env}, and the test plan"
+        input:
+            lambda wildcards: metric_tables(wildcards.env),
+        output:
+            selection="results/envs/{env}/selection.json",
+            plan=TEST_PLAN,
+        params:
+            seeds=" ".join(str(s) for s in SEEDS),
+            methods=json.dumps(config["methods"]),
+            calibrations=calibration_options(),
+        resources:
+            mem_mb=RESOURCES["select"]["mem_mb"],
+            runtime=RESOURCES["select"]["runtime"],
+        log:
+            "logs/select/{env}.log",
+        benchmark:
+            "benchmarks/select/{env}.tsv"
+        priority: UPSTREAM_PRIORITY
+        threads: 1
+        conda:
+            "../../envs/pnc.yaml"
+        shell:
+            "python -m pnc.workflow select_validation --threads {threads} {input:q}"
+            " --seeds {params.seeds} --env {wildcards.env} --methods-json {params.methods:q}"
+            " --calibrations {params.calibrations} --selection {output.selection:q}"
+            " --plan {output.plan:q} > {log:q} 2>&1"
+
+    rule assemble:
+        message:
+            "Results tables of {wildcards.env} from the validation and the test phase"
+        input:
+            validation=lambda wildcards: metric_tables(wildcards.env),
+            test=lambda wildcards: test_tables(wildcards.env),
+            selection="results/envs/{env}/selection.json",
+            plan=TEST_PLAN,
+        output:
+            all_configs="results/envs/{env}/all_configs.csv",
+            results="results/envs/{env}/results.csv",
+        params:
+            seeds=" ".join(str(s) for s in SEEDS),
+            methods=json.dumps(config["methods"]),
+            calibrations=calibration_options(),
+        resources:
+            mem_mb=RESOURCES["select"]["mem_mb"],
+            runtime=RESOURCES["select"]["runtime"],
+        log:
+            "logs/assemble/{env}.log",
+        benchmark:
+            "benchmarks/assemble/{env}.tsv"
+        priority: UPSTREAM_PRIORITY
+        threads: 1
+        conda:
+            "../../envs/pnc.yaml"
+        shell:
+            "python -m pnc.workflow assemble --threads {threads}"
+            " --validation {input.validation:q} --test {input.test:q} --seeds {params.seeds}"
+            " --env {wildcards.env} --methods-json {params.methods:q}"
+            " --calibrations {params.calibrations} --selection {input.selection:q}"
+            " --plan {input.plan:q} --all-configs {output.all_configs:q}"
+            " --results {output.results:q} > {log:q} 2>&1"
 
 
 rule aggregate:
