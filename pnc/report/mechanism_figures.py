@@ -123,9 +123,9 @@ def frontier_sigma_figure(all_configs: pd.DataFrame, env: str):
                             xytext=(3, 3), textcoords="offset points")  # fmt: skip
         unscored = len(best) - len(scored)
         if unscored:
-            ax.text(0.02, 0.02, f"{unscored} other configurations scored on validation only\n"
-                    "(two-phase evaluation): the chosen one per σ is drawn",
-                    transform=ax.transAxes, fontsize=6, va="bottom")  # fmt: skip
+            ax.text(0.5, -0.2, f"the configuration chosen at each σ; {unscored} others were "
+                    "scored on validation only (two-phase evaluation)", transform=ax.transAxes,
+                    fontsize=6, ha="center", va="top")  # fmt: skip
         ax.set_xlabel("ID RMSE (original units)")
         ax.set_ylabel("Far NLL")
         ax.set_title(f"(A) {env}: correction at equal σ")
