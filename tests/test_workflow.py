@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -894,38 +895,60 @@ def test_non_finite_validation_table_fails_selection_naming_it(resumed_run):
         os.utime(table, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
+@pytest.fixture(scope="module")
+def full_copy(tiny_run_full, tmp_path_factory) -> Path:
+    """A copy of the finished tiny run with ``evaluation: full``, for the fault tests to damage."""
+    dest = tmp_path_factory.mktemp("full-copy") / "study"
+    shutil.copytree(tiny_run_full, dest, symlinks=True)
+    return dest
+
+
+#: Per evaluation: the finished study the fault tests damage, the run it must equal once repaired,
+#: and the directory of its metric tables.
+FAULT_STUDIES = {
+    "two_phase": ("resumed_run", "tiny_run", "results/validation"),
+    "full": ("full_copy", "tiny_run_full", "results/metrics"),
+}
+
+
 @pytest.mark.slow
-def test_cut_metric_table_fails_selection_naming_it(tiny_run, resumed_run):
+@pytest.mark.parametrize("evaluation", list(FAULT_STUDIES))
+def test_cut_metric_table_fails_selection_naming_it(request, evaluation):
     """A table cut at a line boundary is refused by the selection job, which names the file, the
     missing rows and the command that rebuilds it; that command restores the results."""
-    name = "results/validation/InvertedPendulum/seed0/pnc/base.csv"
-    table = resumed_run / name
+    study_name, reference_name, tables = FAULT_STUDIES[evaluation]
+    study, reference = request.getfixturevalue(study_name), request.getfixturevalue(reference_name)
+    name = f"{tables}/InvertedPendulum/seed0/pnc/base.csv"
+    table = study / name
     table.write_text("".join(table.read_text().splitlines(keepends=True)[:14]))
     proc = _snakemake(
-        resumed_run, "results/results.csv", "--cores", "2", "--configfile", ".test/config.yaml"
+        study, "results/results.csv", "--cores", "2", "--configfile", ".test/config.yaml"
     )
     assert proc.returncode != 0
-    log = (resumed_run / "logs/select/InvertedPendulum.log").read_text()
+    log = (study / "logs/select/InvertedPendulum.log").read_text()
     assert name in log and "incomplete metric tables" in log, log[-3000:]
     assert f"snakemake --forcerun {name}" in log, log[-3000:]
     proc = _snakemake(
-        resumed_run, "results/results.csv", "--cores", "2", "--forcerun", name,
+        study, "results/results.csv", "--cores", "2", "--forcerun", name,
         "--configfile", ".test/config.yaml", timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for output in DETERMINISTIC_OUTPUTS:
-        assert (resumed_run / output).read_bytes() == (tiny_run / output).read_bytes(), output
+        assert (study / output).read_bytes() == (reference / output).read_bytes(), output
 
 
 @pytest.mark.slow
-def test_truncated_run_fails_naming_it_and_the_target(resumed_run):
-    run = resumed_run / "results/runs/InvertedPendulum/seed0/base/run.msgpack"
+@pytest.mark.parametrize("evaluation", list(FAULT_STUDIES))
+def test_truncated_run_fails_naming_it_and_the_target(request, evaluation):
+    study_name, _, tables = FAULT_STUDIES[evaluation]
+    study = request.getfixturevalue(study_name)
+    run = study / "results/runs/InvertedPendulum/seed0/base/run.msgpack"
     run.write_bytes(run.read_bytes()[:-100])
-    target = "results/validation/InvertedPendulum/seed0/swag/base.csv"
+    target = f"{tables}/InvertedPendulum/seed0/swag/base.csv"
     proc = _snakemake(
-        resumed_run, target, "--cores", "1", "--forcerun", target,
+        study, target, "--cores", "1", "--forcerun", target,
         "--configfile", ".test/config.yaml",
     )  # fmt: skip
     assert proc.returncode != 0
-    log = (resumed_run / "logs/evaluate/InvertedPendulum/seed0/swag/base.log").read_text()
+    log = (study / "logs/evaluate/InvertedPendulum/seed0/swag/base.log").read_text()
     assert "run.msgpack" in log and "--forcerun" in log, log[-3000:]
