@@ -223,7 +223,7 @@ def metric_tables(env):
 
 def test_tables(env):
     """The two-phase test phase's tables of an environment: every (seed, method)."""
-    return [TEST_TABLE.format(env=env, seed=seed, method=method) for seed in SEEDS for method in METHODS]
+    return [TEST_TABLE.format(env=env, seed=s, method=m) for s in SEEDS for m in METHODS]
 
 
 def test_phase_inputs(wildcards):
