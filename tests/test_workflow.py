@@ -332,6 +332,30 @@ def test_rules_declare_memory_and_runtime_from_the_config():
     assert stages["policies"]["default"]["runtime"] >= 8 * 60  # ARS: hours
 
 
+def test_jax_stages_declare_their_gpus_from_the_config():
+    """The training, evaluation and mechanism rules take `gpu` from `resources` (one GPU each when
+    config `device` is gpu, else none); the study's other rules declare none, and every job runs
+    on the CPU unless `device` is gpu (JAX_PLATFORMS, which the jobs inherit)."""
+    declared = {}
+    for path in RULE_FILES:
+        for name, directives in _rules(path.read_text()).items():
+            stages = re.findall(r'gpu=RESOURCES\["(\w+)"\]\["gpu"\]', directives.get("resources", ""))
+            if stages:
+                runtime = re.findall(r'runtime=RESOURCES\["(\w+)"\]', directives["resources"])
+                assert stages == runtime, name  # the stage of its memory and wall time
+                declared[name] = stages[0]
+    assert declared == {
+        "train": "train",
+        "evaluate": "evaluate",
+        "evaluate_test": "evaluate",
+        "pnc_members": "mechanism",
+        "mechanism": "mechanism",
+    }
+    common = (ROOT / "workflow" / "rules" / "common.smk").read_text()
+    assert 'GPU_STAGES = ("train", "evaluate", "mechanism")' in common
+    assert 'os.environ.setdefault("JAX_PLATFORMS", "cpu")' in common
+
+
 def _rejected_config_message(workdir, tmp_path, change) -> str:
     """Dry run on the tiny config changed by ``change``: it must fail; returns its output."""
     config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
@@ -370,6 +394,8 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
             ["ridge_center", "original", "zero"],
         ),
         (lambda c: c.update(variance_calibration=["raw", "cal"]), ["cal", "raw", "vcal"]),
+        (lambda c: c.update(device="tpu"), ["device", "tpu", "cpu", "gpu"]),
+        (lambda c: c["resources"].update(train={"gpu": -1}), ["resources", "train", "gpu"]),
         (
             lambda c: c["data"].update(far_transitions=500),
             ["data.far_transitions = 500", "data.transitions_per_regime = 1000"],
@@ -419,6 +445,8 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
         "perturbation-norm",
         "ridge-center",
         "variance-calibration",
+        "device",
+        "gpu-count",
         "far-pool",
         "offline-pool",
         "target",

@@ -130,6 +130,17 @@ envvars:
 # Stage -> {mem_mb, runtime}: config `resources`; a key left out keeps the schema's default.
 RESOURCES = job_resources(config, "config.schema.yaml")
 
+# config `device`: the platform JAX computes on in every job (jobs inherit the variables), and the
+# GPUs the JAX-heavy stages declare.
+DEVICE = config.get("device", "cpu")
+GPU_STAGES = ("train", "evaluate", "mechanism")
+if DEVICE == "gpu":
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+else:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+for _stage, _spec in RESOURCES.items():
+    _spec.setdefault("gpu", int(DEVICE == "gpu" and _stage in GPU_STAGES))
+
 
 def _alternatives(values):
     return "|".join(re.escape(str(v)) for v in values)

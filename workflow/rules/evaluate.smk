@@ -32,6 +32,7 @@ rule evaluate:
     resources:
         mem_mb=RESOURCES["evaluate"]["mem_mb"],
         runtime=RESOURCES["evaluate"]["runtime"],
+        gpu=RESOURCES["evaluate"]["gpu"],
     threads: THREADS["evaluate"]
     priority: evaluation_priority
     conda:
@@ -72,6 +73,7 @@ if TWO_PHASE:
         resources:
             mem_mb=RESOURCES["evaluate"]["mem_mb"],
             runtime=RESOURCES["evaluate"]["runtime"],
+            gpu=RESOURCES["evaluate"]["gpu"],
         threads: THREADS["evaluate"]
         priority: test_priority
         conda:

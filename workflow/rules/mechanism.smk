@@ -33,6 +33,7 @@ rule pnc_members:
     resources:
         mem_mb=RESOURCES["mechanism"]["mem_mb"],
         runtime=RESOURCES["mechanism"]["runtime"],
+        gpu=RESOURCES["mechanism"]["gpu"],
     priority: UPSTREAM_PRIORITY
     threads: THREADS["evaluate"]
     conda:
@@ -75,6 +76,7 @@ rule mechanism:
     resources:
         mem_mb=RESOURCES["mechanism"]["mem_mb"],
         runtime=RESOURCES["mechanism"]["runtime"],
+        gpu=RESOURCES["mechanism"]["gpu"],
     priority: UPSTREAM_PRIORITY
     threads: THREADS["evaluate"]
     conda:

@@ -25,6 +25,7 @@ rule train:
     resources:
         mem_mb=RESOURCES["train"]["mem_mb"],
         runtime=RESOURCES["train"]["runtime"],
+        gpu=RESOURCES["train"]["gpu"],
     threads: THREADS["train"]
     priority: training_priority
     conda:
