@@ -6,7 +6,18 @@
 # folder (python -m pnc.report export). Usage:
 #
 #   scripts/reference_tables.sh [--config FILE] [--store DIR] [--study DIR] [--out DIR]
-#                               [--mechanism] [--cores N]
+#                               [--mechanism] [--cores N] [--reuse STORE [--reference FILE]]
+#
+# --reuse builds a variant's folder (pnc.report.variant; scripts/reference_runs.sh --reuse made its
+# pieces): --store holds the variant's pieces (the methods it changes), STORE the pieces of the
+# reference config --reference (default config/offline.yaml), whose files of the other methods are
+# restored beside them:
+#
+#   scripts/reference_tables.sh --config config/offline_authors.yaml \
+#       --store docs/results/offline_authors/pieces --reuse docs/results/offline/pieces \
+#       --study authors_study --out docs/results/offline_authors
+#
+# The evaluation (`full` or `two_phase`) is the one the store's pieces were made with.
 #
 # --mechanism also runs the mechanism stage (paper Figures 1 B/C and 3, the mechanism table) on
 # the config's mechanism seed (default: the first) of every environment, with the selection over
@@ -28,6 +39,8 @@ study=reference_study
 out=docs/results/offline
 mechanism=0
 cores=1
+reuse=""
+reference=config/offline.yaml
 while [ $# -gt 0 ]; do
     case "$1" in
         --config) config="$2"; shift 2 ;;
@@ -36,6 +49,8 @@ while [ $# -gt 0 ]; do
         --out) out="$2"; shift 2 ;;
         --mechanism) mechanism=1; shift ;;
         --cores) cores="$2"; shift 2 ;;
+        --reuse) reuse="$2"; shift 2 ;;
+        --reference) reference="$2"; shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -45,12 +60,20 @@ python="$(ready_python . snakemake)" || exit 2  # $PYTHON, else .venv (set up wh
 export PATH="$(dirname "$python"):$PATH"
 
 mkdir -p "$study"
+if [ -n "$reuse" ]; then
+    changed="$("$python" -m pnc.report variant-config "$config" --reference "$reference" \
+        --reuse "$reuse" --out "$study/variant_config.yaml")" || exit 2
+    # the reference's files of the methods the variant leaves alone, then the variant's own
+    "$python" -m pnc.report restore-pieces "$reuse" --study "$study" --skip-methods $changed
+fi
 "$python" -m pnc.report restore-pieces "$store" --study "$study"
+# the evaluation the pieces were made with (the stored reference: full)
+evaluation="$("$python" -c 'import sys; from pnc.report.variant import store_evaluation; print(store_evaluation(sys.argv[1]))' "$store")"
 envs="$("$python" -c 'import sys, yaml; print(" ".join(yaml.safe_load(open(sys.argv[1]))["envs"]))' "$config")"
 figures=(figures/frontier_all.png)
 for env in $envs; do figures+=("figures/frontier/$env.png" "figures/metrics/$env.png"); done
-"$python" -m snakemake -s Snakefile -d "$study" --configfile "$config" --cores "$cores" \
-    results/results.csv results/tables/cross_env.csv "${figures[@]}" \
+"$python" -m snakemake -s Snakefile -d "$study" --configfile "$config" \
+    --config evaluation="$evaluation" --cores "$cores" results/results.csv results/tables/cross_env.csv "${figures[@]}" \
     --allowed-rules select assemble aggregate report_tables report_frontier_overview report_frontier \
     report_metrics
 if [ "$mechanism" = 1 ]; then
@@ -58,7 +81,7 @@ if [ "$mechanism" = 1 ]; then
     figures=()
     for env in $envs; do figures+=("figures/mechanism/$env/magnitudes.png"); done
     nice -n 15 "$python" -m snakemake -s Snakefile -d "$study" --configfile "$config" \
-        --cores "$cores" --keep-going \
+        --config evaluation="$evaluation" --cores "$cores" --keep-going \
         results/tables/mechanism.csv "${figures[@]}" \
         --rerun-triggers params input code \
         --allowed-rules offline_data far_data splits train pnc_members mechanism \
