@@ -19,6 +19,12 @@
 #
 # The evaluation (`full` or `two_phase`) is the one the store's pieces were made with.
 #
+# --mechanism-store DIR builds the mechanism table from the mechanism pieces that
+# scripts/mechanism_seeds.sh stored in DIR, over the seeds stored for every environment (the
+# mean and spread over them, pnc.report.mechanism_table), instead of running the stage:
+#
+#   scripts/reference_tables.sh --mechanism-store docs/results/offline/mechanism_pieces
+#
 # --mechanism also runs the mechanism stage (paper Figures 1 B/C and 3, the mechanism table) on
 # the config's mechanism seed (default: the first) of every environment, with the selection over
 # all seeds: it needs that seed's data, splits and base network, which the pieces do not hold, so
@@ -41,6 +47,7 @@ mechanism=0
 cores=1
 reuse=""
 reference=config/offline.yaml
+mstore=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --config) config="$2"; shift 2 ;;
@@ -48,6 +55,7 @@ while [ $# -gt 0 ]; do
         --study) study="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         --mechanism) mechanism=1; shift ;;
+        --mechanism-store) mstore="$2"; shift 2 ;;
         --cores) cores="$2"; shift 2 ;;
         --reuse) reuse="$2"; shift 2 ;;
         --reference) reference="$2"; shift 2 ;;
@@ -86,6 +94,23 @@ if [ "$mechanism" = 1 ]; then
         --rerun-triggers params input code \
         --allowed-rules offline_data far_data splits train pnc_members mechanism \
         mechanism_figures mechanism_table
+fi
+if [ -n "$mstore" ]; then
+    "$python" -m pnc.report restore-pieces "$mstore" --study "$study"
+    # the seeds stored for every environment of the config
+    files="$("$python" -c '
+import sys, yaml
+from pnc.report.pieces import stored_pieces
+envs = yaml.safe_load(open(sys.argv[2]))["envs"]
+stored = stored_pieces(sys.argv[1])
+seeds = sorted(set.intersection(*[{s for e, s in stored if e == env} for env in envs]))
+if not seeds:
+    sys.exit(f"{sys.argv[1]}: no seed is stored for every environment of {sys.argv[2]}")
+print(" ".join(f"{sys.argv[3]}/results/mechanism/{e}/seed{s}.parquet" for e in envs for s in seeds))
+' "$mstore" "$config" "$study")"
+    mkdir -p "$study/results/tables"
+    "$python" -m pnc.workflow mechanism_report --threads 1 table $files \
+        --all-configs "$study/results/all_configs.csv" --out "$study/results/tables"
 fi
 "$python" -m pnc.report export "$study" --out "$out" --force
 echo "[reference_tables] $out rebuilt from $store"

@@ -152,7 +152,13 @@ def test_upstream_jobs_and_the_mechanism_chain_go_before_training_and_evaluation
     for path in RULE_FILES:
         rules.update(_rules(path.read_text()))
     upstream = {"behaviour_policies", "offline_data", "minari_data", "far_data", "splits"}
-    for name in upstream - {"minari_data"} | {"select", "select@2", "assemble", "pnc_members", "mechanism"}:
+    for name in upstream - {"minari_data"} | {
+        "select",
+        "select@2",
+        "assemble",
+        "pnc_members",
+        "mechanism",
+    }:
         assert rules[name].get("priority") == "UPSTREAM_PRIORITY", name
     # the downloads go first of all
     assert rules["minari_data"]["priority"] == "DOWNLOAD_PRIORITY"
@@ -267,6 +273,30 @@ def test_paper_protocol_dag(workdir, evaluation):
         re.findall(r"results/runs/Ant/seed0/([^/]+)/run\.(?:json|msgpack)", mechanism.group(1))
     )
     assert runs == {"base", "subspace-every50-snapshots20-start1000-steps2000"}
+
+
+def test_authors_settings_dag(workdir):
+    """config/offline_authors.yaml: P&C and its ablation on their own 2,000-step base run (one
+    more training run per (env, seed)), every other method on the shared runs; the mechanism job
+    reads P&C's run beside the shared one (SWAG, Laplace) and Subspace's."""
+    proc = _snakemake(workdir, "-n", "--configfile", "config/offline_authors.yaml")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    counts = _job_counts(proc.stdout)
+    assert counts["train"] == 11 * 10 * 9 and counts["evaluate"] == 11 * 10 * 12
+    own = re.search(r"--run-id base-steps2000 --spec '([^']*)'", proc.stdout)
+    assert json.loads(own.group(1)) == {"kind": "base", "options": [["steps", 2000]]}
+    for method, run in (("pnc", "base-steps2000"), ("pnc_nocorr", "base-steps2000"),
+                        ("swag", "base"), ("laplace", "base")):  # fmt: skip
+        assert re.search(rf"--method {method} --run-id {run} ", proc.stdout), method
+    pnc_job = re.search(r"--method pnc --run-id base-steps2000 .*?--grid '([^']*)'", proc.stdout)
+    assert json.loads(pnc_job.group(1))["calibration_pool"] == "id_pool"
+    mechanism = re.search(
+        r"Job \d+: Mechanism diagnostics of Ant, seed 0\nReason: ([^\n]*)", proc.stdout
+    )
+    runs = set(
+        re.findall(r"results/runs/Ant/seed0/([^/]+)/run\.(?:json|msgpack)", mechanism.group(1))
+    )
+    assert runs == {"base", "base-steps2000", "subspace-every50-snapshots20-start1000-steps2000"}
 
 
 def test_one_environment_target(workdir):
