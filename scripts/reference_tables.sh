@@ -100,12 +100,9 @@ if [ -n "$mstore" ]; then
     # the seeds stored for every environment of the config
     files="$("$python" -c '
 import sys, yaml
-from pnc.report.pieces import stored_pieces
+from pnc.report.pieces import seeds_of_every_env
 envs = yaml.safe_load(open(sys.argv[2]))["envs"]
-stored = stored_pieces(sys.argv[1])
-seeds = sorted(set.intersection(*[{s for e, s in stored if e == env} for env in envs]))
-if not seeds:
-    sys.exit(f"{sys.argv[1]}: no seed is stored for every environment of {sys.argv[2]}")
+seeds = seeds_of_every_env(sys.argv[1], envs)
 print(" ".join(f"{sys.argv[3]}/results/mechanism/{e}/seed{s}.parquet" for e in envs for s in seeds))
 ' "$mstore" "$config" "$study")"
     mkdir -p "$study/results/tables"

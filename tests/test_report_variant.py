@@ -232,3 +232,14 @@ def test_a_variant_without_results_is_named(tmp_path):
     (ours / compare.VARIANTS_FILE).write_text(json.dumps({"offline_authors": "authors' settings"}))
     with pytest.raises(FileNotFoundError, match="offline_authors, which has no results.csv"):
         compare.comparison_text(ours, PAPER)
+
+
+def test_the_mechanism_table_uses_the_seeds_stored_for_every_environment(tmp_path):
+    for env, seed in (("Ant", 0), ("Ant", 1), ("Ant", 2), ("Hopper", 1), ("Hopper", 2)):
+        _manifest(tmp_path, env, seed, [f"results/mechanism/{env}/seed{seed}.parquet"])
+    assert pieces.seeds_of_every_env(tmp_path, ["Ant", "Hopper"]) == [1, 2]
+    assert pieces.seeds_of_every_env(tmp_path, ["Ant"]) == [0, 1, 2]
+    with pytest.raises(
+        pieces.PieceError, match=r"no seed is stored for every environment \(none of Swimmer\)"
+    ):
+        pieces.seeds_of_every_env(tmp_path, ["Ant", "Swimmer"])

@@ -273,6 +273,25 @@ def stored_pieces(store: str | Path) -> list[tuple[str, int]]:
     return sorted(pieces)
 
 
+def seeds_of_every_env(store: str | Path, envs: Sequence[str]) -> list[int]:
+    """The seeds ``store`` holds a piece of for every environment of ``envs`` (e.g. the
+    mechanism seeds a table over seeds can use, ``scripts/reference_tables.sh
+    --mechanism-store``).
+
+    Raises:
+        PieceError: no seed is stored for every environment (naming those without any).
+    """
+    stored = stored_pieces(store)
+    seeds = set.intersection(*[{s for e, s in stored if e == env} for env in envs])
+    if not seeds:
+        bare = [env for env in envs if not any(e == env for e, _ in stored)]
+        raise PieceError(
+            f"{store}: no seed is stored for every environment"
+            + (f" (none of {', '.join(bare)})" if bare else "")
+        )
+    return sorted(seeds)
+
+
 def restore_pieces(
     store: str | Path, study_dir: str | Path, skip: Sequence[str] = ()
 ) -> list[Path]:
