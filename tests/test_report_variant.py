@@ -243,3 +243,25 @@ def test_the_mechanism_table_uses_the_seeds_stored_for_every_environment(tmp_pat
         pieces.PieceError, match=r"no seed is stored for every environment \(none of Swimmer\)"
     ):
         pieces.seeds_of_every_env(tmp_path, ["Ant", "Swimmer"])
+
+
+def test_a_mechanism_piece_stores_no_training_benchmark(tmp_path):
+    """Its study holds the restored reference's training benchmarks under the same paths as the
+    runs it made again: none is attributed to the piece."""
+    study, store = tmp_path / "study", tmp_path / "store"
+    out = study / "results/mechanism/IP/seed1.parquet"
+    out.parent.mkdir(parents=True)
+    out.write_text("x\n")
+    for name in (
+        "train/IP/seed1/base.tsv",
+        "mechanism/IP/seed1.tsv",
+        "evaluate/IP/seed1/pnc/base.tsv",
+    ):
+        (study / "benchmarks" / name).parent.mkdir(parents=True, exist_ok=True)
+        (study / "benchmarks" / name).write_text("s\n1\n")
+    manifest = tmp_path / "piece.json"
+    pieces.write_manifest("IP", 1, [out], manifest, study_dir=study)
+    pieces.store_piece(manifest, study, store)
+    stored = sorted(p.relative_to(store / "benchmarks").as_posix()
+                    for p in (store / "benchmarks").rglob("*.tsv"))  # fmt: skip
+    assert stored == ["mechanism/IP/seed1.tsv"]

@@ -187,7 +187,9 @@ def _piece_jobs(files) -> tuple[set[str], set[str]]:
 def _job_of_piece(benchmark: Path, methods: set[str], runs: set[str]) -> bool:
     """Whether a benchmark file belongs to a job of the piece: an evaluation of one of its
     methods, a training of one of its runs, or a job of no single method (data, splits,
-    mechanism)."""
+    mechanism). A piece that lists no metric table (a mechanism piece) stores no training
+    benchmark: its study holds the restored pieces' ones beside those of the runs it made again,
+    under the same paths."""
     parts = benchmark.parts
     if len(parts) >= 5 and parts[1] == "train":
         return Path(parts[-1]).stem in runs
