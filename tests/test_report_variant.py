@@ -184,6 +184,7 @@ def _folder(root: Path, name: str, pnc_id_rmse: float) -> Path:
     return folder
 
 
+@pytest.mark.slow  # the statistics of three folders: about 20 s on a busy 2-core machine
 def test_the_comparison_gains_the_variants_columns_and_moves(tmp_path):
     ours = _folder(tmp_path, "offline", 100.0)  # P&C last (6th of 6) on ID RMSE everywhere
     _folder(tmp_path, "offline_authors", 1.0)  # the paper's own numbers
