@@ -61,7 +61,7 @@ if [ -n "$reuse" ]; then
     variant="results/variant_configs/$(basename "$config")"
     changed="$("$python" -m pnc.report variant-config "$config" --reference "$reference" \
         --reuse "$reuse" --out "$variant")" || exit 2
-    echo "[reference_runs] $config against $reference: running $changed only; the other methods' pieces are $reuse's"
+    echo "[reference_runs] $config against $reference: running $changed only; the other methods' tables come from $reuse"
     config="$variant"
 fi
 
