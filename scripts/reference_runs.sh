@@ -8,6 +8,16 @@
 #
 #   scripts/reference_runs.sh [--config FILE] [--store DIR] [--cores N] [--commit]
 #                             [--envs "Ant Hopper"] [--seeds "0 1"]
+#                             [--reuse STORE [--reference FILE]]
+#
+# --reuse runs a variant of a stored study at the cost of what it changes (pnc.report.variant):
+# --config is the variant (e.g. config/offline_authors.yaml), --reference the config whose pieces
+# STORE holds (default config/offline.yaml). Only the methods whose entries differ are run, with
+# the evaluation layout of STORE's pieces, and each piece stored in --store holds their jobs only;
+# scripts/reference_tables.sh --reuse STORE adds the unchanged methods' tables from STORE:
+#
+#   scripts/reference_runs.sh --config config/offline_authors.yaml \
+#       --store docs/results/offline_authors/pieces --reuse docs/results/offline/pieces
 #
 # With the two-phase evaluation (config `evaluation: two_phase`, the default) a piece also holds its
 # test phase, which follows the selection over every seed of the environment: an environment's
@@ -25,6 +35,8 @@ cores=2
 commit=0
 envs=""
 seeds=""
+reuse=""
+reference=config/offline.yaml
 while [ $# -gt 0 ]; do
     case "$1" in
         --config) config="$2"; shift 2 ;;
@@ -33,6 +45,8 @@ while [ $# -gt 0 ]; do
         --commit) commit=1; shift ;;
         --envs) envs="$2"; shift 2 ;;
         --seeds) seeds="$2"; shift 2 ;;
+        --reuse) reuse="$2"; shift 2 ;;
+        --reference) reference="$2"; shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -41,6 +55,15 @@ source scripts/venv.sh
 python="$(ready_python . snakemake)" || exit 2
 export PATH="$(dirname "$python"):$PATH"  # workflow jobs run `python -m pnc...`
 snakemake=("$python" -m snakemake)
+
+if [ -n "$reuse" ]; then
+    # the variant's own jobs: its config restricted to the methods it changes
+    variant="results/variant_configs/$(basename "$config")"
+    changed="$("$python" -m pnc.report variant-config "$config" --reference "$reference" \
+        --reuse "$reuse" --out "$variant")" || exit 2
+    echo "[reference_runs] $config against $reference: running $changed only; the other methods' tables come from $reuse"
+    config="$variant"
+fi
 
 read_list() {  # read_list KEY: the config's list KEY, space-separated
     "$python" -c 'import sys, yaml; print(" ".join(str(v) for v in yaml.safe_load(open(sys.argv[1]))[sys.argv[2]]))' "$config" "$1"

@@ -1,9 +1,10 @@
 """The long-run scripts find or set up the Python they need before doing anything else: from a
-fresh clone (no ``.venv``), ``scripts/reference_runs.sh`` and ``scripts/reference_tables.sh`` set up
-the project's ``.venv`` as ``scripts/quick.sh`` does (``scripts/venv.sh``'s ``ready_python``), or,
-with ``PNC_NO_SETUP=1``, stop at once naming the command to run; ``scripts/slurm_check.sh`` (run
-as root) never sets one up and stops at once naming it. Each case runs a copy of ``scripts/`` in
-a temporary directory, with a stub ``setup_venv`` where setting up is the behaviour under test."""
+fresh clone (no ``.venv``), ``scripts/reference_runs.sh``, ``scripts/reference_tables.sh`` and
+``scripts/mechanism_seeds.sh`` set up the project's ``.venv`` as ``scripts/quick.sh`` does
+(``scripts/venv.sh``'s ``ready_python``), or, with ``PNC_NO_SETUP=1``, stop at once naming the
+command to run; ``scripts/slurm_check.sh`` (run as root) never sets one up and stops at once
+naming it. Each case runs a copy of ``scripts/`` in a temporary directory, with a stub
+``setup_venv`` where setting up is the behaviour under test."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def _run(repo: Path, command: str, **extra: str) -> subprocess.CompletedProcess:
     [
         "scripts/reference_runs.sh --envs InvertedPendulum --seeds 0",
         "scripts/reference_tables.sh --mechanism --cores 2",
+        "scripts/mechanism_seeds.sh --envs InvertedPendulum --seeds 1",
     ],
 )
 def test_a_fresh_clone_without_setting_up_stops_at_once_naming_the_command(tmp_path, script):
@@ -60,6 +62,7 @@ def test_a_fresh_clone_without_setting_up_stops_at_once_naming_the_command(tmp_p
     assert SETUP in done.stderr
     assert "snakemake" not in done.stdout  # nothing ran: no piece, no restore
     assert not (repo / "logs").exists() and not (repo / "reference_study").exists()
+    assert not (repo / "mechanism_study").exists()
 
 
 def test_a_python_named_in_PYTHON_that_lacks_the_project_stops_the_script(tmp_path):

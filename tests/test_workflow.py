@@ -152,7 +152,13 @@ def test_upstream_jobs_and_the_mechanism_chain_go_before_training_and_evaluation
     for path in RULE_FILES:
         rules.update(_rules(path.read_text()))
     upstream = {"behaviour_policies", "offline_data", "minari_data", "far_data", "splits"}
-    for name in upstream - {"minari_data"} | {"select", "select@2", "assemble", "pnc_members", "mechanism"}:
+    for name in upstream - {"minari_data"} | {
+        "select",
+        "select@2",
+        "assemble",
+        "pnc_members",
+        "mechanism",
+    }:
         assert rules[name].get("priority") == "UPSTREAM_PRIORITY", name
     # the downloads go first of all
     assert rules["minari_data"]["priority"] == "DOWNLOAD_PRIORITY"
@@ -267,6 +273,30 @@ def test_paper_protocol_dag(workdir, evaluation):
         re.findall(r"results/runs/Ant/seed0/([^/]+)/run\.(?:json|msgpack)", mechanism.group(1))
     )
     assert runs == {"base", "subspace-every50-snapshots20-start1000-steps2000"}
+
+
+def test_authors_settings_dag(workdir):
+    """config/offline_authors.yaml: P&C and its ablation on their own 2,000-step base run (one
+    more training run per (env, seed)), every other method on the shared runs; the mechanism job
+    reads P&C's run beside the shared one (SWAG, Laplace) and Subspace's."""
+    proc = _snakemake(workdir, "-n", "--configfile", "config/offline_authors.yaml")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    counts = _job_counts(proc.stdout)
+    assert counts["train"] == 11 * 10 * 9 and counts["evaluate"] == 11 * 10 * 12
+    own = re.search(r"--run-id base-steps2000 --spec '([^']*)'", proc.stdout)
+    assert json.loads(own.group(1)) == {"kind": "base", "options": [["steps", 2000]]}
+    for method, run in (("pnc", "base-steps2000"), ("pnc_nocorr", "base-steps2000"),
+                        ("swag", "base"), ("laplace", "base")):  # fmt: skip
+        assert re.search(rf"--method {method} --run-id {run} ", proc.stdout), method
+    pnc_job = re.search(r"--method pnc --run-id base-steps2000 .*?--grid '([^']*)'", proc.stdout)
+    assert json.loads(pnc_job.group(1))["calibration_pool"] == "id_pool"
+    mechanism = re.search(
+        r"Job \d+: Mechanism diagnostics of Ant, seed 0\nReason: ([^\n]*)", proc.stdout
+    )
+    runs = set(
+        re.findall(r"results/runs/Ant/seed0/([^/]+)/run\.(?:json|msgpack)", mechanism.group(1))
+    )
+    assert runs == {"base", "base-steps2000", "subspace-every50-snapshots20-start1000-steps2000"}
 
 
 def test_one_environment_target(workdir):
@@ -897,6 +927,67 @@ def test_results_rebuild_from_stored_pieces_alone(tiny_run, tmp_path):
     assert {t: t.stat().st_mtime_ns for t in tables} == stamps
     name = "results/tables/mechanism.csv"
     assert (fresh / name).read_bytes() == (tiny_run / name).read_bytes()
+
+
+@pytest.mark.slow
+def test_a_variant_runs_only_what_it_changes_and_reuses_the_rest(tiny_run, tmp_path):
+    """The tiny study with P&C's own 100-step base run and calibration rows from the whole ID
+    pool, run as a variant of the tiny run's stored piece: the variant's piece holds P&C's and its
+    ablation's jobs only, and its folder (the variant's pieces plus the reference's other methods)
+    has the reference's rows, bit for bit, for every other method."""
+    piece = "results/pieces/InvertedPendulum/seed0.json"
+    proc = _snakemake(tiny_run, piece, "--cores", "1", "--configfile", ".test/config.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    reference = tmp_path / "reference"
+    report = [sys.executable, "-m", "pnc.report"]
+    subprocess.run(
+        [*report, "store-piece", piece, "--study", ".", "--store", reference],
+        cwd=tiny_run, check=True,
+    )  # fmt: skip
+    repo = _copy_workflow(tmp_path / "repo")
+    shutil.copytree(ROOT / "scripts", repo / "scripts")
+    config = yaml.safe_load((repo / ".test/config.yaml").read_text())
+    config["methods"]["pnc"].update(base_steps=100, calibration_pool="id_pool")
+    config["methods"]["pnc_nocorr"]["base_steps"] = 100
+    (repo / ".test/authors.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    common = ["--config", ".test/authors.yaml", "--reuse", str(reference), "--reference",
+              ".test/config.yaml", "--store", str(tmp_path / "variant")]  # fmt: skip
+    env = {**os.environ, "PYTHON": sys.executable}
+    runs = subprocess.run(
+        ["bash", "scripts/reference_runs.sh", *common, "--cores", "1"],
+        cwd=repo, capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    assert runs.returncode == 0, runs.stdout[-3000:] + runs.stderr[-3000:]
+    manifest = json.loads((tmp_path / "variant/manifests/InvertedPendulum/seed0.json").read_text())
+    assert {Path(f).parts[4].removesuffix(".csv") for f in manifest["files"]} == {
+        "pnc", "pnc_nocorr"
+    }  # fmt: skip
+    assert all("base-steps100" in f for f in manifest["files"] if "/validation/" in f)
+    run = json.loads(
+        (repo / "results/runs/InvertedPendulum/seed0/base-steps100/run.json").read_text()
+    )
+    assert run["meta"]["train_config"]["steps"] == 100
+    assert not (repo / "results/runs/InvertedPendulum/seed0/base").exists()
+    folder = tmp_path / "folder"
+    tables = subprocess.run(
+        ["bash", "scripts/reference_tables.sh", *common, "--study", str(tmp_path / "study"),
+         "--out", str(folder)],
+        cwd=repo, capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    assert tables.returncode == 0, tables.stdout[-3000:] + tables.stderr[-3000:]
+    changed = lambda row: row["method"] in ("pnc", "pnc_nocorr")  # noqa: E731
+    kept = lambda row: not changed(row)  # noqa: E731
+    assert _text_rows(folder / "results.csv", kept) == _text_rows(
+        tiny_run / "results/results.csv", kept
+    )
+    assert _text_rows(folder / "results.csv", changed) != _text_rows(
+        tiny_run / "results/results.csv", changed
+    )
+    ours = json.loads((tiny_run / "results/selection.json").read_text())["InvertedPendulum"]
+    theirs = json.loads((folder / "selection.json").read_text())["InvertedPendulum"]
+    assert {m: r for m, r in theirs.items() if m not in ("pnc", "pnc_nocorr")} == {
+        m: r for m, r in ours.items() if m not in ("pnc", "pnc_nocorr")
+    }
 
 
 @pytest.mark.slow

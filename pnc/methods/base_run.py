@@ -12,6 +12,7 @@ function and takes its PCA subspace from the deviations.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import ClassVar, NamedTuple
 
@@ -50,7 +51,11 @@ class OnBaseRun:
     """Mixin for methods built post hoc on the shared ``base`` run (SWAG, Laplace, P&C): their
     :meth:`training_spec` is :func:`base_spec` and :meth:`train` is :func:`train_base`. Put it
     before :class:`pnc.methods.contract.MethodBase` in the bases, which provides ``_check_config``
-    and ``_check_kind``."""
+    and ``_check_kind``.
+
+    A base run whose spec has a ``steps`` option (P&C's own base run, ``base-steps{N}``,
+    :mod:`pnc.mujoco.grid`) trains with ``train_config.steps`` replaced by it; the only option a
+    base run accepts."""
 
     run_kind: ClassVar[str] = "base"
 
@@ -60,6 +65,12 @@ class OnBaseRun:
 
     def train(self, spec, x, y, *, model_config, train_config, key, validation=None) -> TrainingRun:
         self._check_kind(spec, "base")
+        options = dict(spec.options)
+        unknown = sorted(set(options) - {"steps"})
+        if unknown:
+            raise ValueError(f"a base run accepts the option 'steps' only; got {unknown}")
+        if "steps" in options:
+            train_config = dataclasses.replace(train_config, steps=int(options["steps"]))
         return train_base(
             spec,
             x,

@@ -103,7 +103,9 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
     def study_problems(self, config: PnCConfig, study) -> tuple[list[str], list[str]]:
         """``layers`` against ``model.hidden``; ``rank`` against the kernel ``d_in x d_out`` of
         every perturbed layer (layer 0's ``d_in`` is each environment's observation + action,
-        layer ``l``'s is ``model.hidden[l-1]``); ``calibration_size`` against the train rows."""
+        layer ``l``'s is ``model.hidden[l-1]``); ``calibration_size`` against the rows of its calibration pool (the train rows, or the whole
+        ID pool for ``calibration_pool: id_pool``, which the study check passes in
+        ``max_train_rows``)."""
         hidden = list(study.hidden)
         try:
             layers = config.perturbed_layers(len(hidden))
@@ -128,8 +130,8 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
         if size is not None and size > study.max_train_rows:
             errors.append(
                 f"methods.{self.id}.calibration_size = {size} is larger than the "
-                f"{study.max_train_rows} train rows of the ID pool ({study.pool_text}); the "
-                "calibration set is drawn from the train rows"
+                f"{study.max_train_rows} rows its calibration set is drawn from "
+                f"({study.pool_text})"
             )
         return errors, []
 

@@ -39,6 +39,14 @@ class TrainingSpec:
         """File-system-safe id, e.g. ``base``, ``deep_ensemble-n_members5``, ``mc_dropout-rate0.05``."""
         return "-".join([self.kind] + [f"{k}{v}" for k, v in self.options])
 
+    @property
+    def key_id(self) -> str:
+        """The name the run's training key derives from: :attr:`run_id`, except that every
+        ``base`` run uses ``"base"``: P&C's own base run (a ``steps`` option, e.g.
+        ``base-steps2000``) draws the shared base run's initialisation and minibatches and
+        differs from it only in its step cap."""
+        return "base" if self.kind == "base" else self.run_id
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainingRun:

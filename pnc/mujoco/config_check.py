@@ -143,7 +143,7 @@ def study_context(config: Mapping[str, Any]) -> StudyContext:
         train=config["train"],
         max_train_rows=pool.transitions_per_regime - pool.n_val,
         pool_text=(
-            f"data.transitions_per_regime = {pool.transitions_per_regime} minus "
+            f"the train rows: data.transitions_per_regime = {pool.transitions_per_regime} minus "
             f"data.val_fraction = {pool.val_fraction} of it"
         ),
         input_dims={env: (spec.obs_dim, spec.act_dim) for env, spec in specs.items()},
@@ -181,6 +181,24 @@ def data_problems(config: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def base_steps_problems(
+    config: Mapping[str, Any], points: Mapping[str, Sequence[Any]]
+) -> list[str]:
+    """P&C's own base run (``methods.pnc.base_steps``, :mod:`pnc.mujoco.grid`) against
+    ``train.steps``: equal steps would train a second copy of the shared base run."""
+    steps = int(config["train"]["steps"])
+    problems = []
+    for method_id, method_points in points.items():
+        for point in method_points[:1]:
+            own = dict(point.spec.options).get("steps") if point.spec.kind == "base" else None
+            if own is not None and int(own) == steps:
+                problems.append(
+                    f"methods.{method_id}.base_steps = {own} equals train.steps = {steps}: "
+                    "leave it null to build on the shared base run"
+                )
+    return problems
+
+
 def cross_key_problems(config: Mapping[str, Any], points: Mapping[str, Sequence[Any]]) -> Problems:
     """Every problem across keys of a schema-validated MuJoCo study config.
 
@@ -202,10 +220,18 @@ def cross_key_problems(config: Mapping[str, Any], points: Mapping[str, Sequence[
     if out.errors:
         return out
     context = study_context(config)
+    out.errors.extend(base_steps_problems(config, points))
+    pool = _split_config(config["data"]).transitions_per_regime
+    id_pool = dataclasses.replace(
+        context,
+        max_train_rows=pool,
+        pool_text=f"the ID pool, calibration_pool: id_pool; data.transitions_per_regime = {pool}",
+    )
     for method_id, method_points in points.items():
         method = registry.get(method_id)
         for point in method_points:
-            errors, warnings = method.study_problems(point.config, context)
+            where = id_pool if getattr(point, "calibration_pool", "train") == "id_pool" else context
+            errors, warnings = method.study_problems(point.config, where)
             out.errors.extend(e for e in errors if e not in out.errors)
             out.warnings.extend(w for w in warnings if w not in out.warnings)
     return out

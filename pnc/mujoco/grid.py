@@ -13,6 +13,13 @@ named by ``method.config_id(config)``. Configurations whose differing hyperparam
 share one training run (``method.training_spec(config).run_id``): all P&C, SWAG, Laplace and Subspace
 configurations use the ``base`` run of an (env, seed); each MC-Dropout rate has its own run
 (paper, Appendix C).
+
+Two keys beside ``fixed`` and ``grid`` set the P&C protocol that departs from the shared one
+(:data:`ENTRY_OPTIONS`): ``base_steps`` (``pnc``, ``pnc_nocorr``) trains P&C's base network for
+its own number of steps in a run of its own (run id ``base-steps{N}``, e.g. the authors' 2,000),
+so that SWAG and Laplace keep the shared ``base`` run; ``calibration_pool`` (``pnc``) names the rows
+the calibration set ``D_cal`` is drawn from, ``train`` (the train split; the default) or
+``id_pool`` (the whole ID pool, train then validation rows, as the authors' code drew it).
 """
 
 from __future__ import annotations
@@ -24,6 +31,16 @@ from typing import Any
 
 from pnc.methods.runs import TrainingSpec
 
+#: Method -> the entry keys beside ``fixed`` and ``grid`` it accepts (module docstring).
+ENTRY_OPTIONS: dict[str, tuple[str, ...]] = {
+    "pnc": ("base_steps", "calibration_pool"),
+    "pnc_nocorr": ("base_steps",),
+}
+#: Where P&C's calibration rows come from: the train split, or train + validation rows.
+CALIBRATION_POOLS: tuple[str, ...] = ("train", "id_pool")
+#: The entry defaults: the shared base run, the train split.
+ENTRY_DEFAULTS: dict[str, Any] = {"base_steps": None, "calibration_pool": "train"}
+
 
 @dataclasses.dataclass(frozen=True)
 class GridPoint:
@@ -34,12 +51,15 @@ class GridPoint:
         config_id: the method's readable id of ``config``.
         config: the method's config dataclass instance.
         spec: the training run the configuration needs.
+        calibration_pool: the rows the construction draws its calibration set from,
+            ``"train"`` or ``"id_pool"`` (:data:`CALIBRATION_POOLS`; only P&C's entry sets it).
     """
 
     method: str
     config_id: str
     config: Any
     spec: TrainingSpec
+    calibration_pool: str = "train"
 
     @property
     def run_id(self) -> str:
@@ -52,12 +72,47 @@ def _get_method(method_id: str) -> Any:
     return methods.get(method_id)
 
 
+def entry_options(method_id: str, entry: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The checked keys of :data:`ENTRY_OPTIONS` of one method entry, defaults filled in.
+
+    Raises:
+        ValueError: ``base_steps`` is not a positive integer or null, ``calibration_pool`` not
+            one of :data:`CALIBRATION_POOLS` (named, with the valid values).
+    """
+    entry = dict(entry or {})
+    out = {k: entry.get(k, ENTRY_DEFAULTS[k]) for k in ENTRY_OPTIONS.get(method_id, ())}
+    steps = out.get("base_steps")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(
+            f"methods.{method_id}.base_steps = {steps!r}: give a positive number of steps (the "
+            "authors': 2000), or null for the shared base run"
+        )
+    pool = out.get("calibration_pool", "train")
+    if pool not in CALIBRATION_POOLS:
+        raise ValueError(
+            f"methods.{method_id}.calibration_pool = {pool!r}: valid: "
+            f"{', '.join(CALIBRATION_POOLS)} (train: the train split; id_pool: train and "
+            "validation rows, the authors')"
+        )
+    return out
+
+
+def _entry_spec(spec: TrainingSpec, base_steps: int | None) -> TrainingSpec:
+    """``spec``, or for ``base_steps`` P&C's own base run: the base kind with a ``steps`` option."""
+    if base_steps is None:
+        return spec
+    if spec.kind != "base":
+        raise ValueError(f"base_steps applies to a method on the base run, not a {spec.kind!r} run")
+    return TrainingSpec("base", (("steps", int(base_steps)),))
+
+
 def expand(method_id: str, entry: Mapping[str, Any] | None) -> list[GridPoint]:
     """All configurations of one method's grid entry, in grid order (last key varies fastest).
 
     Args:
         method_id: a registered method id (``pnc.methods.METHOD_IDS``).
-        entry: ``{"fixed": {...}, "grid": {key: [values, ...]}}``; both parts optional.
+        entry: ``{"fixed": {...}, "grid": {key: [values, ...]}}``; both parts optional, and the
+            method's :data:`ENTRY_OPTIONS` beside them.
 
     Returns:
         One :class:`GridPoint` per grid point (a single one when the grid is empty).
@@ -67,9 +122,13 @@ def expand(method_id: str, entry: Mapping[str, Any] | None) -> list[GridPoint]:
             unknown hyperparameter (named, with the valid ones) or duplicate configurations.
     """
     entry = dict(entry or {})
-    unknown = sorted(set(entry) - {"fixed", "grid"})
+    valid = ("fixed", "grid", *ENTRY_OPTIONS.get(method_id, ()))
+    unknown = sorted(set(entry) - set(valid))
     if unknown:
-        raise ValueError(f"methods.{method_id}: unknown key(s) {unknown}; valid: fixed, grid")
+        raise ValueError(
+            f"methods.{method_id}: unknown key(s) {unknown}; valid: {', '.join(valid)}"
+        )
+    options = entry_options(method_id, entry)
     fixed = dict(entry.get("fixed") or {})
     grid = dict(entry.get("grid") or {})
     for key, values in grid.items():
@@ -86,9 +145,9 @@ def expand(method_id: str, entry: Mapping[str, Any] | None) -> list[GridPoint]:
             config = method.make_config(overrides)
         except (TypeError, ValueError) as err:
             raise ValueError(f"methods.{method_id}: {err}") from err
-        points.append(
-            GridPoint(method_id, method.config_id(config), config, method.training_spec(config))
-        )
+        spec = _entry_spec(method.training_spec(config), options.get("base_steps"))
+        pool = options.get("calibration_pool", "train")
+        points.append(GridPoint(method_id, method.config_id(config), config, spec, pool))
     ids = [p.config_id for p in points]
     if len(set(ids)) != len(ids):
         raise ValueError(f"methods.{method_id}: duplicate configurations {ids}")
@@ -96,8 +155,22 @@ def expand(method_id: str, entry: Mapping[str, Any] | None) -> list[GridPoint]:
 
 
 def expand_all(methods_entry: Mapping[str, Any]) -> dict[str, list[GridPoint]]:
-    """:func:`expand` for every method of the workflow config's ``methods`` mapping."""
-    return {m: expand(m, e) for m, e in methods_entry.items()}
+    """:func:`expand` for every method of the workflow config's ``methods`` mapping.
+
+    Raises:
+        ValueError: as :func:`expand`, or ``pnc`` and ``pnc_nocorr`` on different base runs
+            (``base_steps``): the ablation applies P&C's perturbations to P&C's network.
+    """
+    points = {m: expand(m, e) for m, e in methods_entry.items()}
+    if "pnc" in points and "pnc_nocorr" in points:
+        steps = {m: entry_options(m, methods_entry[m])["base_steps"] for m in ("pnc", "pnc_nocorr")}
+        if steps["pnc"] != steps["pnc_nocorr"]:
+            raise ValueError(
+                f"methods.pnc.base_steps = {steps['pnc']} but methods.pnc_nocorr.base_steps = "
+                f"{steps['pnc_nocorr']}: the ablation perturbs P&C's base network, so both must "
+                "name the same steps"
+            )
+    return points
 
 
 def points_for_run(method_id: str, entry: Mapping[str, Any] | None, run_id: str) -> list[GridPoint]:

@@ -2,7 +2,8 @@
 
 1. :func:`write_pnc_members` -- after selection, the selected P&C configuration's members of one
    (env, seed) are built once (``derive_key(env, seed, "pnc", "build")``, the key the evaluation
-   used, the train split as calibration pool) and stored as full parameter pytrees
+   used, on the calibration pool the evaluation used: the train split, or the whole ID pool for
+   ``calibration_pool: id_pool``, :mod:`pnc.mujoco.grid`) and stored as full parameter pytrees
    (``members.msgpack``, flax msgpack, a leading ``[M]`` axis) with a JSON record of the
    configuration, the key's names, the calibration rows, the SHA-256 of the base run they were
    built from and of the members file, and the size per member. :func:`load_pnc_members` reads
@@ -61,7 +62,7 @@ from pnc.mujoco.results import (
     MECHANISM_METHODS,
     MECHANISM_SPLITS,
 )
-from pnc.mujoco.stages import load_split_arrays
+from pnc.mujoco.stages import calibration_pool_rows, load_split_arrays
 from pnc.perturb_correct import (
     PnCConfig,
     calibration_indices,
@@ -137,9 +138,12 @@ def selected_point(
     return points[config_id]
 
 
-def _standardised_train(run: TrainingRun, splits_dir: str | Path) -> tuple[jax.Array, jax.Array]:
-    splits, _ = load_split_arrays(splits_dir, ["train"])
-    x, y = splits["train"]
+def _standardised_pool(
+    run: TrainingRun, splits_dir: str | Path, pool: str = "train"
+) -> tuple[jax.Array, jax.Array]:
+    """The calibration pool (:func:`pnc.mujoco.stages.calibration_pool_rows`), standardised."""
+    splits, _ = load_split_arrays(splits_dir, ["train"] + (["val"] if pool == "id_pool" else []))
+    x, y = calibration_pool_rows(splits, pool)
     return (
         run.model.x_norm.transform(jnp.asarray(x, jnp.float32)),
         run.model.y_norm.transform(jnp.asarray(y, jnp.float32)),
@@ -163,7 +167,8 @@ def write_pnc_members(
 
     Writes ``members.msgpack`` (the member parameter pytree, leading ``[M]`` axis) and
     ``members.json`` (written last: it marks a complete pair) with ``env, seed, method, config_id,
-    config, key, calibration_rows, n_calibration_pool, base_run_sha256, members_sha256, n_members,
+    config, key, calibration_rows (indices into the calibration pool), calibration_pool
+    (``train`` or ``id_pool``), n_calibration_pool, base_run_sha256, members_sha256, n_members,
     bytes, bytes_per_member, build_s``.
 
     Returns:
@@ -176,7 +181,7 @@ def write_pnc_members(
     run = TrainingRun.load(run_dir)
     if run.spec != point.spec:
         raise ValueError(f"{run_dir} holds run {run.spec.run_id!r}, expected {point.run_id!r}")
-    x_cal, y_cal = _standardised_train(run, splits_dir)
+    x_cal, y_cal = _standardised_pool(run, splits_dir, point.calibration_pool)
     key = derive_key(env, seed, method.key_id, "build")
     start = time.perf_counter()
     posterior = method.build(run, point.config, x_cal, y_cal, key=key)
@@ -194,6 +199,7 @@ def write_pnc_members(
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in config.items()},
         "key": [env, int(seed), method.key_id, "build"],
         "calibration_rows": None if rows is None else np.asarray(rows).tolist(),
+        "calibration_pool": point.calibration_pool,
         "n_calibration_pool": int(x_cal.shape[0]),
         "base_run_sha256": file_sha256(Path(run_dir) / "run.msgpack"),
         "n_members": int(point.config.n_members),
@@ -468,8 +474,11 @@ def mechanism_frame(
     mlp_config = model.config
     x_train = model.x_norm.transform(jnp.asarray(splits["train"][0], jnp.float32))
     y_train = model.y_norm.transform(jnp.asarray(splits["train"][1], jnp.float32))
+    x_pool = x_train
+    if record.get("calibration_pool", "train") != "train":  # the rows index the members' pool
+        x_pool = _standardised_pool(run, splits_dir, record["calibration_pool"])[0]
     rows = record.get("calibration_rows")
-    x_cal = x_train if rows is None else x_train[jnp.asarray(rows)]
+    x_cal = x_pool if rows is None else x_pool[jnp.asarray(rows)]
     key = derive_key(env, seed, "pnc", "build")
     bases = perturbation_bases(model.params, mlp_config, config, key=key)
     layers = sorted(bases)

@@ -11,7 +11,8 @@ The Snakemake workflow calls each stage through a thin entry point (``python -m 
 3. selection and the results tables: :mod:`pnc.mujoco.selection`.
 
 Randomness is a pure function of names (:func:`pnc.keys.derive_key`): training uses
-``derive_key(env, seed, run_id, "train")``; construction and sampling use
+``derive_key(env, seed, run_id, "train")`` (every base run, P&C's own included, the shared base
+run's ``"base"``: :attr:`pnc.methods.runs.TrainingSpec.key_id`); construction and sampling use
 ``derive_key(env, seed, key_id, "build")`` and ``derive_key(env, seed, key_id, "predict")``, where
 ``key_id`` is the method's ``key_id`` (its id, except that the P&C ablation without correction uses
 P&C's, so the two draw identical perturbations). The keys are shared by all configurations of a
@@ -141,6 +142,29 @@ def load_split_arrays(
     return splits, manifest
 
 
+def calibration_pool_rows(
+    splits: Mapping[str, tuple[np.ndarray, np.ndarray]], pool: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The raw ``(x [N, in], y [N, D])`` a method's construction draws its calibration set from.
+
+    Args:
+        splits: the loaded splits (``train``, and ``val`` for ``id_pool``).
+        pool: ``"train"``: the train split; ``"id_pool"``: the whole ID pool, the train rows then
+            the validation rows (the authors' code drew P&C's 4,096 rows from it).
+
+    Raises:
+        ValueError: an unknown pool (:data:`pnc.mujoco.grid.CALIBRATION_POOLS`).
+    """
+    if pool == "train":
+        return splits["train"]
+    if pool == "id_pool":
+        (x_train, y_train), (x_val, y_val) = splits["train"], splits[SELECTION_SPLIT]
+        return np.concatenate([x_train, x_val]), np.concatenate([y_train, y_val])
+    raise ValueError(
+        f"unknown calibration pool {pool!r}; valid: {', '.join(grid.CALIBRATION_POOLS)}"
+    )
+
+
 def spec_from_dict(spec: Mapping[str, Any]) -> TrainingSpec:
     """``{"kind": ..., "options": [[name, value], ...]}`` -> :class:`TrainingSpec`."""
     unknown = sorted(set(spec) - {"kind", "options"})
@@ -162,7 +186,8 @@ def train_run(
     """Train run ``spec`` for (env, seed) and save it as ``out_dir/run.msgpack`` + ``run.json``.
 
     Args:
-        env, seed: which splits (and the key ``derive_key(env, seed, spec.run_id, "train")``).
+        env, seed: which splits (and the key ``derive_key(env, seed, spec.key_id, "train")``:
+            the run id, ``"base"`` for every base run, :attr:`TrainingSpec.key_id`).
         spec: the training run (``pnc.mujoco.grid`` derives it from a method configuration).
         splits_dir: directory holding ``splits.npz`` + ``manifest.json``.
         out_dir: where the run is written.
@@ -187,7 +212,7 @@ def train_run(
         y,
         model_config=model_config,
         train_config=train_config,
-        key=derive_key(env, seed, spec.run_id, "train"),
+        key=derive_key(env, seed, spec.key_id, "train"),
         validation=splits["val"] if train_config.early_stopping else None,
     )
     jax.block_until_ready(run.model.params)
@@ -317,8 +342,9 @@ def evaluate_run(
 ) -> tuple[pd.DataFrame, list[dict]]:
     """Construct, predict and score every configuration of ``method_id`` that uses run ``run_id``.
 
-    The calibration/construction data are the run's ``train`` split (standardised with the run's
-    statistics); predictions are made for ``val``, ``id``, ``near``, ``mid`` (if present) and
+    The calibration/construction data are the run's ``train`` split, or for a P&C entry with
+    ``calibration_pool: id_pool`` the train and validation rows (:func:`calibration_pool_rows`;
+    standardised with the run's statistics); predictions are made for ``val``, ``id``, ``near``, ``mid`` (if present) and
     ``far`` (or for ``splits``); shifted splits only ever enter the metrics. Each configuration is
     predicted once and scored in every variant of ``calibrations``: ``raw`` (the predictive as
     constructed) and ``vcal`` (its variance times the scale fitted on ``val``,
@@ -385,9 +411,9 @@ def evaluate_run(
     data_source = str(manifest.get("data_source", OPTIONAL_DEFAULTS["data_source"]))
     x_norm = run.model.x_norm
     y_norm = run.model.y_norm
-    x_train, y_train = loaded["train"]
-    x_cal = x_norm.transform(jnp.asarray(x_train, jnp.float32))
-    y_cal = y_norm.transform(jnp.asarray(y_train, jnp.float32))
+    x_pool, y_pool = calibration_pool_rows(loaded, points[0].calibration_pool)
+    x_cal = x_norm.transform(jnp.asarray(x_pool, jnp.float32))
+    y_cal = y_norm.transform(jnp.asarray(y_pool, jnp.float32))
     eval_splits = list(split_data)
     x_eval = {s: x_norm.transform(jnp.asarray(split_data[s][0], jnp.float32)) for s in eval_splits}
     targets = {s: split_data[s][1] for s in eval_splits}

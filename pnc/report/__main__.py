@@ -12,7 +12,8 @@
     python -m pnc.report compare docs/results/offline --paper docs/results/paper
     python -m pnc.report piece ENV SEED FILE... --out results/pieces/ENV/seedS.json
     python -m pnc.report store-piece results/pieces/ENV/seedS.json --store docs/results/offline/pieces
-    python -m pnc.report restore-pieces docs/results/offline/pieces --study STUDY_DIR
+    python -m pnc.report restore-pieces docs/results/offline/pieces --study STUDY_DIR [--skip-methods M...]
+    python -m pnc.report variant-config VARIANT.yaml --reference REF.yaml --reuse STORE --out FILE
     python -m pnc.report verify-piece ENV SEED --study STUDY_DIR [--store DIR] [--out F]
 
 ``tables`` writes ``DIR/{name}.tex|.md|.csv`` for every table of :mod:`pnc.report.tables` and the
@@ -27,7 +28,9 @@ its ``results.csv`` and exits with status 1 when any differs (:mod:`pnc.report.e
 ``compare`` writes the folder's ``comparison.md``, its Table 1 beside the paper's
 (:mod:`pnc.report.compare`), which ``check --paper`` rebuilds too.
 ``piece``, ``store-piece`` and ``restore-pieces`` list, store and restore one (env, seed)'s small
-outputs of a long study (:mod:`pnc.report.pieces`). ``verify-piece`` compares a re-run (env, seed) with the stored one, to
+outputs of a long study (:mod:`pnc.report.pieces`); ``variant-config`` writes the config of a
+variant's own pieces (the methods it changes against its reference) and prints those methods
+(:mod:`pnc.report.variant`). ``verify-piece`` compares a re-run (env, seed) with the stored one, to
 the byte and against the stored seeds' spread, and exits 1 when it lies outside
 (:mod:`pnc.report.verify`). A malformed or missing input table exits with status 2 and a message
 naming the problem.
@@ -42,7 +45,7 @@ from pathlib import Path
 
 from pnc.io import write_json
 from pnc.mujoco.results import ResultsError, load
-from pnc.report import compare, costs, export, figures, pieces, stats, verify
+from pnc.report import compare, costs, export, figures, pieces, stats, variant, verify
 from pnc.report.tables import write_tables_and_stats
 
 
@@ -141,6 +144,20 @@ def _parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("restore-pieces", help="copy a store's pieces back into a study directory")
     rp.add_argument("store")
     rp.add_argument("--study", required=True, help="the study directory to fill")
+    rp.add_argument(
+        "--skip-methods",
+        nargs="*",
+        default=[],
+        help="leave out these methods' tables and evaluation benchmarks (a variant's own)",
+    )
+    va = sub.add_parser(
+        "variant-config",
+        help="the config of a variant's own pieces: the methods it changes against its reference",
+    )
+    va.add_argument("variant", help="the variant's study config")
+    va.add_argument("--reference", required=True, help="the reference's study config")
+    va.add_argument("--reuse", required=True, help="the reference's piece store")
+    va.add_argument("--out", required=True, help="the config file to write")
     vp = sub.add_parser(
         "verify-piece",
         help="a re-run (env, seed) against the stored piece: bytes, selection, seeds' spread",
@@ -210,8 +227,14 @@ def _pieces(args: argparse.Namespace) -> int:
         written = pieces.store_piece(args.manifest, args.study, args.store)
         print(f"{len(written)} file(s) stored in {args.store}")
     else:
-        written = pieces.restore_pieces(args.store, args.study)
+        written = pieces.restore_pieces(args.store, args.study, skip=args.skip_methods)
         print(f"{len(written)} file(s) restored into {args.study}")
+    return 0
+
+
+def _variant_config(args: argparse.Namespace) -> int:
+    changed = variant.write_study_config(args.variant, args.reference, args.reuse, args.out)
+    print(" ".join(changed))
     return 0
 
 
@@ -292,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         "store-piece": _pieces,
         "restore-pieces": _pieces,
         "verify-piece": _verify,
+        "variant-config": _variant_config,
     }
     try:
         return commands.get(args.command, _figure)(args)

@@ -10,7 +10,11 @@ A reference folder's ``comparison.md`` shows, for each headline metric of the pa
   when the folder has it;
 - **paper, recomputed**: the paper's per-environment appendix means (``PAPER/results.csv``) run
   through the same statistics;
-- **paper, printed**: the paper's Table 1 as printed (``PAPER/table1_printed.csv``).
+- **paper, printed**: the paper's Table 1 as printed (``PAPER/table1_printed.csv``);
+- before the paper's columns, each variant's (:data:`VARIANTS_FILE`: e.g. the study with the
+  authors' settings, ``docs/results/offline_authors/``), draws and mixture; after the Far RMSE
+  ratios, a table per variant of where it moves each ranking claim's number: toward the paper or
+  away from it (:func:`pnc.report.claims.variant_moves`).
 
 Each cell is ``mean rank ± std (wins / environments)`` followed by the Wilcoxon-Holm arrow against
 P&C (↑: P&C significantly better, ↓: the reverse); the best mean rank of a column is in bold. Then
@@ -28,6 +32,7 @@ Command line::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,6 +55,9 @@ from pnc.report.tables import column_label
 
 #: File name of the comparison inside a reference folder.
 COMPARISON_FILE = "comparison.md"
+#: Optional file of a reference folder naming its variants: ``{"FOLDER": "label", ...}``, each
+#: folder a sibling reference folder (e.g. ``{"offline_authors": "authors' settings"}``).
+VARIANTS_FILE = "variants.json"
 #: The paper's Table 1 as printed, inside the paper's folder.
 PRINTED_FILE = "table1_printed.csv"
 #: Columns of :data:`PRINTED_FILE`.
@@ -195,6 +203,35 @@ def _columns(
     return columns
 
 
+def read_variants(folder: str | Path) -> list[tuple[str, Path]]:
+    """The folder's variants (:data:`VARIANTS_FILE`) as ``(label, folder)``; none without it.
+
+    Raises:
+        FileNotFoundError: a variant's folder has no ``results.csv``.
+    """
+    path = Path(folder) / VARIANTS_FILE
+    if not path.is_file():
+        return []
+    out = []
+    for name, label in json.loads(path.read_text()).items():
+        where = Path(folder).parent / name
+        if not (where / "results.csv").is_file():
+            raise FileNotFoundError(f"{path} names {where}, which has no results.csv")
+        out.append((str(label), where))
+    return out
+
+
+def variant_columns(variants: Sequence[tuple[str, Path]]) -> list[tuple[str, Column]]:
+    """Each variant's Table 1 columns (draws and, when present, mixture)."""
+    columns = []
+    for label, where in variants:
+        draws, mixture = our_readings(load(where / "results.csv"))
+        columns.append((f"{label}, draws", draws))
+        if mixture is not None:
+            columns.append((f"{label}, mixture", mixture))
+    return columns
+
+
 def comparison_columns(folder: str | Path, paper: str | Path) -> list[tuple[str, Column]]:
     """The comparison's columns for a reference folder and the paper's folder (module docstring)."""
     paper = Path(paper)
@@ -239,6 +276,25 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
         + (shift_ratio_markdown(ours) if has_far_rmse else "This folder has no Far RMSE.")
     )
     readings = our_readings(ours)
+    variants = read_variants(folder)
+    columns = _columns(readings, theirs, paper)
+    columns[len(columns) - 2 : len(columns) - 2] = variant_columns(variants)
+    moves = "".join(
+        f"\n## {label}: what the variant moves\n\n"
+        f"The folder `{where.name}` is this folder's study with {label} "
+        f"(`{where.name}/README.md`). Per ranking claim, the number that says how far it holds, "
+        f"in the draws reading (the authors' runs'): ours, {label}'s and the paper's "
+        "(recomputed from its appendix means); the variant moves it toward the paper when its "
+        "number is nearer to the paper's than ours is. Last, Subspace's ID RMSE rank. The "
+        f"verdict is the claim's under {label}, by the rules below.\n\n"
+        + claims.moves_markdown(
+            claims.variant_moves(
+                readings, our_readings(load(where / "results.csv")), statistics_of(theirs)
+            ),
+            label,
+        )
+        for label, where in variants
+    )
     measured = claims.claims_of(*readings, claims.read_mechanism_table(folder))
     claims_section = (
         "\n## The paper's claims, measured\n\n"
@@ -248,11 +304,12 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
     )
     return (
         intro
-        + comparison_markdown(_columns(readings, theirs, paper))
+        + comparison_markdown(columns)
         + per_env_intro
         + per_env
         + shift
         + "\n"
+        + moves
         + claims_section
     )
 

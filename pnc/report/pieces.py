@@ -19,7 +19,7 @@ Command line::
 
     python -m pnc.report piece ENV SEED FILE... --out results/pieces/ENV/seedS.json
     python -m pnc.report store-piece results/pieces/ENV/seedS.json --study . --store DIR
-    python -m pnc.report restore-pieces DIR --study STUDY_DIR
+    python -m pnc.report restore-pieces DIR --study STUDY_DIR [--skip-methods pnc pnc_nocorr]
 """
 
 from __future__ import annotations
@@ -157,11 +157,53 @@ def _is_environment_job(benchmark: Path) -> bool:
     return len(benchmark.relative_to("benchmarks").parts) == 2
 
 
+def method_of(path: str) -> str | None:
+    """The method a stored file belongs to: ``results/{metrics,validation,test}/{env}/seed{S}/
+    {method}[/...]`` and ``benchmarks/{evaluate,evaluate_test}/{env}/seed{S}/{method}...``;
+    ``None`` for a file of no single method (data, splits, training runs)."""
+    parts = Path(path).parts
+    if len(parts) >= 5 and parts[0] == "results" and parts[1] in ("metrics", "validation"):
+        return parts[4]
+    if len(parts) >= 5 and parts[0] == "results" and parts[1] == "test":
+        return Path(parts[4]).stem
+    if len(parts) >= 5 and parts[0] == "benchmarks" and parts[1] == "evaluate":
+        return parts[4]
+    if len(parts) >= 5 and parts[0] == "benchmarks" and parts[1] == "evaluate_test":
+        return Path(parts[4]).name.split(".")[0]
+    return None
+
+
+def _piece_jobs(files) -> tuple[set[str], set[str]]:
+    """The methods and training runs whose tables a piece lists."""
+    methods = {m for m in map(method_of, files) if m is not None}
+    runs = {
+        Path(f).stem
+        for f in files
+        if Path(f).parts[:2] in (("results", "metrics"), ("results", "validation"))
+    }
+    return methods, runs
+
+
+def _job_of_piece(benchmark: Path, methods: set[str], runs: set[str]) -> bool:
+    """Whether a benchmark file belongs to a job of the piece: an evaluation of one of its
+    methods, a training of one of its runs, or a job of no single method (data, splits,
+    mechanism). A piece that lists no metric table (a mechanism piece) stores no training
+    benchmark: its study holds the restored pieces' ones beside those of the runs it made again,
+    under the same paths."""
+    parts = benchmark.parts
+    if len(parts) >= 5 and parts[1] == "train":
+        return Path(parts[-1]).stem in runs
+    method = method_of(benchmark.as_posix())
+    return method is None or method in methods
+
+
 def store_piece(manifest_path: str | Path, study_dir: str | Path, store: str | Path) -> list[Path]:
     """Copy a piece (its manifest's files, its benchmark files, the manifest) into ``store``.
 
-    The benchmark of an environment's once-per-environment data job is stored with its first
-    piece; when a later piece's study ran that job again (on another machine or checkout) and
+    Benchmark files of evaluations of methods, and of training runs, that the manifest lists no
+    table of are not stored (the study directory may hold another study's jobs, e.g. the
+    reference a variant reuses, :mod:`pnc.report.variant`). The benchmark of an environment's
+    once-per-environment data job is stored with its first piece; when a later piece's study ran that job again (on another machine or checkout) and
     measured it differently, the stored benchmark is kept and a warning says so.
 
     Returns:
@@ -181,9 +223,16 @@ def store_piece(manifest_path: str | Path, study_dir: str | Path, store: str | P
             raise PieceError(f"piece ({env}, seed {seed}): {src} is missing")
         if _copy_checked(src, store / rel, info["sha256"]):
             written.append(store / rel)
+    methods, runs = _piece_jobs(manifest["files"])
     for src in benchmark_files(study, env, seed):
         rel = src.relative_to(study)
-        if _is_environment_job(rel) and (store / rel).exists() and sha256(store / rel) != sha256(src):
+        if not _job_of_piece(rel, methods, runs):
+            continue  # a job of another study in the same directory (a variant's reference)
+        if (
+            _is_environment_job(rel)
+            and (store / rel).exists()
+            and sha256(store / rel) != sha256(src)
+        ):
             # the environment's data job ran again (a new machine or checkout): its first
             # measurement, stored with the environment's first piece, stays the one counted
             log.warning(
@@ -197,12 +246,16 @@ def store_piece(manifest_path: str | Path, study_dir: str | Path, store: str | P
             written.append(store / rel)
         # the job's exact CPU time and peak memory, from the record at the end of its log
         parts = rel.relative_to("benchmarks").parts
-        record = read_process_record(study / "logs" / Path(*parts[:-1], f"{Path(parts[-1]).stem}.log"))
+        record = read_process_record(
+            study / "logs" / Path(*parts[:-1], f"{Path(parts[-1]).stem}.log")
+        )
         if record is not None:
             target = store / process_record_path(rel)
             text = json.dumps(record, indent=2, sort_keys=True) + "\n"
             if target.exists() and target.read_text() != text:
-                raise PieceError(f"{target} exists with different content; refusing to overwrite it")
+                raise PieceError(
+                    f"{target} exists with different content; refusing to overwrite it"
+                )
             if not target.exists():
                 write_json(target, record)
                 written.append(target)
@@ -222,8 +275,32 @@ def stored_pieces(store: str | Path) -> list[tuple[str, int]]:
     return sorted(pieces)
 
 
-def restore_pieces(store: str | Path, study_dir: str | Path) -> list[Path]:
+def seeds_of_every_env(store: str | Path, envs: Sequence[str]) -> list[int]:
+    """The seeds ``store`` holds a piece of for every environment of ``envs`` (e.g. the
+    mechanism seeds a table over seeds can use, ``scripts/reference_tables.sh
+    --mechanism-store``).
+
+    Raises:
+        PieceError: no seed is stored for every environment (naming those without any).
+    """
+    stored = stored_pieces(store)
+    seeds = set.intersection(*[{s for e, s in stored if e == env} for env in envs])
+    if not seeds:
+        bare = [env for env in envs if not any(e == env for e, _ in stored)]
+        raise PieceError(
+            f"{store}: no seed is stored for every environment"
+            + (f" (none of {', '.join(bare)})" if bare else "")
+        )
+    return sorted(seeds)
+
+
+def restore_pieces(
+    store: str | Path, study_dir: str | Path, skip: Sequence[str] = ()
+) -> list[Path]:
     """Copy every stored piece's files back into ``study_dir``, checking each hash.
+
+    ``skip`` names methods whose files (:func:`method_of`: metric tables, evaluation benchmarks)
+    are left out: a variant that changes them (:mod:`pnc.report.variant`) restores its own.
 
     Returns:
         The files written (already identical files are skipped).
@@ -244,6 +321,8 @@ def restore_pieces(store: str | Path, study_dir: str | Path) -> list[Path]:
     for path in manifests:
         manifest = read_manifest(path)
         for rel, info in manifest["files"].items():
+            if method_of(rel) in skip:
+                continue
             src = store / rel
             if not src.is_file():
                 raise PieceError(f"{path}: stored file {src} is missing")
@@ -253,6 +332,8 @@ def restore_pieces(store: str | Path, study_dir: str | Path) -> list[Path]:
     records = [*bench.rglob("*.tsv"), *bench.rglob(f"*{PROCESS_SUFFIX}")] if bench.is_dir() else []
     for src in sorted(records):
         rel = src.relative_to(store)
+        if method_of(rel.as_posix()) in skip:
+            continue
         dst = study / rel
         if dst.exists():
             if sha256(dst) == sha256(src):
