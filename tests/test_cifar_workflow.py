@@ -198,6 +198,53 @@ def test_tiny_cifar_workflow_end_to_end(tiny_run):
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
 
 
+def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run, tmp_path):
+    """A method registered outside the package (the toy of tests/test_cifar_methods_contract.py)
+    runs as the tiny run's post-hoc job on that run's data and training runs, and the tables job
+    reads it beside the configured methods: its row in Table 2 and its sweep, under its label."""
+    import shutil
+
+    from test_cifar_methods_contract import TOY_SECTION, Tempered
+
+    from pnc.cifar import jobs
+    from pnc.cifar import methods as registry
+
+    config = yaml.safe_load((tiny_run / TINY).read_text())
+    scores = tmp_path / "scores"
+    shutil.copytree(tiny_run / "results/cifar/scores", scores)
+    registry.register(Tempered())
+    try:
+        summary = jobs.posthoc(
+            seed=0,
+            method="tempered",
+            section=TOY_SECTION,
+            data_dir=tiny_run / "resources/cifar/data",
+            runs_dir=tiny_run / "results/cifar/runs/seed0",
+            out=scores / "seed0/tempered",
+            model=config["model"],
+            val_size=config["data"]["val_size"],
+        )
+        assert summary["config"] in ({"scale": 0.5}, {"scale": 2.0})
+        methods = [*config["methods"], "tempered"]
+        table = jobs.tables(
+            scores_dir=scores,
+            data_dir=tiny_run / "resources/cifar/data",
+            methods=methods,
+            seeds=config["seeds"],
+            out=tmp_path / "tables",
+        )
+    finally:
+        registry.unregister("tempered")
+    assert table["method"].tolist()[-1] == "tempered" and set(table["method"]) == set(methods)
+    assert table.set_index("method").loc["tempered", "acc_mean"] > 0
+    assert "| Tempered |" in (tmp_path / "tables/table2.md").read_text()
+    assert "| Tempered | scale | 0.5, 2.0 |" in (tmp_path / "tables/sweep.md").read_text()
+    # the configured methods' rows are those of the tiny run itself
+    before = pd.read_csv(tiny_run / "results/cifar/tables/table2.csv")
+    after = pd.read_csv(tmp_path / "tables/table2.csv")
+    pd.testing.assert_frame_equal(after[after.method != "tempered"].reset_index(drop=True), before)
+
+
 @pytest.mark.parametrize(
     ("stage", "command"),
     [("cifar_tiny_data", "tiny-data"), ("cifar_fetch", "fetch"), ("cifar_data", "prepare"),
@@ -220,15 +267,15 @@ def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch
 
 def test_schema_lists_exactly_the_methods_of_the_library():
     from pnc.cifar.data import ID_DATASETS
-    from pnc.cifar.posthoc import METHOD_LABELS
+    from pnc.cifar.methods import METHOD_IDS
 
     schema = yaml.safe_load((ROOT / "workflow/schemas/cifar.schema.yaml").read_text())
-    assert set(schema["properties"]["methods"]["properties"]) == set(METHOD_LABELS)
+    assert set(schema["properties"]["methods"]["properties"]) == set(METHOD_IDS)
     data = schema["properties"]["data"]["properties"]
     assert data["id"]["enum"] == list(ID_DATASETS)
     assert data["ood"]["items"]["enum"] == list(dict.fromkeys(n for d in ID_DATASETS.values() for n in d.ood))  # fmt: skip
     paper = yaml.safe_load((ROOT / "config/cifar.yaml").read_text())
-    assert set(paper["methods"]) == set(METHOD_LABELS) and paper["seeds"] == [0, 1, 2, 3, 4]
+    assert set(paper["methods"]) == set(METHOD_IDS) and paper["seeds"] == [0, 1, 2, 3, 4]
     assert paper["report"] == {"std": "sample", "fpr95": "own"}
 
 

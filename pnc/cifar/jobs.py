@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from pnc.cifar import data as D
+from pnc.cifar import methods as registry
 from pnc.cifar import ood_tables as T
 from pnc.cifar import posthoc as P
 from pnc.cifar.recipe import swag_moments, train, variables_of
@@ -127,9 +128,9 @@ def posthoc(
     data = D.load_prepared(data_dir)
     config = resnet_config(model, data.num_classes)
     ctx = P.Context.from_prepared(data, config, seed, val_size, batch_size)
-    runs = {r: P.load_run(Path(runs_dir) / r) for r in P.runs_of(method, section)}
+    runs = {r: P.load_run(Path(runs_dir) / r) for r in registry.runs_of(method, section)}
     start = time.perf_counter()
-    outputs, record = P.run_method(method, section, ctx, runs)
+    outputs, record = registry.run_method(method, section, ctx, runs)
     record.update(method=method, seed=seed, seconds=time.perf_counter() - start)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
