@@ -6,6 +6,7 @@ registered here passes it with no change to the package."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
 import jax
@@ -68,6 +69,7 @@ def test_every_registered_method_passes_the_contract(method_id):
     tried = int(np.prod([len(v) for v in grid.values()])) if grid else 0
     tried = {"pnc": 3, "deep_ensemble": 1}.get(method_id, tried)
     assert len(state["record"]["sweep"]) == tried
+    assert registry.get(method_id).selects == bool(tried)  # the workflow's sweep and selection jobs
     assert state["study_problems"] == []
 
 
@@ -87,20 +89,17 @@ class Tempered(PosthocMethod):
     label: ClassVar[str] = "Tempered"
     config_cls: ClassVar[type[MethodSection]] = TemperedSection
 
-    def run(self, config, ctx, runs):
+    def candidates(self, config, ctx, runs):
         from pnc.cifar import baselines as B
 
         v = runs["base"].variables
-        candidates = []
-        for scale in config.values("scale"):
+
+        def build(scale):
             draw = jax.random.normal(self.key(ctx, scale), (ctx.config.num_classes,))
             noise = config.noise * np.asarray(draw)
+            return lambda x: (B.network_logits(v, x, ctx.config, ctx.batch_size) * scale + noise)[None]  # fmt: skip
 
-            def logits_of(x, scale=scale, noise=noise):
-                return (B.network_logits(v, x, ctx.config, ctx.batch_size) * scale + noise)[None]
-
-            candidates.append(({"scale": scale}, logits_of))
-        return self.select(ctx, candidates)
+        return [({"scale": scale}, functools.partial(build, scale)) for scale in config.values("scale")]  # fmt: skip
 
 
 class ForgetsTheSeed(Tempered):
@@ -109,18 +108,28 @@ class ForgetsTheSeed(Tempered):
     id: ClassVar[str] = "forgets_the_seed"
     calls: ClassVar[list] = []
 
-    def run(self, config, ctx, runs):
+    def score(self, config, ctx, runs, chosen):
         self.calls.append(1)
-        out, rec = super().run(config, ctx, runs)
-        return {**out, "test_conf": out["test_conf"] + len(self.calls)}, rec
+        out, fields = super().score(config, ctx, runs, chosen)
+        return {**out, "test_conf": out["test_conf"] + len(self.calls)}, fields
 
 
 class OneConfidenceShort(Tempered):
     id: ClassVar[str] = "one_confidence_short"
 
-    def run(self, config, ctx, runs):
-        out, rec = super().run(config, ctx, runs)
-        return {**out, "far_conf": out["far_conf"][:-1]}, rec
+    def score(self, config, ctx, runs, chosen):
+        out, fields = super().score(config, ctx, runs, chosen)
+        return {**out, "far_conf": out["far_conf"][:-1]}, fields
+
+
+class TupleNamed(Tempered):
+    """Breaks the contract: its configurations are named by tuples, which JSON reads back as
+    lists, so the scores job finds no configuration the selection stage chose."""
+
+    id: ClassVar[str] = "tuple_named"
+
+    def candidates(self, config, ctx, runs):
+        return [({"scale": (name["scale"],)}, build) for name, build in super().candidates(config, ctx, runs)]  # fmt: skip
 
 
 TOY_SECTION = {"noise": 0.1, "grid": {"scale": [0.5, 2.0]}}
@@ -149,6 +158,7 @@ def test_a_toy_method_registered_outside_the_package_passes_the_contract():
     [
         (ForgetsTheSeed, "determinism", "a second run gave other outputs"),
         (OneConfidenceShort, "scores", "far_conf is not a finite confidence per image"),
+        (TupleNamed, "stages", "the jobs fail where one run does not"),
     ],
 )
 def test_a_method_that_breaks_the_contract_is_named_with_the_check(cls, check, problem):

@@ -1,7 +1,7 @@
 """Command line of the CIFAR-10 study: ``python -m pnc.cifar.cli COMMAND ...`` (one job each).
 
 Commands: ``tiny-data ROOT``, ``fetch ROOT`` (:mod:`pnc.cifar.fetch`), ``prepare ROOT --out
-DIR``, ``train``, ``posthoc``, ``tables`` (:mod:`pnc.cifar.jobs`). Each prints a JSON summary on stdout. The workflow runs them through
+DIR``, ``train``, ``validate``, ``select``, ``posthoc``, ``tables`` (:mod:`pnc.cifar.jobs`). Each prints a JSON summary on stdout. The workflow runs them through
 ``python -m pnc.workflow cifar_STAGE --threads N ...``.
 """
 
@@ -62,11 +62,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint-every", type=int, default=1, help="epochs between checkpoints (default 1)"
     )
 
+    v = sub.add_parser("validate", parents=[common], help="one method's sweep on one seed")
+    v.add_argument("--method", required=True)
+    v.add_argument("--section", type=_json, default={}, help="the method's config section")
+    v.add_argument("--runs", required=True, help="directory of the seed's training runs")
+    v.add_argument("--batch-size", type=int, default=500)
+
+    c = sub.add_parser("select", help="one method's selection from every seed's sweep")
+    c.add_argument("validation", nargs="+", help="the sweeps (the validate command's outputs)")
+    c.add_argument("--method", required=True)
+    c.add_argument("--section", type=_json, default={}, help="the method's config section")
+    c.add_argument("--out", required=True)
+
     h = sub.add_parser("posthoc", parents=[common], help="one method on one seed")
     h.add_argument("--method", required=True)
     h.add_argument("--section", type=_json, default={}, help="the method's config section")
     h.add_argument("--runs", required=True, help="directory of the seed's training runs")
     h.add_argument("--batch-size", type=int, default=500)
+    h.add_argument(
+        "--selection", default=None, help="the select command's output (default: select here)"
+    )
 
     s = sub.add_parser("tables", help="metrics, Table 2 and the sweep table")
     s.add_argument("--scores", required=True)
@@ -109,6 +124,22 @@ def main(argv: list[str] | None = None) -> int:
             swag_starts=args.swag_starts,
             checkpoint_every=args.checkpoint_every,
         )
+    elif args.command == "validate":
+        result = jobs.validate(
+            seed=args.seed,
+            method=args.method,
+            section=args.section,
+            data_dir=args.data,
+            runs_dir=args.runs,
+            out=args.out,
+            model=args.model,
+            val_size=args.val_size,
+            batch_size=args.batch_size,
+        )
+    elif args.command == "select":
+        result = jobs.select(
+            method=args.method, section=args.section, validation=args.validation, out=args.out
+        )
     elif args.command == "posthoc":
         result = jobs.posthoc(
             seed=args.seed,
@@ -120,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             model=args.model,
             val_size=args.val_size,
             batch_size=args.batch_size,
+            selection=args.selection,
         )
     else:
         table = jobs.tables(

@@ -120,17 +120,17 @@ def ensemble_outputs(logits_of: Callable, ctx: Context, temperature: float) -> d
 def select_ensemble(
     candidates: list[tuple[dict, Callable]], ctx: Context, method: str
 ) -> tuple[dict, list[dict], Callable, float]:
-    """Fit ``T`` and the validation NLL of every candidate; return the best with the sweep."""
-    sweep, best = [], None
+    """Fit ``T`` and the validation NLL of every candidate ``(config, logits_of)``; return the
+    best record (:func:`lowest_nll`), the sweep with ``selected`` marked, the best's
+    ``logits_of`` and its temperature."""
+    sweep = []
     for cfg, logits_of in candidates:
         rec = validate_candidate(cfg, logits_of, ctx)
         sweep.append(rec)
         log.info("%s %s: T %.3f val NLL %.4f", method, cfg, rec["temperature"], rec["val_nll"])
-        if best is None or rec["val_nll"] < best[0]["val_nll"]:
-            best = (rec, logits_of)
-    for rec in sweep:
-        rec["selected"] = rec is best[0]
-    return best[0], sweep, best[1], best[0]["temperature"]
+    index = lowest_nll(sweep)
+    sweep = mark_selected(sweep, index)
+    return sweep[index], sweep, candidates[index][1], sweep[index]["temperature"]
 
 
 def validate_candidate(cfg: dict, logits_of: Callable, ctx: Context) -> dict:
@@ -282,14 +282,20 @@ class PosthocMethod:
     :mod:`pnc.cifar.methods`).
 
     Class attributes (declared by every method, checked when its class is defined):
-        id: the method id (``methods.<id>`` in the config, ``--method`` of the post-hoc job).
+        id: the method id (``methods.<id>`` in the config, ``--method`` of its jobs).
         label: its name in the tables.
         config_cls: its config section's dataclass (a :class:`MethodSection`).
 
-    A method implements :meth:`run` (construction, selection and the confidences of every
-    evaluation set), and where it differs from the defaults :meth:`runs_of` (the training runs it
-    reads; default: the base run) and :meth:`study_problems` (its section checked against the
-    study; default: none).
+    A method is run in three steps, each a job of the workflow: :meth:`validate` builds the
+    configurations it selects from and scores them on the validation split (the sweep),
+    :meth:`choose` picks one from the sweep (the selection stage), and :meth:`score` builds the
+    chosen one again and gives the confidences of every evaluation set. :meth:`run` does the three
+    in one process. A method with a grid lists its configurations in :meth:`candidates` (the
+    default :meth:`validate`, :meth:`choose` and :meth:`score` then select the lowest validation
+    NLL at each configuration's own temperature and read the ensemble's mixture); a method
+    without selection (a single-model score) overrides :meth:`score` only. Where it differs from
+    the defaults it also overrides :meth:`runs_of` (the training runs it reads; default: the base
+    run) and :meth:`study_problems` (its section checked against the study; default: none).
     """
 
     id: ClassVar[str]
@@ -325,24 +331,122 @@ class PosthocMethod:
         naming the key ``methods.<id>....`` (default: none)."""
         return []
 
+    @property
+    def selects(self) -> bool:
+        """Whether it selects among configurations (implements :meth:`candidates` or
+        :meth:`validate`): the workflow runs its sweep and selection jobs only then; a method
+        that does not is scored directly (its sweep is empty)."""
+        own = type(self)
+        return (
+            own.candidates is not PosthocMethod.candidates
+            or own.validate is not PosthocMethod.validate
+        )
+
+    def candidates(
+        self, config: MethodSection, ctx: Context, runs: Runs
+    ) -> list[tuple[dict, Callable[[], Callable]]]:
+        """The configurations it selects from, in the sweep's order: ``(name, build)``, ``name``
+        the configuration's values (``selection.json``), ``build()`` its ``logits_of(x)``
+        (``[S, N, K]`` member logits of uint8 images ``x``), built only when called (default:
+        none, a method without selection)."""
+        return []
+
+    def validate(self, config: MethodSection, ctx: Context, runs: Runs) -> list[dict]:
+        """The sweep: every configuration of :meth:`candidates` built and scored on the
+        validation split (:func:`validate_candidate`: its temperature, validation NLL and
+        accuracy), in order."""
+        sweep = []
+        for name, build in self.candidates(config, ctx, runs):
+            rec = validate_candidate(name, build(), ctx)
+            log.info(
+                "%s %s: T %.3f val NLL %.4f", self.id, name, rec["temperature"], rec["val_nll"]
+            )
+            sweep.append(rec)
+        return sweep
+
+    def choose(self, config: MethodSection, sweep: list[dict]) -> int | None:
+        """The index in ``sweep`` of the selected configuration: the lowest validation NLL, the
+        first on ties; a missing (``None``, non-finite) NLL never wins over a finite one.
+        ``None`` for an empty sweep."""
+        return lowest_nll(sweep)
+
+    def score(
+        self, config: MethodSection, ctx: Context, runs: Runs, chosen: Mapping | None
+    ) -> tuple[dict, dict]:
+        """``(outputs, fields)``: the confidences of every evaluation set of ``ctx`` from the
+        configuration ``chosen`` (its sweep record: ``config``, ``temperature``), built again,
+        and the record's fields it sets itself (default: none; the record of a selected
+        configuration is its sweep record)."""
+        for name, build in self.candidates(config, ctx, runs):
+            if name == chosen["config"]:
+                return ensemble_outputs(build(), ctx, chosen["temperature"]), {}
+        raise ValueError(f"{self.id}: no configuration {chosen['config']} in its grid")
+
+    def finish(
+        self, config: MethodSection, ctx: Context, runs: Runs, sweep: list[dict]
+    ) -> tuple[dict, dict]:
+        """``(outputs, record)`` from the sweep :meth:`validate` gave: :meth:`choose`, then
+        :meth:`score_selected`."""
+        return self.score_selected(
+            config, ctx, runs, mark_selected(sweep, self.choose(config, sweep))
+        )
+
+    def score_selected(
+        self, config: MethodSection, ctx: Context, runs: Runs, sweep: list[dict]
+    ) -> tuple[dict, dict]:
+        """``(outputs, record)`` of the configuration marked ``selected`` in ``sweep`` (the
+        selection stage's, read back from its JSON or not; none for an empty sweep):
+        :meth:`score`; the record holds the chosen configuration, its temperature and NLL, and
+        the sweep."""
+        chosen = [r for r in sweep if r["selected"]]
+        if len(chosen) != (1 if sweep else 0):
+            raise ValueError(f"{self.id}: {len(chosen)} configurations of the sweep are selected")
+        outputs, fields = self.score(config, ctx, runs, chosen[0] if chosen else None)
+        if not chosen:
+            return outputs, record(**fields)
+        t, nll = chosen[0]["temperature"], chosen[0]["val_nll"]
+        return outputs, record(config=chosen[0]["config"], temperature=t, val_nll=nll, sweep=sweep)
+
     def run(self, config: MethodSection, ctx: Context, runs: Runs) -> tuple[dict, dict]:
-        """``(outputs, record)``: construction, selection and the confidences of every
-        evaluation set of ``ctx`` from the training ``runs`` (run id -> run; those of
-        :meth:`runs_of`)."""
-        raise NotImplementedError
+        """``(outputs, record)``: :meth:`validate`, :meth:`choose` and :meth:`score` in one
+        process, on the training ``runs`` (run id -> run; those of :meth:`runs_of`)."""
+        return self.finish(config, ctx, runs, self.validate(config, ctx, runs))
 
     def key(self, ctx: Context, *parts) -> jax.Array:
         """The key of its draws on ``ctx``'s seed (:func:`method_key` with its id)."""
         return method_key(ctx, self.id, *parts)
 
-    def select(self, ctx: Context, candidates: list[tuple[dict, Callable]]) -> tuple[dict, dict]:
-        """``(outputs, record)`` of the candidate ``(config, logits_of)`` with the lowest
-        validation NLL at its own temperature (:func:`select_ensemble`)."""
-        best, sweep, logits_of, t = select_ensemble(candidates, ctx, self.id)
-        out = ensemble_outputs(logits_of, ctx, t)
-        return out, record(
-            config=best["config"], temperature=t, val_nll=best["val_nll"], sweep=sweep
-        )
-
     def __repr__(self) -> str:
         return f"<CIFAR method {self.id}>"
+
+
+def sweep_nll(rec: Mapping) -> float:
+    """A sweep record's validation NLL; ``inf`` where it is missing (``None`` in JSON)."""
+    nll = rec.get("val_nll")
+    return math.inf if nll is None else float(nll)
+
+
+def lowest_nll(sweep: list[Mapping]) -> int | None:
+    """The index of the lowest validation NLL in ``sweep``, the first on ties; a missing NLL
+    (:func:`sweep_nll`) never wins over a finite one. ``None`` for an empty sweep."""
+    best = None
+    for i, rec in enumerate(sweep):
+        if best is None or sweep_nll(rec) < sweep_nll(sweep[best]):
+            best = i
+    return best
+
+
+def mark_selected(sweep: list[dict], index: int | None) -> list[dict]:
+    """Copies of the sweep's records with ``selected`` true at ``index`` only."""
+    return [{**rec, "selected": i == index} for i, rec in enumerate(sweep)]
+
+
+def finite_or_none(obj):
+    """``obj`` with every non-finite float (a diverged configuration's NLL) as ``None`` (JSON null)."""
+    if isinstance(obj, dict):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_or_none(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj

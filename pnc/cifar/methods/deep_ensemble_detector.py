@@ -31,10 +31,15 @@ class DeepEnsembleDetector(PosthocMethod):
     def runs_of(self, config: DeepEnsembleSection) -> list[str]:
         return ensemble_runs(config.n_models)
 
-    def run(self, config: DeepEnsembleSection, ctx: Context, runs: Runs) -> tuple[dict, dict]:
-        members = [runs[r].variables for r in ensemble_runs(config.n_models)]
+    def candidates(self, config: DeepEnsembleSection, ctx: Context, runs: Runs) -> list:
+        def build():
+            members = [runs[r].variables for r in ensemble_runs(config.n_models)]
 
-        def logits_of(x):
-            return np.stack([B.network_logits(m, x, ctx.config, ctx.batch_size) for m in members])
+            def logits_of(x):
+                return np.stack(
+                    [B.network_logits(m, x, ctx.config, ctx.batch_size) for m in members]
+                )
 
-        return self.select(ctx, [({"n_models": len(members)}, logits_of)])
+            return logits_of
+
+        return [({"n_models": config.n_models}, build)]

@@ -15,12 +15,17 @@ naming the method and what it broke. The checks:
   confidence per image of the test set and every OOD set, the test predictions and probabilities
   ``[N, K]`` (rows summing to one), and a selection record (``config``, ``temperature``,
   ``val_nll``, ``sweep`` with exactly one configuration selected when there is a sweep);
-- ``determinism``: a second run gives the same outputs, bit for bit.
+- ``determinism``: a second run gives the same outputs, bit for bit;
+- ``stages``: the workflow's three jobs give what one run gives, bit for bit: the sweep of
+  :meth:`~pnc.cifar.posthoc.PosthocMethod.validate` written as JSON and read back, the selection
+  :meth:`~pnc.cifar.posthoc.PosthocMethod.choose` makes from it, the chosen configuration built
+  again and scored (:meth:`~pnc.cifar.posthoc.PosthocMethod.score_selected`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,7 +35,14 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from pnc.cifar.model import Classifier
-from pnc.cifar.posthoc import Context, MethodSection, PosthocMethod, SectionContext
+from pnc.cifar.posthoc import (
+    Context,
+    MethodSection,
+    PosthocMethod,
+    SectionContext,
+    finite_or_none,
+    mark_selected,
+)
 from pnc.cifar.trained import RunSpec, TrainedNetwork
 from pnc.conv.resnet import ResNetConfig
 
@@ -202,12 +214,30 @@ def check_determinism(method: PosthocMethod, setting: CifarCheckSetting, state: 
         raise _fail(method, "determinism", "a second run gave other outputs")
 
 
+def check_stages(method: PosthocMethod, setting: CifarCheckSetting, state: dict) -> None:
+    """The sweep through JSON, the selection from it and the scores of the chosen configuration
+    give the outputs and record of one run, bit for bit."""
+    config, ctx, runs = state["config"], state["context"], state["training_runs"]
+    try:
+        sweep = json.loads(json.dumps(finite_or_none(method.validate(config, ctx, runs))))
+        chosen = json.loads(json.dumps(mark_selected(sweep, method.choose(config, sweep))))
+        outputs, rec = method.score_selected(config, ctx, runs, chosen)
+    except (TypeError, ValueError, KeyError) as err:
+        raise _fail(method, "stages", f"the jobs fail where one run does not: {err!r}") from err
+    first = state["outputs"]
+    if set(outputs) != set(first) or not all(np.array_equal(first[k], outputs[k]) for k in first):
+        raise _fail(method, "stages", "the scores of the selected configuration differ")
+    if finite_or_none(rec) != finite_or_none(state["record"]):
+        raise _fail(method, "stages", "the record differs from the one of a single run")
+
+
 #: The checks :func:`check_method` runs, in order (each may use what the ones before it left).
 CHECKS: tuple[Callable[[PosthocMethod, CifarCheckSetting, dict], None], ...] = (
     check_declarations,
     check_configs,
     check_scores,
     check_determinism,
+    check_stages,
 )
 
 

@@ -4,6 +4,7 @@ per prior scale; ``n_samples`` sampled indices, the prior scale selected on vali
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
 from pnc.cifar import baselines as B
@@ -39,10 +40,10 @@ class EpinetDetector(PosthocMethod):
     label: ClassVar[str] = "Epinet"
     config_cls: ClassVar[type[MethodSection]] = EpinetSection
 
-    def run(self, config: EpinetSection, ctx: Context, runs: Runs) -> tuple[dict, dict]:
+    def candidates(self, config: EpinetSection, ctx: Context, runs: Runs) -> list:
         v = runs["base"].variables
         n = config.n_samples
-        f_train, lg_train = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
+        train: list = []  # the training split's features and logits, computed when first needed
         cache = {}
 
         def base_of(x):
@@ -50,16 +51,21 @@ class EpinetDetector(PosthocMethod):
                 cache[id(x)] = features_and_logits(v, x, ctx.config, ctx.batch_size)
             return cache[id(x)]
 
-        candidates = []
-        for scale in config.values("prior_scale"):
-            cfg = config.network(float(scale))
+        def build(scale):
+            if not train:
+                train.append(features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size))
+            (f_train, lg_train), cfg = train[0], config.network(float(scale))
             params, prior = B.train_epinet(
                 f_train, lg_train, ctx.train_y, cfg, self.key(ctx, scale)
             )
 
-            def logits_of(x, params=params, prior=prior, cfg=cfg):
+            def logits_of(x):
                 f, lg = base_of(x)
                 return B.epinet_logits(params, prior, f, lg, cfg, n, self.key(ctx, "index"))
 
-            candidates.append(({"prior_scale": scale}, logits_of))
-        return self.select(ctx, candidates)
+            return logits_of
+
+        return [
+            ({"prior_scale": scale}, functools.partial(build, scale))
+            for scale in config.values("prior_scale")
+        ]

@@ -4,6 +4,7 @@ network; ``n_samples`` sampled heads per prior precision, the precision selected
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
 import numpy as np
@@ -28,10 +29,9 @@ class LLLADetector(PosthocMethod):
     label: ClassVar[str] = "LLLA"
     config_cls: ClassVar[type[MethodSection]] = LLLASection
 
-    def run(self, config: LLLASection, ctx: Context, runs: Runs) -> tuple[dict, dict]:
+    def candidates(self, config: LLLASection, ctx: Context, runs: Runs) -> list:
         v = runs["base"].variables
-        f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
-        laplace = B.LastLayerLaplace.fit(v, f_train)
+        fitted: list = []  # the posterior, fitted once on the training split when first built
         cache: dict[int, np.ndarray] = {}
 
         def feats(x):
@@ -39,9 +39,14 @@ class LLLADetector(PosthocMethod):
                 cache[id(x)] = features_and_logits(v, x, ctx.config, ctx.batch_size)[0]
             return cache[id(x)]
 
-        candidates = []
-        for prior in config.values("prior_precision"):
-            heads = laplace.sample_heads(float(prior), config.n_samples, self.key(ctx, prior))
-            logits_of = lambda x, h=heads: B.laplace_logits(feats(x), h)
-            candidates.append(({"prior_precision": prior}, logits_of))
-        return self.select(ctx, candidates)
+        def build(prior):
+            if not fitted:
+                f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
+                fitted.append(B.LastLayerLaplace.fit(v, f_train))
+            heads = fitted[0].sample_heads(float(prior), config.n_samples, self.key(ctx, prior))
+            return lambda x: B.laplace_logits(feats(x), heads)
+
+        return [
+            ({"prior_precision": prior}, functools.partial(build, prior))
+            for prior in config.values("prior_precision")
+        ]

@@ -4,6 +4,7 @@ trained with that rate (one training run per rate); the rate selected on validat
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
 from pnc.cifar import baselines as B
@@ -31,15 +32,16 @@ class MCDropoutDetector(PosthocMethod):
     def runs_of(self, config: MCDropoutSection) -> list[str]:
         return [dropout_run(r) for r in config.values("rate")]
 
-    def run(self, config: MCDropoutSection, ctx: Context, runs: Runs) -> tuple[dict, dict]:
+    def candidates(self, config: MCDropoutSection, ctx: Context, runs: Runs) -> list:
         n = config.n_samples
-        candidates = []
-        for rate in config.values("rate"):
+
+        def build(rate):
             v = runs[dropout_run(rate)].variables
 
-            def logits_of(x, v=v, rate=rate):
+            def logits_of(x):
                 f, _ = features_and_logits(v, x, ctx.config, ctx.batch_size)
                 return B.dropout_logits(v, f, float(rate), n, self.key(ctx, rate, x.shape[0]))
 
-            candidates.append(({"rate": rate}, logits_of))
-        return self.select(ctx, candidates)
+            return logits_of
+
+        return [({"rate": rate}, functools.partial(build, rate)) for rate in config.values("rate")]

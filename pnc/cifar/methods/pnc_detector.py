@@ -5,6 +5,7 @@ coordinate descent on validation (:func:`pnc.cifar.posthoc.coordinate_descent`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from typing import ClassVar
@@ -19,8 +20,7 @@ from pnc.cifar.posthoc import (
     Runs,
     SectionContext,
     coordinate_descent,
-    ensemble_outputs,
-    record,
+    sweep_nll,
     validate_candidate,
 )
 from pnc.conv import ConvPnCConfig, build_members, calibration_cache, predict_logits
@@ -74,7 +74,10 @@ class PnCDetector(PosthocMethod):
             )
         return problems
 
-    def run(self, config: PnCSection, ctx: Context, runs: Runs) -> tuple[dict, dict]:
+    def _space(self, config: PnCSection, ctx: Context, runs: Runs):
+        """The grids (blocks, sigmas, bootstrap fractions) and ``build(block, sigma, bf)``, the
+        ``logits_of`` of one point (members built from the calibration images drawn once per
+        seed, the calibration statistics of a block computed once)."""
         v = runs["base"].variables
         n_cal = config.calibration_size
         if n_cal > ctx.train_x.shape[0]:
@@ -94,15 +97,9 @@ class PnCDetector(PosthocMethod):
         blocks = [tuple(b) for b in config.values("block")]
         for b in blocks:
             ctx.config.block_index(*b)  # a clear error for a block outside the network
-        sigmas, fracs = config.values("sigma"), config.values("bootstrap_frac")
         caches: dict[tuple, dict] = {}
-        tried: dict[tuple, tuple[dict, Callable]] = {}
-        sweep: list[dict] = []
 
-        def candidate(block, sigma, bf):
-            point = (block, float(sigma), float(bf))
-            if point in tried:
-                return tried[point]
+        def build(block, sigma, bf) -> Callable:
             cfg = ConvPnCConfig(
                 sigma=float(sigma), bootstrap_frac=float(bf), blocks=(block,), **fixed
             )
@@ -114,7 +111,7 @@ class PnCDetector(PosthocMethod):
                 ctx.config,
                 x_cal,
                 cfg,
-                key=self.key(ctx, *point),
+                key=self.key(ctx, block, float(sigma), float(bf)),
                 cache=caches[index],
                 member_chunk=member_chunk,
             )
@@ -130,26 +127,66 @@ class PnCDetector(PosthocMethod):
                 )
                 return np.asarray(logits)
 
-            point_config = {"block": list(block), "sigma": sigma, "bootstrap_frac": bf}
-            rec = validate_candidate(point_config, logits_of, ctx)
-            log.info(
-                "%s %s: T %.3f val NLL %.4f",
-                self.id,
-                rec["config"],
-                rec["temperature"],
-                rec["val_nll"],
-            )
-            sweep.append(rec)
-            tried[point] = (rec, logits_of)
-            return tried[point]
+            return logits_of
 
-        point = coordinate_descent(
-            {"block": blocks, "sigma": sigmas, "bf": fracs},
-            lambda p: candidate(**p)[0]["val_nll"],
-        )
-        rec, logits_of = candidate(**point)
-        for r in sweep:
-            r["selected"] = r is rec
-        out = ensemble_outputs(logits_of, ctx, rec["temperature"])
-        t, nll = rec["temperature"], rec["val_nll"]
-        return out, record(config=rec["config"], temperature=t, val_nll=nll, sweep=sweep)
+        return blocks, config.values("sigma"), config.values("bootstrap_frac"), build
+
+    @staticmethod
+    def _name(block, sigma, bf) -> dict:
+        return {"block": list(block), "sigma": sigma, "bootstrap_frac": bf}
+
+    def candidates(self, config: PnCSection, ctx: Context, runs: Runs) -> list:
+        """Every point of the grid (selection visits those of its coordinate descent only)."""
+        blocks, sigmas, fracs, build = self._space(config, ctx, runs)
+        return [
+            (self._name(b, s, f), functools.partial(build, b, s, f))
+            for b in blocks
+            for s in sigmas
+            for f in fracs
+        ]
+
+    def validate(self, config: PnCSection, ctx: Context, runs: Runs) -> list[dict]:
+        """The points coordinate descent visits (:func:`coordinate_descent`: the block, then
+        ``sigma``, then ``bootstrap_frac``), each scored once, in the order visited."""
+        blocks, sigmas, fracs, build = self._space(config, ctx, runs)
+        tried: dict[tuple, dict] = {}
+        sweep: list[dict] = []
+
+        def nll(p) -> float:
+            point = (p["block"], float(p["sigma"]), float(p["bf"]))
+            if point not in tried:
+                name = self._name(p["block"], p["sigma"], p["bf"])
+                rec = validate_candidate(name, build(*point), ctx)
+                log.info(
+                    "%s %s: T %.3f val NLL %.4f",
+                    self.id,
+                    rec["config"],
+                    rec["temperature"],
+                    rec["val_nll"],
+                )
+                sweep.append(rec)
+                tried[point] = rec
+            return tried[point]["val_nll"]
+
+        coordinate_descent({"block": blocks, "sigma": sigmas, "bf": fracs}, nll)
+        return sweep
+
+    def choose(self, config: PnCSection, sweep: list[dict]) -> int | None:
+        """The point coordinate descent ends at, read off the sweep :meth:`validate` gave."""
+        index = {
+            (tuple(r["config"]["block"]), float(r["config"]["sigma"]), float(r["config"]["bootstrap_frac"])): i
+            for i, r in enumerate(sweep)
+        }  # fmt: skip
+        grids = {
+            "block": [tuple(b) for b in config.values("block")],
+            "sigma": config.values("sigma"),
+            "bf": config.values("bootstrap_frac"),
+        }
+
+        def at(p) -> int:
+            point = (p["block"], float(p["sigma"]), float(p["bf"]))
+            if point not in index:
+                raise ValueError(f"{self.id}: the sweep has no configuration {point}")
+            return index[point]
+
+        return at(coordinate_descent(grids, lambda p: sweep_nll(sweep[at(p)])))

@@ -1,6 +1,7 @@
 """The single-model scores of the CIFAR study: MSP, Energy, Mahalanobis and ReAct+Energy, each
-read off the base network with no selection (a family in one module: they share their outputs,
-:func:`pnc.cifar.posthoc.single_score`)."""
+read off the base network with no selection (no candidates, an empty sweep: each overrides
+:meth:`~pnc.cifar.posthoc.PosthocMethod.score` only; a family in one module: they share their
+outputs, :func:`pnc.cifar.posthoc.single_score`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import ClassVar
 
 from pnc.cifar import baselines as B
 from pnc.cifar.model import features_and_logits
-from pnc.cifar.posthoc import Context, MethodSection, PosthocMethod, Runs, record, single_score
+from pnc.cifar.posthoc import Context, MethodSection, PosthocMethod, Runs, single_score
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,8 +33,8 @@ class MSPDetector(PosthocMethod):
     label: ClassVar[str] = "MSP"
     config_cls: ClassVar[type[MethodSection]] = SingleScoreSection
 
-    def run(self, config: SingleScoreSection, ctx: Context, runs: Runs) -> tuple[dict, dict]:
-        return single_score(ctx, runs["base"].variables, lambda f, lg: B.msp(lg)), record()
+    def score(self, config, ctx: Context, runs: Runs, chosen=None) -> tuple[dict, dict]:
+        return single_score(ctx, runs["base"].variables, lambda f, lg: B.msp(lg)), {}
 
 
 class EnergyDetector(PosthocMethod):
@@ -43,8 +44,8 @@ class EnergyDetector(PosthocMethod):
     label: ClassVar[str] = "Energy"
     config_cls: ClassVar[type[MethodSection]] = SingleScoreSection
 
-    def run(self, config: SingleScoreSection, ctx: Context, runs: Runs) -> tuple[dict, dict]:
-        return single_score(ctx, runs["base"].variables, lambda f, lg: B.energy(lg)), record()
+    def score(self, config, ctx: Context, runs: Runs, chosen=None) -> tuple[dict, dict]:
+        return single_score(ctx, runs["base"].variables, lambda f, lg: B.energy(lg)), {}
 
 
 class MahalanobisDetector(PosthocMethod):
@@ -54,11 +55,11 @@ class MahalanobisDetector(PosthocMethod):
     label: ClassVar[str] = "Mahalanobis"
     config_cls: ClassVar[type[MethodSection]] = SingleScoreSection
 
-    def run(self, config: SingleScoreSection, ctx: Context, runs: Runs) -> tuple[dict, dict]:
+    def score(self, config, ctx: Context, runs: Runs, chosen=None) -> tuple[dict, dict]:
         v = runs["base"].variables
         f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
         maha = B.Mahalanobis.fit(f_train, ctx.train_y, ctx.config.num_classes)
-        return single_score(ctx, v, lambda f, lg: maha.confidence(f)), record()
+        return single_score(ctx, v, lambda f, lg: maha.confidence(f)), {}
 
 
 class ReActEnergyDetector(PosthocMethod):
@@ -68,11 +69,13 @@ class ReActEnergyDetector(PosthocMethod):
     label: ClassVar[str] = "ReAct+Energy"
     config_cls: ClassVar[type[MethodSection]] = ReActSection
 
-    def run(self, config: ReActSection, ctx: Context, runs: Runs) -> tuple[dict, dict]:
+    def score(
+        self, config: ReActSection, ctx: Context, runs: Runs, chosen=None
+    ) -> tuple[dict, dict]:
         v = runs["base"].variables
         pct = config.percentile
         f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
         c = B.react_threshold(f_train, pct)
         clipped = lambda f: B.react_energy(v, f, c)[1]
         out = single_score(ctx, v, lambda f, lg: B.react_energy(v, f, c)[0], clipped)
-        return out, record(config={"percentile": pct, "threshold": c})
+        return out, {"config": {"percentile": pct, "threshold": c}}

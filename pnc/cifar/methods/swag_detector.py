@@ -5,6 +5,7 @@ selected on validation."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
 import jax.numpy as jnp
@@ -49,15 +50,15 @@ class SWAGDetector(PosthocMethod):
             f" and train.epochs = {study.epochs}"
         ]
 
-    def run(self, config: SWAGSection, ctx: Context, runs: Runs) -> tuple[dict, dict]:
+    def candidates(self, config: SWAGSection, ctx: Context, runs: Runs) -> list:
         base = runs["base"]
         v = base.variables
         n_train = ctx.train_x.shape[0]
         rng = np.random.default_rng([ctx.seed, SWAG_BN_STREAM])
         bn_images = ctx.train_x[rng.choice(n_train, min(config.bn_refresh, n_train), replace=False)]
         bn_batch = min(config.bn_batch_size, bn_images.shape[0])
-        candidates = []
-        for start in config.values("start_epoch"):
+
+        def build(start):
             moments = base.swag.get(str(start))
             if moments is None:
                 raise ValueError(f"swag: the base run collected no moments from epoch {start}")
@@ -73,10 +74,14 @@ class SWAGDetector(PosthocMethod):
                 )
                 samples.append({"params": params, "batch_stats": stats})
 
-            def logits_of(x, samples=samples):
+            def logits_of(x):
                 return np.stack(
                     [B.network_logits(sv, x, ctx.config, ctx.batch_size) for sv in samples]
                 )
 
-            candidates.append(({"start_epoch": start}, logits_of))
-        return self.select(ctx, candidates)
+            return logits_of
+
+        return [
+            ({"start_epoch": start}, functools.partial(build, start))
+            for start in config.values("start_epoch")
+        ]

@@ -21,7 +21,9 @@ SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
 MODEL = config.get("model") or {}
 TRAIN = config.get("train") or {}
-THREADS = {"data": 1, "train": 1, "posthoc": 1, "tables": 1, **(config.get("threads") or {})}
+THREADS = {
+    "data": 1, "train": 1, "posthoc": 1, "select": 1, "tables": 1, **(config.get("threads") or {})
+}  # fmt: skip
 PREPARED = "resources/cifar/data"
 
 
@@ -77,6 +79,17 @@ def _runs():
 
 
 RUNS = _runs()
+
+
+def _selecting():
+    from pnc.cifar.methods import get
+
+    return [m for m in METHODS if get(m).selects]
+
+
+# the methods that select among configurations: a sweep per seed and a selection stage each
+SELECTING = _selecting()
+SELECTING_PATTERN = "|".join(SELECTING) or "(?!)"  # the validate and select rules' methods
 SWAG_STARTS = [int(s) for s in (SECTIONS.get("swag", {}).get("grid", {}).get("start_epoch") or [])]
 
 
@@ -107,6 +120,19 @@ def runs_for(wildcards):
 
 def training_targets():
     return expand("results/cifar/runs/seed{seed}/{run}/run.json", seed=SEEDS, run=RUNS)
+
+
+def validation_path(seed, method):
+    return f"results/cifar/validation/seed{seed}/{method}.json"
+
+
+def selection_path(method):
+    return f"results/cifar/selection/{method}.json"
+
+
+def selection_of(wildcards):
+    """The method's selection (none for a method that selects nothing)."""
+    return [selection_path(wildcards.method)] if wildcards.method in SELECTING else []
 
 
 def score_targets():
