@@ -62,11 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint-every", type=int, default=1, help="epochs between checkpoints (default 1)"
     )
 
-    v = sub.add_parser("validate", parents=[common], help="one method's sweep on one seed")
-    v.add_argument("--method", required=True)
-    v.add_argument("--section", type=_json, default={}, help="the method's config section")
-    v.add_argument("--runs", required=True, help="directory of the seed's training runs")
-    v.add_argument("--batch-size", type=int, default=500)
+    one = argparse.ArgumentParser(add_help=False)  # one method on one seed
+    one.add_argument("--method", required=True)
+    one.add_argument("--section", type=_json, default={}, help="the method's config section")
+    one.add_argument("--runs", required=True, help="directory of the seed's training runs")
+    one.add_argument("--batch-size", type=int, default=500)
+
+    sub.add_parser("validate", parents=[common, one], help="one method's sweep on one seed")
 
     c = sub.add_parser("select", help="one method's selection from every seed's sweep")
     c.add_argument("validation", nargs="+", help="the sweeps (the validate command's outputs)")
@@ -74,11 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--section", type=_json, default={}, help="the method's config section")
     c.add_argument("--out", required=True)
 
-    h = sub.add_parser("posthoc", parents=[common], help="one method on one seed")
-    h.add_argument("--method", required=True)
-    h.add_argument("--section", type=_json, default={}, help="the method's config section")
-    h.add_argument("--runs", required=True, help="directory of the seed's training runs")
-    h.add_argument("--batch-size", type=int, default=500)
+    h = sub.add_parser("posthoc", parents=[common, one], help="one method on one seed")
     h.add_argument(
         "--selection", default=None, help="the select command's output (default: select here)"
     )
@@ -124,24 +122,12 @@ def main(argv: list[str] | None = None) -> int:
             swag_starts=args.swag_starts,
             checkpoint_every=args.checkpoint_every,
         )
-    elif args.command == "validate":
-        result = jobs.validate(
-            seed=args.seed,
-            method=args.method,
-            section=args.section,
-            data_dir=args.data,
-            runs_dir=args.runs,
-            out=args.out,
-            model=args.model,
-            val_size=args.val_size,
-            batch_size=args.batch_size,
-        )
     elif args.command == "select":
         result = jobs.select(
             method=args.method, section=args.section, validation=args.validation, out=args.out
         )
-    elif args.command == "posthoc":
-        result = jobs.posthoc(
+    elif args.command in ("validate", "posthoc"):
+        job = dict(
             seed=args.seed,
             method=args.method,
             section=args.section,
@@ -151,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
             model=args.model,
             val_size=args.val_size,
             batch_size=args.batch_size,
-            selection=args.selection,
         )
+        if args.command == "validate":
+            result = jobs.validate(**job)
+        else:
+            result = jobs.posthoc(**job, selection=args.selection)
     else:
         table = jobs.tables(
             scores_dir=args.scores,
