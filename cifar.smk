@@ -2,8 +2,10 @@
 #
 #   data check (CIFAR-10 binary + OpenOOD v1.5 image lists) -> training runs per seed (base with
 #   SWAG moments, Deep Ensemble members, one MC Dropout run per rate) -> post-hoc per (seed,
-#   method): construction, selection on ID validation NLL after temperature scaling, confidences
-#   on the test set and every OOD dataset -> metrics, Table 2 and the sweep table.
+#   method): every configuration built and scored on ID validation (NLL after temperature
+#   scaling) -> selection per method, each seed's choice -> post-hoc scores per (seed, method):
+#   the chosen configuration's confidences on the test set and every OOD dataset -> metrics,
+#   Table 2 and the sweep table.
 #
 # A Snakefile separate from the MuJoCo study's: the two studies share no job, their configs have
 # different schemas, and neither DAG should be built (or validated) to run the other.
@@ -29,6 +31,7 @@ include: "workflow/rules/cifar/common.smk"
 include: "workflow/rules/cifar/data.smk"
 include: "workflow/rules/cifar/train.smk"
 include: "workflow/rules/cifar/posthoc.smk"
+include: "workflow/rules/cifar/select.smk"
 include: "workflow/rules/cifar/tables.smk"
 
 

@@ -1,8 +1,8 @@
 """Display names of the methods that both studies run, so one method has one name in every table.
 
-The MuJoCo method classes (:mod:`pnc.methods`) and the CIFAR study's registry
-(:data:`pnc.cifar.posthoc.POSTHOC_METHODS`) read their label here; a method of one study only keeps
-its label on its own class or registry entry.
+The MuJoCo method classes (:mod:`pnc.methods`) and the CIFAR study's method classes
+(:mod:`pnc.cifar.methods`) read their label here; a method of one study only keeps its label on
+its own class.
 """
 
 from __future__ import annotations

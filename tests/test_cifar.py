@@ -474,7 +474,7 @@ def test_selection_fits_a_temperature_per_configuration_and_keeps_the_lowest_nll
 
 def test_run_ids_and_the_runs_each_method_reads():
     from pnc.cifar.jobs import recipe_for
-    from pnc.cifar.posthoc import run_method, runs_of
+    from pnc.cifar.methods import run_method, runs_of
 
     assert runs_of("deep_ensemble", {"n_models": 3}) == ["base", "member1", "member2"]
     assert runs_of("mc_dropout", {"grid": {"rate": [0.1, 0.5]}}) == ["dropout0.1", "dropout0.5"]
@@ -524,12 +524,13 @@ def test_method_configs_state_the_defaults_the_schema_repeats():
 
     import yaml
 
-    from pnc.cifar.posthoc import POSTHOC_METHODS
+    from pnc.cifar import methods as registry
 
     path = Path(__file__).resolve().parents[1] / "workflow/schemas/cifar.schema.yaml"
     schema = yaml.safe_load(path.read_text())["properties"]["methods"]["properties"]
-    assert set(schema) == set(POSTHOC_METHODS)
-    for method_id, method in POSTHOC_METHODS.items():
+    assert set(schema) == set(registry.METHOD_IDS)
+    for method in registry.registered():
+        method_id = method.id
         props = dict(schema[method_id].get("properties", {}))
         grid = props.pop("grid", {}).get("properties", {})
         fields = [f.name for f in dataclasses.fields(method.config_cls) if f.name != "grid"]
@@ -542,10 +543,12 @@ def test_method_configs_state_the_defaults_the_schema_repeats():
 
 
 def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
-    from pnc.cifar.posthoc import METHOD_LABELS, POSTHOC_METHODS, method_config
+    from pnc.cifar import methods as registry
+    from pnc.cifar.methods import method_config
 
-    assert METHOD_LABELS == {m.id: m.label for m in POSTHOC_METHODS.values()}
-    assert METHOD_LABELS["pnc"] == "P&C" and list(METHOD_LABELS)[:2] == ["mahalanobis", "react_energy"]  # fmt: skip
+    labels = registry.labels()
+    assert labels == {m.id: m.label for m in registry.registered()}
+    assert labels["pnc"] == "P&C" and list(labels)[:2] == ["mahalanobis", "react_energy"]
     config = method_config("pnc", {"n_members": 8, "grid": {"sigma": [1.0]}})
     assert (config.n_members, config.calibration_size, config.member_chunk) == (8, 1024, None)
     assert config.values("sigma") == [1.0]
@@ -618,31 +621,36 @@ def test_a_checkpoint_is_checked_against_the_sha256_its_sidecar_holds(tmp_path):
 
 def test_method_sections_check_themselves_against_the_study():
     """P&C's blocks against the network and its calibration images against the tiny training
-    split, SWAG's start epochs against the training epochs; the other sections have no checks."""
-    from pnc.cifar.posthoc import POSTHOC_METHODS, SectionContext, method_config
+    split, SWAG's start epochs against the training epochs (each method's ``study_problems``); the
+    other methods have no checks."""
+    from pnc.cifar import methods as registry
+    from pnc.cifar.methods import method_config
+    from pnc.cifar.posthoc import SectionContext
     from pnc.conv.resnet import ResNetConfig
 
     study = SectionContext(ResNetConfig(widths=(8, 16), blocks_per_stage=(1, 2)), 5, n_train=100)
     grid = {"block": [[1, 1], [2, 0]], "sigma": [1.0], "bootstrap_frac": [0.5]}
     pnc = method_config("pnc", {"calibration_size": 200, "grid": grid})
-    assert pnc.study_problems(study, "pnc") == [
+    assert registry.get("pnc").study_problems(pnc, study) == [
         "methods.pnc.grid.block [2, 0]: no block (2, 0) in stages (1, 2)"
         " (model.blocks_per_stage = [1, 2])",
         "methods.pnc.calibration_size = 200 > the 100 training images of the tiny dataset",
     ]
     grid["block"] = [[1, 1]]
     assert (
-        method_config("pnc", {"calibration_size": 100, "grid": grid}).study_problems(study, "pnc")
+        registry.get("pnc").study_problems(
+            method_config("pnc", {"calibration_size": 100, "grid": grid}), study
+        )
         == []
     )
     swag = method_config("swag", {"grid": {"start_epoch": [2, 3, 4]}})
-    assert swag.study_problems(study, "swag") == [
+    assert registry.get("swag").study_problems(swag, study) == [
         "methods.swag.grid.start_epoch [4]: SWAG needs >= 2 epochs after its start, and"
         " train.epochs = 5"
     ]
-    for method_id in POSTHOC_METHODS:
-        if method_id not in ("pnc", "swag"):
-            section = {"grid": {k: [1] for k in POSTHOC_METHODS[method_id].config_cls.grid_keys}}
-            if not POSTHOC_METHODS[method_id].config_cls.grid_keys:
+    for method in registry.registered():
+        if method.id not in ("pnc", "swag"):
+            section = {"grid": {k: [1] for k in method.config_cls.grid_keys}}
+            if not method.config_cls.grid_keys:
                 section = {}
-            assert method_config(method_id, section).study_problems(study, method_id) == []
+            assert method.study_problems(method.config(section), study) == []

@@ -37,7 +37,7 @@ def test_ensemble_confidence_is_minus_the_entropy_of_the_tempered_mixture():
         ]
     )
     ood = {"svhn": test[:, ::-1] * 0.5}
-    out = P._ensemble_outputs(lambda x: x, _context(test, ood), temperature=2.0)
+    out = P.ensemble_outputs(lambda x: x, _context(test, ood), temperature=2.0)
     assert set(out) == {"test_conf", "test_pred", "test_probs", "svhn_conf"}
     np.testing.assert_allclose(out["test_probs"], _softmax(test / 2.0).mean(axis=0), rtol=1e-5)
     for name, logits in (("test", test), ("svhn", ood["svhn"])):

@@ -41,7 +41,7 @@ def test_every_cifar_rule_runs_a_thread_limited_stage_with_log_and_benchmark():
                 assert f"\n    {directive}" in block, (name, directive)
             assert re.search(r'"python -m pnc\.workflow cifar_\w+ --threads \{threads\} ', block), name  # fmt: skip
             assert "{log:q}" in block, name
-    assert {"cifar_data", "cifar_train", "cifar_posthoc", "cifar_tables"} <= set(names)
+    assert {"cifar_data", "cifar_train", "cifar_validate", "cifar_select", "cifar_posthoc", "cifar_tables"} <= set(names)  # fmt: skip
     train = next(b for p in RULES for b in re.split(r"^(?=rule )", p.read_text(), flags=re.M) if b.startswith("rule cifar_train:"))  # fmt: skip
     assert 'gpu=RES["train"]["gpu"]' in train
 
@@ -52,13 +52,15 @@ def workdir(tmp_path_factory) -> Path:
 
 
 def test_paper_protocol_dag(workdir):
-    """5 seeds; runs: base, 4 ensemble members, 4 dropout rates; 10 methods per seed."""
+    """5 seeds; runs: base, 4 ensemble members, 4 dropout rates; 10 methods scored per seed, the
+    6 that select among configurations also validated per seed and selected once from every
+    seed's sweep."""
     proc = _snakemake(workdir, "-n", "--configfile", "config/cifar.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = dict(re.findall(r"^(cifar\w*)\s+(\d+)$", proc.stdout, flags=re.M))
     assert counts == {
-        "cifar_fetch": "1", "cifar_data": "1", "cifar_train": str(5 * 9), "cifar_posthoc": str(5 * 10),
-        "cifar_tables": "1", "cifar": "1",
+        "cifar_fetch": "1", "cifar_data": "1", "cifar_train": str(5 * 9), "cifar_validate": str(5 * 6),
+        "cifar_select": "6", "cifar_posthoc": str(5 * 10), "cifar_tables": "1", "cifar": "1",
     }  # fmt: skip
     assert "MuJoCo" not in proc.stdout and "minari" not in proc.stdout
     pnc = re.search(r"--method pnc --section '([^']*)'", proc.stdout)
@@ -192,16 +194,80 @@ def test_tiny_cifar_workflow_end_to_end(tiny_run):
     run = json.loads((workdir / "results/cifar/runs/seed0/base/run.json").read_text())
     assert len(run["history"]["loss"]) == config["train"]["epochs"]
     assert (workdir / "results/cifar/runs/seed0/base/checkpoint.msgpack").exists()
-    for rule in ("train", "posthoc"):
+    for rule in ("train", "validate", "select", "posthoc"):
         assert list((workdir / "benchmarks/cifar" / rule).rglob("*.tsv")), rule
+    # the selection stage: each method's choice per seed, from the sweep its validation job wrote
+    chosen = json.loads((workdir / "results/cifar/selection/pnc.json").read_text())
+    swept = json.loads((workdir / "results/cifar/validation/seed0/pnc.json").read_text())
+    marked = chosen["seeds"]["0"]["sweep"]
+    assert [{k: v for k, v in r.items() if k != "selected"} for r in marked] == swept["sweep"]
+    assert marked == selection["sweep"] and sum(r["selected"] for r in marked) == 1
     again = _snakemake(workdir, "-n", "--configfile", TINY)
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
+
+
+def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run, tmp_path):
+    """A method registered outside the package (the toy of tests/test_cifar_methods_contract.py)
+    runs through the tiny run's post-hoc jobs (its sweep, the selection stage, its scores) on that
+    run's data and training runs, and the tables job reads it beside the configured methods: its
+    row in Table 2 and its sweep, under its label."""
+    import shutil
+
+    from test_cifar_methods_contract import TOY_SECTION, Tempered
+
+    from pnc.cifar import jobs
+    from pnc.cifar import methods as registry
+
+    config = yaml.safe_load((tiny_run / TINY).read_text())
+    scores = tmp_path / "scores"
+    shutil.copytree(tiny_run / "results/cifar/scores", scores)
+    seed_job = dict(
+        seed=0,
+        method="tempered",
+        section=TOY_SECTION,
+        data_dir=tiny_run / "resources/cifar/data",
+        runs_dir=tiny_run / "results/cifar/runs/seed0",
+        model=config["model"],
+        val_size=config["data"]["val_size"],
+    )
+    registry.register(Tempered())
+    try:  # the three jobs of the tiny run: the sweep, the selection stage, the scores
+        jobs.validate(**seed_job, out=tmp_path / "validation.json")
+        chosen = jobs.select(
+            method="tempered",
+            section=TOY_SECTION,
+            validation=[tmp_path / "validation.json"],
+            out=tmp_path / "selection.json",
+        )
+        summary = jobs.posthoc(
+            **seed_job, out=scores / "seed0/tempered", selection=tmp_path / "selection.json"
+        )
+        assert [summary["config"]] == chosen["selected"]["0"]
+        assert summary["config"] in ({"scale": 0.5}, {"scale": 2.0})
+        methods = [*config["methods"], "tempered"]
+        table = jobs.tables(
+            scores_dir=scores,
+            data_dir=tiny_run / "resources/cifar/data",
+            methods=methods,
+            seeds=config["seeds"],
+            out=tmp_path / "tables",
+        )
+    finally:
+        registry.unregister("tempered")
+    assert table["method"].tolist()[-1] == "tempered" and set(table["method"]) == set(methods)
+    assert table.set_index("method").loc["tempered", "acc_mean"] > 0
+    assert "| Tempered |" in (tmp_path / "tables/table2.md").read_text()
+    assert "| Tempered | scale | 0.5, 2.0 |" in (tmp_path / "tables/sweep.md").read_text()
+    # the configured methods' rows are those of the tiny run itself
+    before = pd.read_csv(tiny_run / "results/cifar/tables/table2.csv")
+    after = pd.read_csv(tmp_path / "tables/table2.csv")
+    pd.testing.assert_frame_equal(after[after.method != "tempered"].reset_index(drop=True), before)
 
 
 @pytest.mark.parametrize(
     ("stage", "command"),
     [("cifar_tiny_data", "tiny-data"), ("cifar_fetch", "fetch"), ("cifar_data", "prepare"),
-     ("cifar_train", "train"),
+     ("cifar_train", "train"), ("cifar_validate", "validate"), ("cifar_select", "select"),
      ("cifar_posthoc", "posthoc"), ("cifar_tables", "tables")],
 )  # fmt: skip
 def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch, stage, command):
@@ -220,15 +286,15 @@ def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch
 
 def test_schema_lists_exactly_the_methods_of_the_library():
     from pnc.cifar.data import ID_DATASETS
-    from pnc.cifar.posthoc import METHOD_LABELS
+    from pnc.cifar.methods import METHOD_IDS
 
     schema = yaml.safe_load((ROOT / "workflow/schemas/cifar.schema.yaml").read_text())
-    assert set(schema["properties"]["methods"]["properties"]) == set(METHOD_LABELS)
+    assert set(schema["properties"]["methods"]["properties"]) == set(METHOD_IDS)
     data = schema["properties"]["data"]["properties"]
     assert data["id"]["enum"] == list(ID_DATASETS)
     assert data["ood"]["items"]["enum"] == list(dict.fromkeys(n for d in ID_DATASETS.values() for n in d.ood))  # fmt: skip
     paper = yaml.safe_load((ROOT / "config/cifar.yaml").read_text())
-    assert set(paper["methods"]) == set(METHOD_LABELS) and paper["seeds"] == [0, 1, 2, 3, 4]
+    assert set(paper["methods"]) == set(METHOD_IDS) and paper["seeds"] == [0, 1, 2, 3, 4]
     assert paper["report"] == {"std": "sample", "fpr95": "own"}
 
 

@@ -1,4 +1,9 @@
-"""The package's layering: each module imports only from the layers it is allowed to (docs/modules.md)."""
+"""The package's layering: each module imports only from the layers it is allowed to (docs/modules.md).
+
+An import is an ``import`` statement anywhere in a module (also inside functions), a module named by
+a string literal to ``importlib.import_module``, ``__import__`` or the workflow's
+``run_library_cli``, and the same in the Snakemake files, whose Python lines are read too: the
+MuJoCo study's rules, the CIFAR study's rules and the rules both include have layers of their own."""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ CORE = {
     "pnc.roc",
     "pnc.swag_gaussian",
     "pnc.labels",
+    "pnc.config_schema",
 }
 
 
@@ -65,8 +71,9 @@ ALLOWED = {
     "mujoco": {"core", "methods", "data", "mujoco", "results"},
     "report": {"core", "results", "render", "report"},
     # the peers benchmark (pnc.bench.peers) builds its HalfCheetah task with the offline data
-    # generator and scores regressions with the study's metrics (pnc.mujoco.metrics)
-    "bench": {"core", "methods", "bench", "cifar", "data", "mujoco"},
+    # generator and scores regressions with the study's metrics (pnc.mujoco.metrics); the time
+    # breakdown (pnc.bench.breakdown) runs a workflow stage in its process, loaded by name
+    "bench": {"core", "methods", "bench", "cifar", "data", "mujoco", "workflow"},
     "workflow": {
         "core",
         "methods",
@@ -85,11 +92,43 @@ ALLOWED = {
 }
 
 
+#: Calls whose first argument, a string literal, names a module they import.
+IMPORTING_CALLS = ("import_module", "__import__", "run_library_cli")
+
+
+def _python_of(path: Path) -> ast.AST:
+    """The syntax tree of a Python file, or of the Python lines of a Snakemake file: its import
+    statements (a parenthesised one across lines) and its calls of :data:`IMPORTING_CALLS` (the
+    rule syntax around them is not Python)."""
+    text = path.read_text()
+    if path.suffix == ".py":
+        return ast.parse(text)
+    lines, statements, pending = text.splitlines(), [], ""
+    for line in lines:
+        stripped = line.strip()
+        if pending:
+            pending += " " + stripped
+            if ")" in stripped:
+                statements.append(pending)
+                pending = ""
+        elif stripped.startswith(("import ", "from ")) and " import" in f" {stripped}":
+            if stripped.endswith("("):
+                pending = stripped
+            else:
+                statements.append(stripped)
+        else:
+            for call in IMPORTING_CALLS:
+                if f"{call}(" in stripped:
+                    start = stripped.index(f"{call}(")
+                    statements.append(stripped[start : stripped.index(")", start) + 1])
+    return ast.parse("\n".join(statements))
+
+
 def _imports(path: Path) -> set[str]:
     """Every ``pnc`` module imported anywhere in ``path`` (``from pnc.x import y`` -> ``pnc.x.y``
-    when that is a module, else ``pnc.x``)."""
+    when that is a module, else ``pnc.x``; a module named to one of :data:`IMPORTING_CALLS`)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_python_of(path)):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "pnc")
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -98,6 +137,17 @@ def _imports(path: Path) -> set[str]:
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"
                 found.add(sub if sub in MODULES else node.module)
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            first = node.args[0]
+            if (
+                name in IMPORTING_CALLS
+                and isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+                and first.value.split(".")[0] == "pnc"
+            ):
+                found.add(first.value)
     return found
 
 
@@ -191,6 +241,68 @@ def test_methods_base_re_exports_the_names_of_their_new_modules():
     for name in base.__all__:
         assert any(getattr(h, name, None) is getattr(base, name) for h in homes), name
     assert not [n for n, v in vars(base).items() if getattr(v, "__module__", "") == base.__name__]
+
+
+REPO = ROOT.parent
+#: The Snakemake files: the MuJoCo study's (``Snakefile``, ``workflow/rules/*.smk``), the CIFAR
+#: study's (``cifar.smk``, ``workflow/rules/cifar/``) and the rules both include (``shared.smk``).
+RULE_FILES = sorted([REPO / "Snakefile", REPO / "cifar.smk", *(REPO / "workflow").rglob("*.smk")])
+
+
+def _rule_layer(path: Path) -> str:
+    relative = path.relative_to(REPO).as_posix()
+    if relative == "workflow/rules/shared.smk":
+        return "shared rules"
+    if relative == "cifar.smk" or relative.startswith("workflow/rules/cifar/"):
+        return "cifar rules"
+    return "mujoco rules"
+
+
+#: rule layer -> the package layers its files may import.
+RULE_ALLOWED = {
+    # the MuJoCo study's rules: what its stages' entry point may import, nothing of the CIFAR study
+    "mujoco rules": ALLOWED["workflow"] - {"cifar"},
+    # the CIFAR study's rules read its own package and nothing of the MuJoCo study
+    "cifar rules": {"core", "cifar"},
+    # included by both studies' rules: study-neutral modules only
+    "shared rules": {"core"},
+}
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_rule_file_imports_only_allowed_layers(path):
+    layer = _rule_layer(path)
+    imported = _imports(path)
+    unknown = sorted(m for m in imported if m not in MODULES and m not in (*CORE, "pnc"))
+    assert not unknown, f"{path.name} imports {unknown}, no module of the package"
+    bad = sorted(m for m in imported if _layer(m) not in RULE_ALLOWED[layer])
+    assert not bad, f"{path.name} ({layer}) imports {bad}; allowed: {sorted(RULE_ALLOWED[layer])}"
+
+
+def test_rule_files_that_import_the_package_are_seen():
+    """The scan finds the package imports the rules are known to make."""
+    found = {p.relative_to(REPO).as_posix(): _imports(p) for p in RULE_FILES}
+    assert "pnc.config_schema" in found["workflow/rules/shared.smk"]
+    assert {"pnc.cifar.methods", "pnc.cifar.posthoc"} <= found["workflow/rules/cifar/common.smk"]
+    assert "pnc.mujoco.config_check" in found["workflow/rules/common.smk"]
+
+
+def test_the_scan_reads_snakemake_imports_and_importlib_calls(tmp_path):
+    smk = tmp_path / "a.smk"
+    smk.write_text(
+        "from pnc.io import write_json\n\n"
+        "rule r:\n    input:\n        'x',\n    run:\n        import pnc.mujoco.grid\n\n"
+        "def f():\n    from pnc.report.tables import (\n        a,\n        b,\n    )\n"
+        "    return importlib.import_module('pnc.cifar.cli')\n"
+    )
+    assert _imports(smk) == {"pnc.io", "pnc.mujoco.grid", "pnc.report.tables", "pnc.cifar.cli"}
+    py = tmp_path / "b.py"
+    py.write_text(
+        "import importlib\n\ndef f(name):\n    importlib.import_module(name)\n"
+        "    __import__('pnc.workflow.commands')\n    run_library_cli('pnc.data.far', 'x', [])\n"
+    )
+    assert _imports(py) == {"pnc.workflow.commands", "pnc.data.far"}
+    assert "pnc.workflow.commands" in _imports(ROOT / "bench" / "breakdown.py")
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

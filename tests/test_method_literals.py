@@ -36,7 +36,7 @@ OTHER_FILES: dict[str, tuple[set[str], str]] = {
     ),
     "pnc/cifar": (
         {"pnc", "deep_ensemble", "mc_dropout", "swag"},
-        "the CIFAR study's method table (pnc.cifar.posthoc) and the training runs it reads",
+        "the CIFAR study's method classes (pnc.cifar.methods) and the training runs they read",
     ),
     "pnc/bench/cifar_costs.py": ({"pnc", "swag"}, "the CIFAR study's cost model, per method"),
     "pnc/bench/peers.py": (

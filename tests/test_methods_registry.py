@@ -198,14 +198,14 @@ def test_key_ids_pair_pnc_with_its_ablation():
 def test_methods_of_both_studies_have_one_label():
     """A method both studies run has the label of pnc.labels in each registry, and every method
     id the two registries share is in that table."""
-    from pnc.cifar.posthoc import POSTHOC_METHODS
+    from pnc.cifar import methods as cifar_methods
     from pnc.labels import SHARED_LABELS
 
-    shared = set(methods.METHOD_IDS) & set(POSTHOC_METHODS)
+    shared = set(methods.METHOD_IDS) & set(cifar_methods.METHOD_IDS)
     assert shared == set(SHARED_LABELS)
     for method_id, label in SHARED_LABELS.items():
         assert methods.get(method_id).label == label
-        assert POSTHOC_METHODS[method_id].label == label
+        assert cifar_methods.get(method_id).label == label
 
 
 CONFIGS = ("config.yaml", "config/quick.yaml", "config/offline.yaml", ".test/config.yaml")

@@ -1,7 +1,7 @@
 """Command line of the CIFAR-10 study: ``python -m pnc.cifar.cli COMMAND ...`` (one job each).
 
 Commands: ``tiny-data ROOT``, ``fetch ROOT`` (:mod:`pnc.cifar.fetch`), ``prepare ROOT --out
-DIR``, ``train``, ``posthoc``, ``tables`` (:mod:`pnc.cifar.jobs`). Each prints a JSON summary on stdout. The workflow runs them through
+DIR``, ``train``, ``validate``, ``select``, ``posthoc``, ``tables`` (:mod:`pnc.cifar.jobs`). Each prints a JSON summary on stdout. The workflow runs them through
 ``python -m pnc.workflow cifar_STAGE --threads N ...``.
 """
 
@@ -62,11 +62,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint-every", type=int, default=1, help="epochs between checkpoints (default 1)"
     )
 
-    h = sub.add_parser("posthoc", parents=[common], help="one method on one seed")
-    h.add_argument("--method", required=True)
-    h.add_argument("--section", type=_json, default={}, help="the method's config section")
-    h.add_argument("--runs", required=True, help="directory of the seed's training runs")
-    h.add_argument("--batch-size", type=int, default=500)
+    one = argparse.ArgumentParser(add_help=False)  # one method on one seed
+    one.add_argument("--method", required=True)
+    one.add_argument("--section", type=_json, default={}, help="the method's config section")
+    one.add_argument("--runs", required=True, help="directory of the seed's training runs")
+    one.add_argument("--batch-size", type=int, default=500)
+
+    sub.add_parser("validate", parents=[common, one], help="one method's sweep on one seed")
+
+    c = sub.add_parser("select", help="one method's selection from every seed's sweep")
+    c.add_argument("validation", nargs="+", help="the sweeps (the validate command's outputs)")
+    c.add_argument("--method", required=True)
+    c.add_argument("--section", type=_json, default={}, help="the method's config section")
+    c.add_argument("--out", required=True)
+
+    h = sub.add_parser("posthoc", parents=[common, one], help="one method on one seed")
+    h.add_argument(
+        "--selection", default=None, help="the select command's output (default: select here)"
+    )
 
     s = sub.add_parser("tables", help="metrics, Table 2 and the sweep table")
     s.add_argument("--scores", required=True)
@@ -109,8 +122,12 @@ def main(argv: list[str] | None = None) -> int:
             swag_starts=args.swag_starts,
             checkpoint_every=args.checkpoint_every,
         )
-    elif args.command == "posthoc":
-        result = jobs.posthoc(
+    elif args.command == "select":
+        result = jobs.select(
+            method=args.method, section=args.section, validation=args.validation, out=args.out
+        )
+    elif args.command in ("validate", "posthoc"):
+        job = dict(
             seed=args.seed,
             method=args.method,
             section=args.section,
@@ -121,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
             val_size=args.val_size,
             batch_size=args.batch_size,
         )
+        if args.command == "validate":
+            result = jobs.validate(**job)
+        else:
+            result = jobs.posthoc(**job, selection=args.selection)
     else:
         table = jobs.tables(
             scores_dir=args.scores,

@@ -7,7 +7,11 @@
   collects the SWAG moments; ``member<k>``: a further Deep Ensemble member; ``dropout<rate>``: an
   MC Dropout run), resuming from its per-epoch checkpoint; writes ``run.msgpack`` + ``run.json``
   (with the SHA-256 of ``run.msgpack``; :class:`pnc.cifar.trained.TrainedNetwork`).
-- :func:`posthoc`: one method on one seed: construction, selection on validation, confidences
+- :func:`validate`: one method on one seed: every configuration it selects from built and scored
+  on the validation split (the sweep).
+- :func:`select`: the selection stage of one method: from every seed's sweep, the configuration
+  it chooses.
+- :func:`posthoc`: one method on one seed at the chosen configuration, built again: confidences
   on the test set and every OOD dataset (``scores.npz``) and ``selection.json``.
 - :func:`tables`: ``metrics.csv``, Table 2 and the sweep table from every method's outputs.
 """
@@ -16,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from pnc.cifar import data as D
+from pnc.cifar import methods as registry
 from pnc.cifar import ood_tables as T
 from pnc.cifar import posthoc as P
 from pnc.cifar.recipe import swag_moments, train, variables_of
@@ -111,7 +115,15 @@ def train_run(
     return {k: summary[k] for k in ("seed", "run_id", "seconds", "device")}
 
 
-def posthoc(
+def _seed_context(seed, method, section, data_dir, runs_dir, model, val_size, batch_size):
+    data = D.load_prepared(data_dir)
+    config = resnet_config(model, data.num_classes)
+    ctx = P.Context.from_prepared(data, config, seed, val_size, batch_size)
+    runs = {r: P.load_run(Path(runs_dir) / r) for r in registry.runs_of(method, section)}
+    return ctx, runs
+
+
+def validate(
     *,
     seed: int,
     method: str,
@@ -123,20 +135,77 @@ def posthoc(
     val_size: int,
     batch_size: int = 500,
 ) -> dict:
-    """Construct, select and score ``method`` on ``seed``; write ``scores.npz`` + ``selection.json``."""
-    data = D.load_prepared(data_dir)
-    config = resnet_config(model, data.num_classes)
-    ctx = P.Context.from_prepared(data, config, seed, val_size, batch_size)
-    runs = {r: P.load_run(Path(runs_dir) / r) for r in P.runs_of(method, section)}
+    """Build every configuration ``method`` selects from on ``seed`` and score it on the
+    validation split; write the sweep to ``out`` (JSON: ``method``, ``seed``, ``sweep``,
+    ``seconds``)."""
+    ctx, runs = _seed_context(
+        seed, method, section, data_dir, runs_dir, model, val_size, batch_size
+    )
+    spec = registry.get(method)
     start = time.perf_counter()
-    outputs, record = P.run_method(method, section, ctx, runs)
+    sweep = spec.validate(spec.config(section), ctx, runs)
+    summary = {"method": method, "seed": seed, "sweep": sweep}
+    summary["seconds"] = time.perf_counter() - start
+    write_json(out, P.finite_or_none(summary))
+    return {"method": method, "seed": seed, "configs": len(sweep)}
+
+
+def select(
+    *, method: str, section: Mapping, validation: Sequence[str | Path], out: str | Path
+) -> dict:
+    """The selection stage of ``method``: from each seed's sweep (the ``validation`` files of
+    :func:`validate`), the configuration :meth:`~pnc.cifar.posthoc.PosthocMethod.choose` picks;
+    write ``out`` (JSON: ``method`` and, per seed, the sweep with ``selected`` marked)."""
+    spec = registry.get(method)
+    config = spec.config(section)
+    seeds = {}
+    for path in validation:
+        record = read_json(path)
+        if record["method"] != method:
+            raise ValueError(f"{path} holds the sweep of {record['method']!r}, not {method!r}")
+        sweep = P.mark_selected(record["sweep"], spec.choose(config, record["sweep"]))
+        seeds[str(record["seed"])] = {"sweep": sweep}
+    write_json(out, {"method": method, "seeds": seeds})
+    chosen = {s: [r["config"] for r in v["sweep"] if r["selected"]] for s, v in seeds.items()}
+    return {"method": method, "selected": chosen}
+
+
+def posthoc(
+    *,
+    seed: int,
+    method: str,
+    section: Mapping,
+    data_dir: str | Path,
+    runs_dir: str | Path,
+    out: str | Path,
+    model: Mapping,
+    val_size: int,
+    batch_size: int = 500,
+    selection: str | Path | None = None,
+) -> dict:
+    """Score ``method`` on ``seed`` at the configuration the selection stage chose (its file
+    ``selection``; ``None``: validate and select here too); write ``scores.npz`` and
+    ``selection.json`` (the chosen configuration, its temperature and the sweep)."""
+    ctx, runs = _seed_context(
+        seed, method, section, data_dir, runs_dir, model, val_size, batch_size
+    )
+    spec = registry.get(method)
+    config = spec.config(section)
+    start = time.perf_counter()
+    if selection is None:
+        outputs, record = spec.run(config, ctx, runs)
+    else:
+        seeds = read_json(selection)["seeds"]
+        if str(seed) not in seeds:
+            raise ValueError(f"{selection} holds no selection for seed {seed}")
+        outputs, record = spec.score_selected(config, ctx, runs, seeds[str(seed)]["sweep"])
     record.update(method=method, seed=seed, seconds=time.perf_counter() - start)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "scores.npz") as tmp:
         with open(tmp, "wb") as f:
             np.savez(f, **outputs)
-    write_json(out / "selection.json", _finite_or_none(record))
+    write_json(out / "selection.json", P.finite_or_none(record))
     return {
         "method": method,
         "seed": seed,
@@ -176,14 +245,3 @@ def tables(
         columns=["seed", "method", "config", "temperature", "val_nll", "val_accuracy", "selected"],
     )
     return T.write_tables(pd.DataFrame(rows), sweep_frame, out, options)
-
-
-def _finite_or_none(obj):
-    """``obj`` with every non-finite float (a diverged configuration's NLL) as ``None`` (JSON null)."""
-    if isinstance(obj, dict):
-        return {k: _finite_or_none(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite_or_none(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj

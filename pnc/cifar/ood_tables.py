@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from pnc.cifar import ood_metrics as M
-from pnc.cifar.posthoc import METHOD_LABELS
+from pnc.cifar.methods import labels as method_labels
 from pnc.io import write_csv
 from pnc.report.render import fmt, latex_escape, markdown_table, tabular_lines
 
@@ -138,10 +138,11 @@ def summary_table(
     report = report or Report()
     wide = _per_seed(metrics, report)
     rows = []
-    order = [m for m in METHOD_LABELS if m in set(metrics["method"])]
+    labels = method_labels()
+    order = [m for m in labels if m in set(metrics["method"])]
     for method in order:
         sub = wide.loc[method]
-        row = {"method": method, "label": METHOD_LABELS[method], "seeds": len(sub)}
+        row = {"method": method, "label": labels[method], "seeds": len(sub)}
         for col in columns:
             values = sub[col].to_numpy() if col in sub else np.array([np.nan])
             row[f"{col}_mean"] = float(np.mean(values))
@@ -206,7 +207,8 @@ def sweep_rows(method: str, seed: int, record: Mapping) -> list[dict]:
 
 def sweep_markdown(sweep: pd.DataFrame) -> str:
     rows = []
-    for method in [m for m in METHOD_LABELS if m in set(sweep["method"])]:
+    labels = method_labels()
+    for method in [m for m in labels if m in set(sweep["method"])]:
         sub = sweep[sweep["method"] == method]
         configs = [json.loads(c) for c in sub["config"]]
         chosen: dict[int, dict] = {}
@@ -216,7 +218,7 @@ def sweep_markdown(sweep: pd.DataFrame) -> str:
         for key in configs[0]:
             values = list(dict.fromkeys(json.dumps(c[key]) for c in configs))
             picked = ", ".join(f"{s}: {json.dumps(c[key])}" for s, c in sorted(chosen.items()))
-            rows.append([METHOD_LABELS[method], key, ", ".join(values), picked])
+            rows.append([labels[method], key, ", ".join(values), picked])
     header = ["Method", "Hyperparameter", "Values", "Selected (per seed)"]
     return markdown_table(None, header, rows)
 

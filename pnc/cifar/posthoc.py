@@ -1,4 +1,9 @@
-"""Post-hoc construction, selection and OOD scoring of one method on one seed.
+"""The contract of the CIFAR study's post-hoc methods, and what they share: the seed's data
+(:class:`Context`), a method's config section (:class:`MethodSection`), the study it is checked
+against (:class:`SectionContext`), the base class of a method (:class:`PosthocMethod`), and
+selection (temperature per configuration, :func:`select_ensemble`; P&C's
+:func:`coordinate_descent`). The methods themselves are classes in :mod:`pnc.cifar.methods`, one
+module per method (the single-model scores share one), registered there.
 
 Selection (paper, Appendix D.2): per method, on the 5,000-image ID validation split only; every
 configuration of an ensemble gets its own temperature ``T`` (:func:`pnc.conv.fit_temperature`,
@@ -13,16 +18,14 @@ temperature-scaled mixture); for the test set the predicted class ``test_pred`` 
 predictive probabilities ``test_probs`` ``[N, K]`` after the method's temperature (the
 calibration metrics); for the single-model scores also ``<set>_entropy_conf``, minus the entropy
 of the base network's softmax (the authors' FPR95 convention for MSP, Energy and Mahalanobis);
-plus the selection record.
+plus the selection record (:func:`record`).
 
-The methods (:data:`POSTHOC_METHODS`, in Table 2's order): each is a :class:`PosthocMethod` naming
-its table label, its section class and the function that builds and scores it. A method's config
-section (``methods.<id>`` of ``config/cifar.yaml``) becomes a frozen dataclass, a
-:class:`MethodSection` (``PnCSection``, ``SWAGSection``, ...; named apart from the MuJoCo methods'
-configs, :mod:`pnc.methods`, which hold one configuration each) by :func:`method_config`: its
-fixed settings are the fields, whose defaults are stated there once (the schema's defaults are
-checked against them), and its ``grid`` lists the values swept in selection; an unknown key fails
-naming the valid ones.
+A method's config section (``methods.<id>`` of ``config/cifar.yaml``) becomes a frozen dataclass,
+a :class:`MethodSection` (``PnCSection``, ``SWAGSection``, ...; named apart from the MuJoCo
+methods' configs, :mod:`pnc.methods`, which hold one configuration each) by
+:meth:`PosthocMethod.config`: its fixed settings are the fields, whose defaults are stated there
+once (the schema's defaults are checked against them), and its ``grid`` lists the values swept in
+selection; an unknown key fails naming the valid ones.
 """
 
 from __future__ import annotations
@@ -40,15 +43,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.cifar import baselines as B
 from pnc.cifar.data import Prepared, train_val_split
-from pnc.cifar.model import features_and_logits, normalize
-from pnc.cifar.trained import TrainedNetwork, dropout_run, ensemble_runs
-from pnc.conv import ConvPnCConfig, build_members, calibration_cache, predict_logits
+from pnc.cifar.model import features_and_logits
+from pnc.cifar.trained import RunSpec, TrainedNetwork
 from pnc.conv.classification import entropy, fit_temperature, mixture_nll, mixture_probabilities
 from pnc.conv.resnet import ResNetConfig
 from pnc.keys import derive_key
-from pnc.labels import SHARED_LABELS
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +97,16 @@ def load_run(path: str | Path) -> TrainedNetwork:
     return TrainedNetwork.load(path)
 
 
-def _key(ctx: Context, method: str, *parts) -> jax.Array:
+def method_key(ctx: Context, method: str, *parts) -> jax.Array:
+    """The key of ``method``'s draws on ``ctx``'s seed, derived from ``parts`` (a configuration's
+    values, a sample index)."""
     return derive_key("cifar", ctx.seed, method, *parts)
 
 
 # ----------------------------------------------------------------------------- ensembles
 
 
-def _ensemble_outputs(logits_of: Callable, ctx: Context, temperature: float) -> dict:
+def ensemble_outputs(logits_of: Callable, ctx: Context, temperature: float) -> dict:
     out = {}
     for name, x in ctx.eval_sets().items():
         pbar = mixture_probabilities(logits_of(x), temperature)
@@ -118,20 +120,20 @@ def _ensemble_outputs(logits_of: Callable, ctx: Context, temperature: float) -> 
 def select_ensemble(
     candidates: list[tuple[dict, Callable]], ctx: Context, method: str
 ) -> tuple[dict, list[dict], Callable, float]:
-    """Fit ``T`` and the validation NLL of every candidate; return the best with the sweep."""
-    sweep, best = [], None
+    """Fit ``T`` and the validation NLL of every candidate ``(config, logits_of)``; return the
+    best record (:func:`lowest_nll`), the sweep with ``selected`` marked, the best's
+    ``logits_of`` and its temperature."""
+    sweep = []
     for cfg, logits_of in candidates:
-        rec = _validate(cfg, logits_of, ctx)
+        rec = validate_candidate(cfg, logits_of, ctx)
         sweep.append(rec)
         log.info("%s %s: T %.3f val NLL %.4f", method, cfg, rec["temperature"], rec["val_nll"])
-        if best is None or rec["val_nll"] < best[0]["val_nll"]:
-            best = (rec, logits_of)
-    for rec in sweep:
-        rec["selected"] = rec is best[0]
-    return best[0], sweep, best[1], best[0]["temperature"]
+    index = lowest_nll(sweep)
+    sweep = mark_selected(sweep, index)
+    return sweep[index], sweep, candidates[index][1], sweep[index]["temperature"]
 
 
-def _validate(cfg: dict, logits_of: Callable, ctx: Context) -> dict:
+def validate_candidate(cfg: dict, logits_of: Callable, ctx: Context) -> dict:
     val_logits = jnp.asarray(logits_of(ctx.val_x))
     t = fit_temperature(val_logits, ctx.val_y)
     nll = float(mixture_nll(val_logits, ctx.val_y, t))
@@ -231,128 +233,6 @@ def _coerce(where: str, value: Any, annotation: Any) -> Any:
         raise ValueError(f"{where} = {value!r}: not a valid {kind}") from None
 
 
-@dataclasses.dataclass(frozen=True)
-class SingleScoreSection(MethodSection):
-    """MSP, Energy, Mahalanobis: no settings, no selection."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ReActSection(MethodSection):
-    """ReAct+Energy: the clip at the ``percentile``-th percentile of the training split's
-    penultimate activations (ReAct: 90)."""
-
-    percentile: float = 90.0
-
-
-@dataclasses.dataclass(frozen=True)
-class LLLASection(MethodSection):
-    """Last-layer Laplace: ``n_samples`` sampled heads per prior precision (``grid``)."""
-
-    grid_keys: ClassVar[tuple[str, ...]] = ("prior_precision",)
-    n_samples: int = 50
-
-
-@dataclasses.dataclass(frozen=True)
-class MCDropoutSection(MethodSection):
-    """MC Dropout: ``n_samples`` masks per dropout rate (``grid``; one training run per rate)."""
-
-    grid_keys: ClassVar[tuple[str, ...]] = ("rate",)
-    n_samples: int = 50
-
-
-@dataclasses.dataclass(frozen=True)
-class SWAGSection(MethodSection):
-    """SWAG: ``n_samples`` weight samples from the moments collected from each start epoch
-    (``grid``), ``rank`` deviation columns, BN statistics refreshed on ``bn_refresh`` training
-    images in batches of ``bn_batch_size``."""
-
-    grid_keys: ClassVar[tuple[str, ...]] = ("start_epoch",)
-    n_samples: int = 50
-    rank: int = 20
-    bn_refresh: int = 2048
-    bn_batch_size: int = 128
-
-    def study_problems(self, study: SectionContext, method: str) -> list[str]:
-        """A start epoch needs two more training epochs to collect."""
-        late = [s for s in self.grid.get("start_epoch") or () if s > study.epochs - 2]
-        if not late:
-            return []
-        return [
-            f"methods.{method}.grid.start_epoch {late}: SWAG needs >= 2 epochs after its start,"
-            f" and train.epochs = {study.epochs}"
-        ]
-
-
-@dataclasses.dataclass(frozen=True)
-class EpinetSection(MethodSection):
-    """Epinet: ``n_samples`` sampled indices per prior scale (``grid``); the network and its
-    training (defaults: :class:`pnc.cifar.baselines.EpinetConfig`'s)."""
-
-    grid_keys: ClassVar[tuple[str, ...]] = ("prior_scale",)
-    n_samples: int = 50
-    index_dim: int = B.EpinetConfig.index_dim
-    hiddens: tuple[int, ...] = B.EpinetConfig.hiddens
-    epochs: int = B.EpinetConfig.epochs
-    lr: float = B.EpinetConfig.lr
-    weight_decay: float = B.EpinetConfig.weight_decay
-    batch_size: int = B.EpinetConfig.batch_size
-    index_samples: int = B.EpinetConfig.index_samples
-
-    def network(self, prior_scale: float) -> B.EpinetConfig:
-        """The epinet of one configuration."""
-        fields = [f.name for f in dataclasses.fields(B.EpinetConfig) if f.name != "prior_scale"]
-        return B.EpinetConfig(prior_scale=prior_scale, **{k: getattr(self, k) for k in fields})
-
-
-@dataclasses.dataclass(frozen=True)
-class DeepEnsembleSection(MethodSection):
-    """Deep Ensemble: ``n_models`` runs (the base run is member 0)."""
-
-    n_models: int = 5
-
-
-@dataclasses.dataclass(frozen=True)
-class PnCSection(MethodSection):
-    """P&C: the fixed settings of :class:`pnc.conv.ConvPnCConfig` and the calibration images
-    drawn once per seed; ``grid``: block, sigma, bootstrap_frac (coordinate descent)."""
-
-    grid_keys: ClassVar[tuple[str, ...]] = ("block", "sigma", "bootstrap_frac")
-    n_members: int = 50
-    rank: int = 20
-    ridge: float = 1e-3
-    calibration_size: int = 1024
-    chunk_size: int = 64
-    perturbation_norm: str = "radius"
-    member_chunk: int | None = None
-
-    def study_problems(self, study: SectionContext, method: str) -> list[str]:
-        """Each block of the grid is in the network; the calibration images fit the tiny
-        dataset's training split."""
-        problems = []
-        for stage, block in self.grid.get("block") or ():
-            try:
-                study.network.block_index(stage, block)
-            except ValueError as err:
-                problems.append(
-                    f"methods.{method}.grid.block [{stage}, {block}]: {err}"
-                    f" (model.blocks_per_stage = {list(study.network.blocks_per_stage)})"
-                )
-        if study.n_train is not None and self.calibration_size > study.n_train:
-            problems.append(
-                f"methods.{method}.calibration_size = {self.calibration_size} > the"
-                f" {study.n_train} training images of the tiny dataset"
-            )
-        return problems
-
-
-# ----------------------------------------------------------------------------- per method
-
-#: Fixed labels of the seeded generators that draw the SWAG BN-refresh images and the P&C
-#: calibration images from a seed's training split (stream labels, not sizes).
-SWAG_BN_STREAM = 2048
-PNC_CALIBRATION_STREAM = 1024
-
-
 def _base_features(ctx: Context, variables, names=("train", "val", "eval")) -> dict:
     out = {}
     sets = {"train": ctx.train_x, "val": ctx.val_x, **ctx.eval_sets()}
@@ -362,7 +242,7 @@ def _base_features(ctx: Context, variables, names=("train", "val", "eval")) -> d
     return out
 
 
-def _single_score(ctx: Context, variables, score: Callable, logits_override=None) -> dict:
+def single_score(ctx: Context, variables, score: Callable, logits_override=None) -> dict:
     """Outputs of a single-model score: ``score(features, logits)`` per image; the predictions and
     probabilities (no temperature: ``T = 1``) are those of the base logits, or of
     ``logits_override(features)`` (ReAct's clipped features)."""
@@ -378,205 +258,8 @@ def _single_score(ctx: Context, variables, score: Callable, logits_override=None
     return out
 
 
-def _record(**kw) -> dict:
+def record(**kw) -> dict:
     return {"config": {}, "temperature": None, "val_nll": None, "sweep": [], **kw}
-
-
-def _msp(config: SingleScoreSection, ctx: Context, runs: Runs):
-    return _single_score(ctx, runs["base"].variables, lambda f, lg: B.msp(lg)), _record()
-
-
-def _energy(config: SingleScoreSection, ctx: Context, runs: Runs):
-    return _single_score(ctx, runs["base"].variables, lambda f, lg: B.energy(lg)), _record()
-
-
-def _mahalanobis(config: SingleScoreSection, ctx: Context, runs: Runs):
-    v = runs["base"].variables
-    f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
-    maha = B.Mahalanobis.fit(f_train, ctx.train_y, ctx.config.num_classes)
-    return _single_score(ctx, v, lambda f, lg: maha.confidence(f)), _record()
-
-
-def _react_energy(config: ReActSection, ctx: Context, runs: Runs):
-    v = runs["base"].variables
-    pct = config.percentile
-    f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
-    c = B.react_threshold(f_train, pct)
-    clipped = lambda f: B.react_energy(v, f, c)[1]
-    out = _single_score(ctx, v, lambda f, lg: B.react_energy(v, f, c)[0], clipped)
-    return out, _record(config={"percentile": pct, "threshold": c})
-
-
-def _ensemble_method(method, ctx, candidates):
-    best, sweep, logits_of, t = select_ensemble(candidates, ctx, method)
-    out = _ensemble_outputs(logits_of, ctx, t)
-    rec = _record(config=best["config"], temperature=t, val_nll=best["val_nll"], sweep=sweep)
-    return out, rec
-
-
-def _llla(config: LLLASection, ctx: Context, runs: Runs):
-    v = runs["base"].variables
-    f_train, _ = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
-    laplace = B.LastLayerLaplace.fit(v, f_train)
-    cache: dict[int, np.ndarray] = {}
-
-    def feats(x):
-        if id(x) not in cache:
-            cache[id(x)] = features_and_logits(v, x, ctx.config, ctx.batch_size)[0]
-        return cache[id(x)]
-
-    candidates = []
-    for prior in config.values("prior_precision"):
-        heads = laplace.sample_heads(float(prior), config.n_samples, _key(ctx, "llla", prior))
-        logits_of = lambda x, h=heads: B.laplace_logits(feats(x), h)
-        candidates.append(({"prior_precision": prior}, logits_of))
-    return _ensemble_method("llla", ctx, candidates)
-
-
-def _mc_dropout(config: MCDropoutSection, ctx: Context, runs: Runs):
-    n = config.n_samples
-    candidates = []
-    for rate in config.values("rate"):
-        v = runs[dropout_run(rate)].variables
-
-        def logits_of(x, v=v, rate=rate):
-            f, _ = features_and_logits(v, x, ctx.config, ctx.batch_size)
-            return B.dropout_logits(v, f, float(rate), n, _key(ctx, "mc_dropout", rate, x.shape[0]))
-
-        candidates.append(({"rate": rate}, logits_of))
-    return _ensemble_method("mc_dropout", ctx, candidates)
-
-
-def _swag(config: SWAGSection, ctx: Context, runs: Runs):
-    base = runs["base"]
-    v = base.variables
-    n_train = ctx.train_x.shape[0]
-    rng = np.random.default_rng([ctx.seed, SWAG_BN_STREAM])
-    bn_images = ctx.train_x[rng.choice(n_train, min(config.bn_refresh, n_train), replace=False)]
-    bn_batch = min(config.bn_batch_size, bn_images.shape[0])
-    candidates = []
-    for start in config.values("start_epoch"):
-        moments = base.swag.get(str(start))
-        if moments is None:
-            raise ValueError(f"swag: the base run collected no moments from epoch {start}")
-        samples = []
-        for s in range(config.n_samples):
-            key = _key(ctx, "swag", start, s)
-            params = B.swag_sample(moments, v["params"], key, config.rank)
-            stats = B.refresh_batch_stats(
-                params,
-                v["batch_stats"],
-                jnp.asarray(bn_images),
-                config=ctx.config,
-                batch_size=bn_batch,
-            )
-            samples.append({"params": params, "batch_stats": stats})
-
-        def logits_of(x, samples=samples):
-            return np.stack([B.network_logits(sv, x, ctx.config, ctx.batch_size) for sv in samples])
-
-        candidates.append(({"start_epoch": start}, logits_of))
-    return _ensemble_method("swag", ctx, candidates)
-
-
-def _epinet(config: EpinetSection, ctx: Context, runs: Runs):
-    v = runs["base"].variables
-    n = config.n_samples
-    f_train, lg_train = features_and_logits(v, ctx.train_x, ctx.config, ctx.batch_size)
-    cache = {}
-
-    def base_of(x):
-        if id(x) not in cache:
-            cache[id(x)] = features_and_logits(v, x, ctx.config, ctx.batch_size)
-        return cache[id(x)]
-
-    candidates = []
-    for scale in config.values("prior_scale"):
-        cfg = config.network(float(scale))
-        key = _key(ctx, "epinet", scale)
-        params, prior = B.train_epinet(f_train, lg_train, ctx.train_y, cfg, key)
-
-        def logits_of(x, params=params, prior=prior, cfg=cfg):
-            f, lg = base_of(x)
-            return B.epinet_logits(params, prior, f, lg, cfg, n, _key(ctx, "epinet", "index"))
-
-        candidates.append(({"prior_scale": scale}, logits_of))
-    return _ensemble_method("epinet", ctx, candidates)
-
-
-def _deep_ensemble(config: DeepEnsembleSection, ctx: Context, runs: Runs):
-    members = [runs[r].variables for r in ensemble_runs(config.n_models)]
-
-    def logits_of(x):
-        return np.stack([B.network_logits(m, x, ctx.config, ctx.batch_size) for m in members])
-
-    return _ensemble_method("deep_ensemble", ctx, [({"n_models": len(members)}, logits_of)])
-
-
-def _pnc(config: PnCSection, ctx: Context, runs: Runs):
-    v = runs["base"].variables
-    n_cal = config.calibration_size
-    if n_cal > ctx.train_x.shape[0]:
-        raise ValueError(f"pnc: calibration_size {n_cal} > {ctx.train_x.shape[0]} training images")
-    rng = np.random.default_rng([ctx.seed, PNC_CALIBRATION_STREAM])
-    x_cal = normalize(ctx.train_x[rng.choice(ctx.train_x.shape[0], n_cal, replace=False)])
-    fixed = dict(
-        n_members=config.n_members,
-        rank=config.rank,
-        ridge=config.ridge,
-        chunk_size=config.chunk_size,
-        perturbation_norm=config.perturbation_norm,
-    )
-    member_chunk = config.member_chunk
-    blocks = [tuple(b) for b in config.values("block")]
-    for b in blocks:
-        ctx.config.block_index(*b)  # a clear error for a block outside the network
-    sigmas, fracs = config.values("sigma"), config.values("bootstrap_frac")
-    caches: dict[tuple, dict] = {}
-    tried: dict[tuple, tuple[dict, Callable]] = {}
-    sweep: list[dict] = []
-
-    def candidate(block, sigma, bf):
-        point = (block, float(sigma), float(bf))
-        if point in tried:
-            return tried[point]
-        cfg = ConvPnCConfig(sigma=float(sigma), bootstrap_frac=float(bf), blocks=(block,), **fixed)
-        index = cfg.block_indices(ctx.config)
-        if index not in caches:
-            caches[index] = calibration_cache(v, x_cal, ctx.config, index)
-        key = _key(ctx, "pnc", *point)
-        members = build_members(
-            v, ctx.config, x_cal, cfg, key=key, cache=caches[index], member_chunk=member_chunk
-        )
-
-        def logits_of(x):
-            logits = predict_logits(
-                v,
-                members,
-                normalize(x),
-                ctx.config,
-                member_chunk=member_chunk,
-                batch_size=ctx.batch_size,
-            )
-            return np.asarray(logits)
-
-        point_config = {"block": list(block), "sigma": sigma, "bootstrap_frac": bf}
-        rec = _validate(point_config, logits_of, ctx)
-        log.info("pnc %s: T %.3f val NLL %.4f", rec["config"], rec["temperature"], rec["val_nll"])
-        sweep.append(rec)
-        tried[point] = (rec, logits_of)
-        return tried[point]
-
-    point = coordinate_descent(
-        {"block": blocks, "sigma": sigmas, "bf": fracs},
-        lambda p: candidate(**p)[0]["val_nll"],
-    )
-    rec, logits_of = candidate(**point)
-    for r in sweep:
-        r["selected"] = r is rec
-    out = _ensemble_outputs(logits_of, ctx, rec["temperature"])
-    t, nll = rec["temperature"], rec["val_nll"]
-    return out, _record(config=rec["config"], temperature=t, val_nll=nll, sweep=sweep)
 
 
 def coordinate_descent(grids: Mapping[str, list], score: Callable[[dict], float]) -> dict:
@@ -591,97 +274,179 @@ def coordinate_descent(grids: Mapping[str, list], score: Callable[[dict], float]
     return point
 
 
-# ----------------------------------------------------------------------------- runs per method
+# ----------------------------------------------------------------------------- the contract
 
 
-def _base_run(config: MethodSection) -> list[str]:
-    return ["base"]
-
-
-# ----------------------------------------------------------------------------- the methods
-
-
-@dataclasses.dataclass(frozen=True)
 class PosthocMethod:
-    """One method of the CIFAR study.
+    """A method of the CIFAR study (a subclass per method, one instance in the registry,
+    :mod:`pnc.cifar.methods`).
 
-    Attributes:
-        id: the method id (``methods.<id>`` in the config, ``--method`` of the post-hoc job).
+    Class attributes (declared by every method, checked when its class is defined):
+        id: the method id (``methods.<id>`` in the config, ``--method`` of its jobs).
         label: its name in the tables.
-        config_cls: its config section's dataclass (:class:`MethodSection`).
-        run: ``run(config, ctx, runs) -> (outputs, record)``: construction, selection and the
-            confidences of every evaluation set from the training ``runs`` (run id -> run).
-        runs_of: ``runs_of(config)``: the ids of the training runs it reads.
+        config_cls: its config section's dataclass (a :class:`MethodSection`).
+
+    A method is run in three steps, each a job of the workflow: :meth:`validate` builds the
+    configurations it selects from and scores them on the validation split (the sweep),
+    :meth:`choose` picks one from the sweep (the selection stage), and :meth:`score` builds the
+    chosen one again and gives the confidences of every evaluation set. :meth:`run` does the three
+    in one process. A method with a grid lists its configurations in :meth:`candidates` (the
+    default :meth:`validate`, :meth:`choose` and :meth:`score` then select the lowest validation
+    NLL at each configuration's own temperature and read the ensemble's mixture); a method
+    without selection (a single-model score) overrides :meth:`score` only. Where it differs from
+    the defaults it also overrides :meth:`runs_of` (the training runs it reads; default: the base
+    run) and :meth:`study_problems` (its section checked against the study; default: none).
     """
 
-    id: str
-    label: str
-    config_cls: type[MethodSection]
-    run: Callable[[Any, Context, Runs], tuple[dict, dict]]
-    runs_of: Callable[[Any], list[str]] = _base_run
+    id: ClassVar[str]
+    label: ClassVar[str]
+    config_cls: ClassVar[type[MethodSection]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "id" not in cls.__dict__:  # a shared base of several methods declares no id
+            return
+        problems = [
+            f"no {name} declared" for name in ("label", "config_cls") if not hasattr(cls, name)
+        ]
+        if not problems and not (
+            isinstance(cls.config_cls, type) and issubclass(cls.config_cls, MethodSection)
+        ):
+            problems.append(f"config_cls {cls.config_cls!r} is not a MethodSection")
+        if not isinstance(cls.id, str) or not cls.id.isidentifier():
+            problems.append(f"id {cls.id!r} is not a name")
+        if problems:
+            raise TypeError(f"CIFAR method {cls.__name__}: " + "; ".join(problems))
 
     def config(self, section: Mapping | None) -> MethodSection:
         """Its config from its section (see :meth:`MethodSection.from_section`)."""
         return self.config_cls.from_section(section, self.id)
 
+    def runs_of(self, config: MethodSection) -> list[str]:
+        """The ids of the training runs it reads (:class:`pnc.cifar.trained.RunSpec`)."""
+        return [RunSpec("base").run_id]
 
-#: method id -> method, in Table 2's order (then the extra single-model scores).
-POSTHOC_METHODS: dict[str, PosthocMethod] = {
-    m.id: m
-    for m in (
-        PosthocMethod("mahalanobis", "Mahalanobis", SingleScoreSection, _mahalanobis),
-        PosthocMethod("react_energy", "ReAct+Energy", ReActSection, _react_energy),
-        PosthocMethod("llla", "LLLA", LLLASection, _llla),
-        PosthocMethod("epinet", "Epinet", EpinetSection, _epinet),
-        PosthocMethod("swag", SHARED_LABELS["swag"], SWAGSection, _swag),
-        PosthocMethod("pnc", SHARED_LABELS["pnc"], PnCSection, _pnc),
-        PosthocMethod(
-            "deep_ensemble",
-            SHARED_LABELS["deep_ensemble"],
-            DeepEnsembleSection,
-            _deep_ensemble,
-            lambda config: ensemble_runs(config.n_models),
-        ),
-        PosthocMethod(
-            "mc_dropout",
-            SHARED_LABELS["mc_dropout"],
-            MCDropoutSection,
-            _mc_dropout,
-            lambda config: [dropout_run(r) for r in config.values("rate")],
-        ),
-        PosthocMethod("msp", "MSP", SingleScoreSection, _msp),
-        PosthocMethod("energy", "Energy", SingleScoreSection, _energy),
-    )
-}
-#: method id -> label in the tables (read from :data:`POSTHOC_METHODS`).
-METHOD_LABELS: dict[str, str] = {m.id: m.label for m in POSTHOC_METHODS.values()}
-METHODS = tuple(POSTHOC_METHODS)
+    def study_problems(self, config: MethodSection, study: SectionContext) -> list[str]:
+        """``config`` checked against the study it runs in (``study``), one line per problem
+        naming the key ``methods.<id>....`` (default: none)."""
+        return []
+
+    @property
+    def selects(self) -> bool:
+        """Whether it selects among configurations (implements :meth:`candidates` or
+        :meth:`validate`): the workflow runs its sweep and selection jobs only then; a method
+        that does not is scored directly (its sweep is empty)."""
+        own = type(self)
+        return (
+            own.candidates is not PosthocMethod.candidates
+            or own.validate is not PosthocMethod.validate
+        )
+
+    def candidates(
+        self, config: MethodSection, ctx: Context, runs: Runs
+    ) -> list[tuple[dict, Callable[[], Callable]]]:
+        """The configurations it selects from, in the sweep's order: ``(name, build)``, ``name``
+        the configuration's values (``selection.json``), ``build()`` its ``logits_of(x)``
+        (``[S, N, K]`` member logits of uint8 images ``x``), built only when called (default:
+        none, a method without selection)."""
+        return []
+
+    def validate(self, config: MethodSection, ctx: Context, runs: Runs) -> list[dict]:
+        """The sweep: every configuration of :meth:`candidates` built and scored on the
+        validation split (:func:`validate_candidate`: its temperature, validation NLL and
+        accuracy), in order."""
+        sweep = []
+        for name, build in self.candidates(config, ctx, runs):
+            rec = validate_candidate(name, build(), ctx)
+            log.info(
+                "%s %s: T %.3f val NLL %.4f", self.id, name, rec["temperature"], rec["val_nll"]
+            )
+            sweep.append(rec)
+        return sweep
+
+    def choose(self, config: MethodSection, sweep: list[dict]) -> int | None:
+        """The index in ``sweep`` of the selected configuration: the lowest validation NLL, the
+        first on ties; a missing (``None``, non-finite) NLL never wins over a finite one.
+        ``None`` for an empty sweep."""
+        return lowest_nll(sweep)
+
+    def score(
+        self, config: MethodSection, ctx: Context, runs: Runs, chosen: Mapping | None
+    ) -> tuple[dict, dict]:
+        """``(outputs, fields)``: the confidences of every evaluation set of ``ctx`` from the
+        configuration ``chosen`` (its sweep record: ``config``, ``temperature``), built again,
+        and the record's fields it sets itself (default: none; the record of a selected
+        configuration is its sweep record)."""
+        for name, build in self.candidates(config, ctx, runs):
+            if name == chosen["config"]:
+                return ensemble_outputs(build(), ctx, chosen["temperature"]), {}
+        raise ValueError(f"{self.id}: no configuration {chosen['config']} in its grid")
+
+    def finish(
+        self, config: MethodSection, ctx: Context, runs: Runs, sweep: list[dict]
+    ) -> tuple[dict, dict]:
+        """``(outputs, record)`` from the sweep :meth:`validate` gave: :meth:`choose`, then
+        :meth:`score_selected`."""
+        return self.score_selected(
+            config, ctx, runs, mark_selected(sweep, self.choose(config, sweep))
+        )
+
+    def score_selected(
+        self, config: MethodSection, ctx: Context, runs: Runs, sweep: list[dict]
+    ) -> tuple[dict, dict]:
+        """``(outputs, record)`` of the configuration marked ``selected`` in ``sweep`` (the
+        selection stage's, read back from its JSON or not; none for an empty sweep):
+        :meth:`score`; the record holds the chosen configuration, its temperature and NLL, and
+        the sweep."""
+        chosen = [r for r in sweep if r["selected"]]
+        if len(chosen) != (1 if sweep else 0):
+            raise ValueError(f"{self.id}: {len(chosen)} configurations of the sweep are selected")
+        outputs, fields = self.score(config, ctx, runs, chosen[0] if chosen else None)
+        if not chosen:
+            return outputs, record(**fields)
+        t, nll = chosen[0]["temperature"], chosen[0]["val_nll"]
+        return outputs, record(config=chosen[0]["config"], temperature=t, val_nll=nll, sweep=sweep)
+
+    def run(self, config: MethodSection, ctx: Context, runs: Runs) -> tuple[dict, dict]:
+        """``(outputs, record)``: :meth:`validate`, :meth:`choose` and :meth:`score` in one
+        process, on the training ``runs`` (run id -> run; those of :meth:`runs_of`)."""
+        return self.finish(config, ctx, runs, self.validate(config, ctx, runs))
+
+    def key(self, ctx: Context, *parts) -> jax.Array:
+        """The key of its draws on ``ctx``'s seed (:func:`method_key` with its id)."""
+        return method_key(ctx, self.id, *parts)
+
+    def __repr__(self) -> str:
+        return f"<CIFAR method {self.id}>"
 
 
-def posthoc_method(method: str) -> PosthocMethod:
-    """The method ``method``.
-
-    Raises:
-        ValueError: an unknown id (the message lists the valid ones).
-    """
-    try:
-        return POSTHOC_METHODS[method]
-    except KeyError:
-        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}") from None
+def sweep_nll(rec: Mapping) -> float:
+    """A sweep record's validation NLL; ``inf`` where it is missing (``None`` in JSON)."""
+    nll = rec.get("val_nll")
+    return math.inf if nll is None else float(nll)
 
 
-def method_config(method: str, section: Mapping | None) -> MethodSection:
-    """The config of ``method`` from its section (defaults filled in; unknown keys raise)."""
-    return posthoc_method(method).config(section)
+def lowest_nll(sweep: list[Mapping]) -> int | None:
+    """The index of the lowest validation NLL in ``sweep``, the first on ties; a missing NLL
+    (:func:`sweep_nll`) never wins over a finite one. ``None`` for an empty sweep."""
+    best = None
+    for i, rec in enumerate(sweep):
+        if best is None or sweep_nll(rec) < sweep_nll(sweep[best]):
+            best = i
+    return best
 
 
-def run_method(method: str, section: Mapping, ctx: Context, runs: Runs) -> tuple[dict, dict]:
-    """``(outputs, record)`` of ``method`` on ``ctx`` from its training ``runs`` (run id -> run)."""
-    spec = posthoc_method(method)
-    return spec.run(spec.config(section), ctx, runs)
+def mark_selected(sweep: list[dict], index: int | None) -> list[dict]:
+    """Copies of the sweep's records with ``selected`` true at ``index`` only."""
+    return [{**rec, "selected": i == index} for i, rec in enumerate(sweep)]
 
 
-def runs_of(method: str, section: Mapping) -> list[str]:
-    """The training runs (ids) ``method`` reads."""
-    spec = posthoc_method(method)
-    return spec.runs_of(spec.config(section))
+def finite_or_none(obj):
+    """``obj`` with every non-finite float (a diverged configuration's NLL) as ``None`` (JSON null)."""
+    if isinstance(obj, dict):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_or_none(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj

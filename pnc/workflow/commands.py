@@ -561,9 +561,20 @@ STAGES: dict[str, Callable[[list[str]], int]] = {
         "One CIFAR-10 training run of one seed, resuming from its last epoch (pnc.cifar.cli train).",
         ("train",),
     ),
+    "cifar_validate": Forward(
+        "pnc.cifar.cli",
+        "One method on one seed: every configuration it selects from, built and scored on the "
+        "validation split (pnc.cifar.cli validate).",
+        ("validate",),
+    ),
+    "cifar_select": Forward(
+        "pnc.cifar.cli",
+        "One method's selection by validation NLL from every seed's sweep (pnc.cifar.cli select).",
+        ("select",),
+    ),
     "cifar_posthoc": Forward(
         "pnc.cifar.cli",
-        "One method on one seed: construction, selection on validation NLL, OOD confidences "
+        "One method on one seed at its selected configuration: the OOD confidences "
         "(pnc.cifar.cli posthoc).",
         ("posthoc",),
     ),

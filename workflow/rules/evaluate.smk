@@ -17,8 +17,8 @@ rule evaluate:
         msgpack="results/runs/{env}/seed{seed}/{run}/run.msgpack",
         json="results/runs/{env}/seed{seed}/{run}/run.json",
     output:
-        table=EVALUATION_TABLE,
         **STORED_POSTERIORS,
+        table=EVALUATION_TABLE,
     params:
         splits=splits_dir,
         run=run_dir,

@@ -66,7 +66,11 @@ rule mechanism:
         members=lambda wildcards: f"results/members/{wildcards.env}/seed{wildcards.seed}",
         methods=json.dumps(config["methods"]),
         settings=json.dumps(
-            {k: MECHANISM[k] for k in ("points_per_split", "probes", "probe_eps") if k in MECHANISM},
+            {
+                k: MECHANISM[k]
+                for k in ("points_per_split", "probes", "probe_eps")
+                if k in MECHANISM
+            },
             sort_keys=True,
         ),
     log:

@@ -39,7 +39,6 @@ if not TWO_PHASE:
             " --all-configs {output.all_configs:q} --results {output.results:q}"
             " --selection {output.selection:q} > {log:q} 2>&1"
 
-
 else:
 
     rule select:

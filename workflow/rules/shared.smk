@@ -9,7 +9,7 @@ import os
 
 from snakemake.utils import validate
 
-from pnc.mujoco.config_check import integer_seeds, schema_problems
+from pnc.config_schema import integer_seeds, schema_problems
 
 SCHEMA_DIR = os.path.normpath(os.path.join(workflow.current_basedir, "..", "schemas"))
 

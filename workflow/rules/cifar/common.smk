@@ -21,7 +21,9 @@ SEEDS = [int(s) for s in config["seeds"]]
 METHODS = list(config["methods"])
 MODEL = config.get("model") or {}
 TRAIN = config.get("train") or {}
-THREADS = {"data": 1, "train": 1, "posthoc": 1, "tables": 1, **(config.get("threads") or {})}
+THREADS = {
+    "data": 1, "train": 1, "posthoc": 1, "select": 1, "tables": 1, **(config.get("threads") or {})
+}  # fmt: skip
 PREPARED = "resources/cifar/data"
 
 
@@ -32,7 +34,8 @@ RES = job_resources(config, "cifar.schema.yaml")
 def _check_across_keys():
     from pnc.cifar.data import ID_DATASETS, tiny_train_images
     from pnc.cifar.jobs import resnet_config
-    from pnc.cifar.posthoc import SectionContext, method_config
+    from pnc.cifar import methods as registry
+    from pnc.cifar.posthoc import SectionContext
     from pnc.cifar.recipe import Recipe
 
     known = ID_DATASETS[ID].ood
@@ -47,17 +50,17 @@ def _check_across_keys():
         epochs = Recipe(**TRAIN).epochs
     except ValueError as err:
         raise WorkflowError(f"invalid config: train: {err}") from None
-    sections = {}  # method -> its config, the defaults filled in (pnc.cifar.posthoc)
+    sections = {}  # method -> its config, the defaults filled in (pnc.cifar.methods)
     for method in METHODS:
         try:
-            sections[method] = method_config(method, config["methods"][method])
+            sections[method] = registry.method_config(method, config["methods"][method])
         except ValueError as err:
             raise WorkflowError(f"invalid config: {err}") from None
     n_train = None
     if DATA.get("tiny"):
         n_train = tiny_train_images(DATA["tiny"]) - int(DATA["val_size"])
     study = SectionContext(net, epochs, n_train)
-    problems = [p for m, section in sections.items() for p in section.study_problems(study, m)]
+    problems = [p for m, c in sections.items() for p in registry.get(m).study_problems(c, study)]
     if problems:
         raise WorkflowError(f"invalid config: {problems[0]}")
     if n_train is not None and n_train < 1:
@@ -70,12 +73,23 @@ SECTIONS = {m: dict(config["methods"][m] or {}) for m in METHODS}
 
 
 def _runs():
-    from pnc.cifar.posthoc import runs_of
+    from pnc.cifar.methods import runs_of
 
     return list(dict.fromkeys(r for m in METHODS for r in runs_of(m, SECTIONS[m])))
 
 
 RUNS = _runs()
+
+
+def _selecting():
+    from pnc.cifar.methods import get
+
+    return [m for m in METHODS if get(m).selects]
+
+
+# the methods that select among configurations: a sweep per seed and a selection stage each
+SELECTING = _selecting()
+SELECTING_PATTERN = "|".join(SELECTING) or "(?!)"  # the validate and select rules' methods
 SWAG_STARTS = [int(s) for s in (SECTIONS.get("swag", {}).get("grid", {}).get("start_epoch") or [])]
 
 
@@ -96,7 +110,7 @@ def data_input(wildcards):
 
 
 def runs_for(wildcards):
-    from pnc.cifar.posthoc import runs_of
+    from pnc.cifar.methods import runs_of
 
     return [
         f"results/cifar/runs/seed{wildcards.seed}/{run}/run.msgpack"
@@ -106,6 +120,19 @@ def runs_for(wildcards):
 
 def training_targets():
     return expand("results/cifar/runs/seed{seed}/{run}/run.json", seed=SEEDS, run=RUNS)
+
+
+def validation_path(seed, method):
+    return f"results/cifar/validation/seed{seed}/{method}.json"
+
+
+def selection_path(method):
+    return f"results/cifar/selection/{method}.json"
+
+
+def selection_of(wildcards):
+    """The method's selection (none for a method that selects nothing)."""
+    return [selection_path(wildcards.method)] if wildcards.method in SELECTING else []
 
 
 def score_targets():

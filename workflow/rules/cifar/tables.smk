@@ -30,7 +30,9 @@ rule cifar_tables:
             category="CIFAR-10",
         ),
     params:
-        scores=lambda wildcards, input: os.path.dirname(os.path.dirname(os.path.dirname(input.scores[0]))),
+        scores=lambda wildcards, input: os.path.dirname(
+            os.path.dirname(os.path.dirname(input.scores[0]))
+        ),
         data=lambda wildcards, input: os.path.dirname(input.json),
         methods=" ".join(METHODS),
         seeds=" ".join(str(s) for s in SEEDS),

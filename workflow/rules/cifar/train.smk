@@ -19,7 +19,9 @@ rule cifar_train:
         model=json_text(MODEL),
         train=json_text(TRAIN),
         val=DATA["val_size"],
-        swag=lambda wildcards: " ".join(str(s) for s in SWAG_STARTS) if wildcards.run == "base" else "",
+        swag=lambda wildcards: (
+            " ".join(str(s) for s in SWAG_STARTS) if wildcards.run == "base" else ""
+        ),
         every=config["checkpoint_every"],
     log:
         "logs/cifar/train/seed{seed}/{run}.log",
