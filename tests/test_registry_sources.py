@@ -50,7 +50,8 @@ def test_schema_methods_agree_with_the_registered_dataclasses():
     method's config dataclass, and every documented choice is accepted by it."""
     block = yaml.safe_load(SCHEMA.read_text())["properties"]["methods"]
     assert block["propertyNames"]["enum"] == list(methods.METHOD_IDS)
-    assert set(block["additionalProperties"]["properties"]) == {"fixed", "grid"}
+    entry_options = {k for m in methods.METHOD_IDS for k in methods.get(m).entry_options}
+    assert set(block["additionalProperties"]["properties"]) == {"fixed", "grid", *entry_options}
     text = " ".join(block["description"].split())
 
     dotted = re.findall(r"`(\w+)\.(\w+)`", text)

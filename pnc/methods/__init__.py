@@ -71,6 +71,8 @@ METHOD_IDS: tuple[str, ...] = tuple(_REGISTRY)
 #: report's claims, ``pnc.bench.method_costs``), for code that names them.
 PNC_ID: str = PerturbAndCorrect.id
 DEEP_ENSEMBLE_ID: str = DeepEnsemble.id
+#: The id of Subspace Inference, whose ID RMSE rank a paper claim states.
+SUBSPACE_ID: str = SubspaceInference.id
 
 
 class UnknownMethodError(KeyError, ValueError):
@@ -159,6 +161,7 @@ def train_run(*args, **kwargs) -> TrainingRun:
 
 __all__ = [
     "DEEP_ENSEMBLE_ID",
+    "SUBSPACE_ID",
     "METHOD_IDS",
     "PNC_ID",
     "SWAG",

@@ -166,6 +166,8 @@ class MethodBase:
             values, and every method call checks that a config carries them.
         shares_keys_with: the id of a method whose construction and sampling keys this one uses
             in the study (:attr:`key_id`); ``None``: its own.
+        entry_options: the keys its entry in the study config accepts beside ``fixed`` and
+            ``grid`` (:data:`pnc.mujoco.grid.ENTRY_DEFAULTS` gives their meaning and defaults).
         run_kind: the :attr:`TrainingSpec.kind` its :meth:`train` trains (``"base"`` for the
             methods built post hoc on the shared run).
         label: display name (table rows, figure legends).
@@ -195,6 +197,7 @@ class MethodBase:
     id_fields: ClassVar[tuple[str, ...]] = ()
     fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType({})
     shares_keys_with: ClassVar[str | None] = None
+    entry_options: ClassVar[tuple[str, ...]] = ()
     run_kind: ClassVar[str]
     label: ClassVar[str]
     short_label: ClassVar[str]

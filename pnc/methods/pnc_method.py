@@ -99,6 +99,7 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
     )
     id_fields: ClassVar[tuple[str, ...]] = ("sigma", "bootstrap_frac", "ridge")
     fixed: ClassVar[Mapping[str, Any]] = types.MappingProxyType({"correct": True})
+    entry_options: ClassVar[tuple[str, ...]] = ("base_steps", "calibration_pool")
 
     def study_problems(self, config: PnCConfig, study) -> tuple[list[str], list[str]]:
         """``layers`` against ``model.hidden``; ``rank`` against the kernel ``d_in x d_out`` of
@@ -207,3 +208,4 @@ class PerturbNoCorrection(PerturbAndCorrect):
         {"correct": False, "bootstrap_frac": None}
     )
     shares_keys_with: ClassVar[str | None] = "pnc"
+    entry_options: ClassVar[tuple[str, ...]] = ("base_steps",)  # no correction, no D_cal

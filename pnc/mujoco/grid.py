@@ -15,9 +15,9 @@ configurations use the ``base`` run of an (env, seed); each MC-Dropout rate has 
 (paper, Appendix C).
 
 Two keys beside ``fixed`` and ``grid`` set the P&C protocol that departs from the shared one
-(:data:`ENTRY_OPTIONS`): ``base_steps`` (``pnc``, ``pnc_nocorr``) trains P&C's base network for
+(each method's ``entry_options``): ``base_steps`` (P&C and its ablation) trains P&C's base network for
 its own number of steps in a run of its own (run id ``base-steps{N}``, e.g. the authors' 2,000),
-so that SWAG and Laplace keep the shared ``base`` run; ``calibration_pool`` (``pnc``) names the rows
+so that SWAG and Laplace keep the shared ``base`` run; ``calibration_pool`` (P&C) names the rows
 the calibration set ``D_cal`` is drawn from, ``train`` (the train split; the default) or
 ``id_pool`` (the whole ID pool, train then validation rows, as the authors' code drew it).
 """
@@ -31,11 +31,6 @@ from typing import Any
 
 from pnc.methods.runs import TrainingSpec
 
-#: Method -> the entry keys beside ``fixed`` and ``grid`` it accepts (module docstring).
-ENTRY_OPTIONS: dict[str, tuple[str, ...]] = {
-    "pnc": ("base_steps", "calibration_pool"),
-    "pnc_nocorr": ("base_steps",),
-}
 #: Where P&C's calibration rows come from: the train split, or train + validation rows.
 CALIBRATION_POOLS: tuple[str, ...] = ("train", "id_pool")
 #: The entry defaults: the shared base run, the train split.
@@ -73,14 +68,15 @@ def _get_method(method_id: str) -> Any:
 
 
 def entry_options(method_id: str, entry: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The checked keys of :data:`ENTRY_OPTIONS` of one method entry, defaults filled in.
+    """The checked ``entry_options`` keys of one method entry, defaults filled in.
 
     Raises:
         ValueError: ``base_steps`` is not a positive integer or null, ``calibration_pool`` not
             one of :data:`CALIBRATION_POOLS` (named, with the valid values).
     """
     entry = dict(entry or {})
-    out = {k: entry.get(k, ENTRY_DEFAULTS[k]) for k in ENTRY_OPTIONS.get(method_id, ())}
+    options = _get_method(method_id).entry_options
+    out = {k: entry.get(k, ENTRY_DEFAULTS[k]) for k in options}
     steps = out.get("base_steps")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise ValueError(
@@ -112,7 +108,7 @@ def expand(method_id: str, entry: Mapping[str, Any] | None) -> list[GridPoint]:
     Args:
         method_id: a registered method id (``pnc.methods.METHOD_IDS``).
         entry: ``{"fixed": {...}, "grid": {key: [values, ...]}}``; both parts optional, and the
-            method's :data:`ENTRY_OPTIONS` beside them.
+            method's ``entry_options`` beside them.
 
     Returns:
         One :class:`GridPoint` per grid point (a single one when the grid is empty).
@@ -122,7 +118,7 @@ def expand(method_id: str, entry: Mapping[str, Any] | None) -> list[GridPoint]:
             unknown hyperparameter (named, with the valid ones) or duplicate configurations.
     """
     entry = dict(entry or {})
-    valid = ("fixed", "grid", *ENTRY_OPTIONS.get(method_id, ()))
+    valid = ("fixed", "grid", *_get_method(method_id).entry_options)
     unknown = sorted(set(entry) - set(valid))
     if unknown:
         raise ValueError(
@@ -158,17 +154,22 @@ def expand_all(methods_entry: Mapping[str, Any]) -> dict[str, list[GridPoint]]:
     """:func:`expand` for every method of the workflow config's ``methods`` mapping.
 
     Raises:
-        ValueError: as :func:`expand`, or ``pnc`` and ``pnc_nocorr`` on different base runs
-            (``base_steps``): the ablation applies P&C's perturbations to P&C's network.
+        ValueError: as :func:`expand`, or a method and the one whose keys it shares
+            (``shares_keys_with``: P&C's ablation) on different base runs (``base_steps``).
     """
     points = {m: expand(m, e) for m, e in methods_entry.items()}
-    if "pnc" in points and "pnc_nocorr" in points:
-        steps = {m: entry_options(m, methods_entry[m])["base_steps"] for m in ("pnc", "pnc_nocorr")}
-        if steps["pnc"] != steps["pnc_nocorr"]:
+    for method_id in points:  # a method sharing another's keys perturbs that method's network
+        other = _get_method(method_id).shares_keys_with
+        if other not in points:
+            continue
+        steps = {
+            m: entry_options(m, methods_entry[m]).get("base_steps") for m in (other, method_id)
+        }
+        if steps[other] != steps[method_id]:
             raise ValueError(
-                f"methods.pnc.base_steps = {steps['pnc']} but methods.pnc_nocorr.base_steps = "
-                f"{steps['pnc_nocorr']}: the ablation perturbs P&C's base network, so both must "
-                "name the same steps"
+                f"methods.{other}.base_steps = {steps[other]} but methods.{method_id}.base_steps = "
+                f"{steps[method_id]}: {method_id} applies {other}'s perturbations to {other}'s "
+                "base network, so both must name the same steps"
             )
     return points
 

@@ -249,6 +249,12 @@ def _deep_ensemble() -> str:
     return DEEP_ENSEMBLE_ID
 
 
+def _subspace() -> str:
+    from pnc.methods import SUBSPACE_ID
+
+    return SUBSPACE_ID
+
+
 def method_ids() -> tuple[str, ...]:
     """Every registered method id in the tables' row order (:data:`METHODS`)."""
     return tuple(METHOD_INFO)
@@ -758,9 +764,11 @@ MECHANISM_LEVERAGE_PREFIX = "leverage_l"
 #: Names read from the registry when they are used (``results.METHODS``; a ``from ... import``
 #: reads them once, at that import): name -> the function that gives them. ``DEEP_ENSEMBLE`` is
 #: the id of the baseline the paper compares P&C's Far metrics with
-#: (``pnc.methods.DEEP_ENSEMBLE_ID``).
+#: (``pnc.methods.DEEP_ENSEMBLE_ID``); ``SUBSPACE`` that of Subspace Inference, whose ID RMSE rank
+#: a paper claim states (``pnc.methods.SUBSPACE_ID``).
 _FROM_REGISTRY: dict[str, Callable[[], Any]] = {
     "DEEP_ENSEMBLE": _deep_ensemble,
+    "SUBSPACE": _subspace,
     "METHODS": method_ids,
     "RANKED_METHODS": ranked_methods,
     "ABLATION_METHODS": ablation_methods,

@@ -72,7 +72,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pnc.mujoco.results import DEEP_ENSEMBLE, METHOD_INFO, REFERENCE, load
+from pnc.mujoco.results import DEEP_ENSEMBLE, METHOD_INFO, REFERENCE, SUBSPACE, load
 from pnc.report import stats as st
 from pnc.report.mechanism_table import (
     EVIDENCE_1BC,
@@ -617,7 +617,7 @@ MOVE_QUANTITIES: tuple[tuple[str, Callable[[Column], float]], ...] = (
 SUBSPACE_MOVE = (
     "Subspace's ID RMSE rank",
     "Subspace's ID RMSE mean rank",
-    _rank("id", "rmse", "subspace"),
+    _rank("id", "rmse", SUBSPACE),
 )
 
 
