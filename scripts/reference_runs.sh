@@ -119,7 +119,7 @@ for seed in $seeds; do
         fi
         if [ "$commit" = 1 ]; then
             git add "$store"
-            git commit -q -m "Reference results: $env seed $seed (metric tables, mechanism table, benchmark files)" \
+            git commit -q -m "Results $(dirname "$store"): $env seed $seed (metric tables, mechanism table, benchmark files)" \
                 -- "$store"
             echo "[reference_runs] $env seed $seed: committed $(git rev-parse --short HEAD)"
         fi
