@@ -364,12 +364,14 @@ def test_rules_declare_memory_and_runtime_from_the_config():
 
 def test_jax_stages_declare_their_gpus_from_the_config():
     """The training, evaluation and mechanism rules take `gpu` from `resources` (one GPU each when
-    config `device` is gpu, else none); the study's other rules declare none, and every job runs
-    on the CPU unless `device` is gpu (JAX_PLATFORMS, which the jobs inherit)."""
+    config `device` is gpu, else none; test_device_sets_the_jobs_platform_and_gpus); the study's
+    other rules declare none."""
     declared = {}
     for path in RULE_FILES:
         for name, directives in _rules(path.read_text()).items():
-            stages = re.findall(r'gpu=RESOURCES\["(\w+)"\]\["gpu"\]', directives.get("resources", ""))
+            stages = re.findall(
+                r'gpu=RESOURCES\["(\w+)"\]\["gpu"\]', directives.get("resources", "")
+            )
             if stages:
                 runtime = re.findall(r'runtime=RESOURCES\["(\w+)"\]', directives["resources"])
                 assert stages == runtime, name  # the stage of its memory and wall time
@@ -381,9 +383,6 @@ def test_jax_stages_declare_their_gpus_from_the_config():
         "pnc_members": "mechanism",
         "mechanism": "mechanism",
     }
-    common = (ROOT / "workflow" / "rules" / "common.smk").read_text()
-    assert 'GPU_STAGES = ("train", "evaluate", "mechanism")' in common
-    assert 'os.environ.setdefault("JAX_PLATFORMS", "cpu")' in common
 
 
 def _rejected_config_message(workdir, tmp_path, change) -> str:
@@ -413,7 +412,13 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
         ),
         (
             lambda c: c["methods"]["pnc"]["fixed"].update(calibration_size=5000),
-            ["calibration_size", "5000", "900 train rows", "data.transitions_per_regime"],
+            [
+                "calibration_size",
+                "5000",
+                "900 rows",
+                "the train rows",
+                "data.transitions_per_regime",
+            ],
         ),
         (
             lambda c: c["methods"]["pnc"]["fixed"].update(perturbation_norm="ball"),
@@ -548,9 +553,51 @@ def test_config_defaults_are_filled_in(workdir, tmp_path):
         probe.unlink()
     assert proc.returncode == 0, proc.stderr[-3000:]
     probed = json.loads(proc.stdout.split("PROBE ", 1)[1].splitlines()[0])
-    assert probed["resources"]["evaluate"] == {"mem_mb": 1234, "runtime": 180}
-    assert probed["resources"]["train"] == {"mem_mb": 8000, "runtime": 60}
+    assert probed["resources"]["evaluate"] == {"mem_mb": 1234, "runtime": 180, "gpu": 0}
+    assert probed["resources"]["train"] == {"mem_mb": 8000, "runtime": 60, "gpu": 0}
     assert probed["data"]["val_fraction"] == 0.1 and probed["data"]["retrain_policies"] is False
+
+
+def _probe_device(workdir, tmp_path, device, resources, environ) -> dict:
+    """The GPUs per stage and the jobs' JAX variables the workflow sets for config ``device``."""
+    config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
+    config.update(device=device, resources=resources)
+    path = tmp_path / f"{device}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    probe = workdir / "probe_device.smk"
+    probe.write_text(
+        'include: "Snakefile"\n\n\n'
+        "print(\"PROBE\", json.dumps({'gpu': {k: v['gpu'] for k, v in RESOURCES.items()},"
+        " 'env': {k: os.environ.get(k) for k in ('JAX_PLATFORMS',"
+        " 'XLA_PYTHON_CLIENT_PREALLOCATE')}}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS",)}
+    env.update(environ)
+    try:
+        proc = subprocess.run(
+            [*SNAKEMAKE, "-s", "probe_device.smk", "-n", "--configfile", str(path)],
+            cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        probe.unlink()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.split("PROBE ", 1)[1].splitlines()[0])
+
+
+def test_device_sets_the_jobs_platform_and_gpus(workdir, tmp_path):
+    """`device: cpu` (default) runs every job on the CPU (JAX_PLATFORMS=cpu, no GPUs declared);
+    `device: gpu` leaves JAX to pick the GPU, allocates GPU memory as needed and declares one GPU
+    per training, evaluation and mechanism job, a stage's `resources.gpu` overriding it; a
+    JAX_PLATFORMS the user set wins."""
+    cpu = _probe_device(workdir, tmp_path, "cpu", {}, {})
+    assert set(cpu["gpu"].values()) == {0}
+    assert cpu["env"]["JAX_PLATFORMS"] == "cpu"
+    gpu = _probe_device(workdir, tmp_path, "gpu", {"mechanism": {"gpu": 2}}, {})
+    assert {k for k, v in gpu["gpu"].items() if v} == {"train", "evaluate", "mechanism"}
+    assert gpu["gpu"]["train"] == gpu["gpu"]["evaluate"] == 1 and gpu["gpu"]["mechanism"] == 2
+    assert gpu["env"] == {"JAX_PLATFORMS": None, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    own = _probe_device(workdir, tmp_path, "cpu", {}, {"JAX_PLATFORMS": "cpu,cuda"})
+    assert own["env"]["JAX_PLATFORMS"] == "cpu,cuda"
 
 
 def test_behaviour_policies_are_trained_only_where_none_are_stored(workdir, tmp_path):
