@@ -613,12 +613,13 @@ MOVE_QUANTITIES: tuple[tuple[str, Callable[[Column], float]], ...] = (
     ("P&C's Far Spearman mean rank", _rank("far", "spearman")),
     ("P&C's Far mean rank minus the Deep Ensemble's (mean of 3)", _gap_to_deep_ensemble),
 )
-#: The Subspace row of :func:`variant_moves` (Subspace's ID RMSE rank does not reproduce).
-SUBSPACE_MOVE = (
-    "Subspace's ID RMSE rank",
-    "Subspace's ID RMSE mean rank",
-    _rank("id", "rmse", SUBSPACE),
-)
+
+
+def _subspace_move() -> tuple[str, str, Callable[[Column], float]]:
+    """The Subspace row of :func:`variant_moves` (Subspace's ID RMSE rank does not reproduce):
+    claim, quantity and how to read it, named with the method's registered label."""
+    label = METHOD_INFO[SUBSPACE].label
+    return f"{label}'s ID RMSE rank", f"{label}'s ID RMSE mean rank", _rank("id", "rmse", SUBSPACE)
 
 
 def direction(ours: float, variant: float, paper: float, tol: float = 1e-9) -> str:
@@ -647,7 +648,7 @@ def variant_moves(
         a, b, p = quantity(ours[0]), quantity(variant[0]), quantity(paper)
         verdict = ranking_claim(claim, judge, *variant).verdict
         moves.append(Move(claim, label, a, b, p, direction(a, b, p), verdict))
-    claim, label, quantity = SUBSPACE_MOVE
+    claim, label, quantity = _subspace_move()
     a, b, p = quantity(ours[0]), quantity(variant[0]), quantity(paper)
     moves.append(Move(claim, label, a, b, p, direction(a, b, p), ""))
     return moves
