@@ -78,3 +78,15 @@ def test_registration_is_idempotent():
     from pnc.threefry import use_unrolled_on_cpu
 
     assert use_unrolled_on_cpu() and use_unrolled_on_cpu()
+
+
+def test_benchmark_reports_both_lowerings_with_the_same_bits(tmp_path, capsys):
+    from pnc.bench.threefry import main
+
+    out = tmp_path / "threefry.json"
+    assert main(["--rows", "64", "--width", "8", "--repeats", "2", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["same_bits"] is True
+    for mode in ("jax", "unrolled"):
+        assert result[mode]["numbers"] == 64 * 8 * 2 and result[mode]["cpu_s"] > 0
+    assert json.loads(capsys.readouterr().out) == result
