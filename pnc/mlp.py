@@ -25,6 +25,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from pnc import threefry
+
 Array = jax.Array
 Params = dict
 
@@ -110,6 +112,28 @@ def split_head(out: Array, config: MLPConfig) -> tuple[Array, Array]:
     return mean, jnp.exp(logvar)
 
 
+class Dropout(nn.Dropout):
+    """``flax.linen.Dropout`` whose mask is drawn with :func:`pnc.threefry.bernoulli`: the same
+    key (``make_rng``, the same module names ``Dropout_0``, ...), the same mask bits as Flax's
+    ``jax.random.bernoulli``, about five times less CPU time (``pnc.threefry``)."""
+
+    @nn.compact
+    def __call__(self, inputs, deterministic: bool | None = None, rng=None):
+        deterministic = nn.merge_param("deterministic", self.deterministic, deterministic)
+        if self.rate == 0.0 or deterministic:
+            return inputs
+        if self.rate == 1.0:
+            return jnp.zeros_like(inputs)
+        keep_prob = 1.0 - self.rate
+        if rng is None:
+            rng = self.make_rng(self.rng_collection)
+        shape = list(inputs.shape)
+        for dim in self.broadcast_dims:
+            shape[dim] = 1
+        mask = jnp.broadcast_to(threefry.bernoulli(rng, keep_prob, tuple(shape)), inputs.shape)
+        return jax.lax.select(mask, inputs / keep_prob, jnp.zeros_like(inputs))
+
+
 class GaussianMLP(nn.Module):
     """Flax module of the Gaussian MLP. ``__call__(x) -> (mean, variance)``, shapes ``[..., D]``.
 
@@ -127,7 +151,7 @@ class GaussianMLP(nn.Module):
         for i, width in enumerate(cfg.hidden):
             h = nn.relu(nn.Dense(width, name=f"hidden_{i}")(h))
             if cfg.dropout_rate > 0.0:
-                h = nn.Dropout(rate=cfg.dropout_rate)(h, deterministic=deterministic)
+                h = Dropout(rate=cfg.dropout_rate)(h, deterministic=deterministic)
         out = nn.Dense(2 * cfg.out_dim, name="head")(h)
         return split_head(out, cfg)
 

@@ -1,36 +1,36 @@
 """JAX's Threefry-2x32 random bits on CPU, five times faster and bit for bit the same.
 
 Every JAX random draw (``jax.random.bits``, ``uniform``, ``normal``, ``bernoulli``, Flax's
-dropout masks, key splits) hashes a counter with Threefry-2x32 (Salmon et al., 2011: 20 rounds
-of add, rotate and xor on pairs of 32-bit words, a key injection after every fourth). On CPU, JAX
-lowers the hash with its five groups of rounds as a loop (``fori_loop``) to keep programs small;
-XLA then runs each group over the whole array, one pass through memory per group, and the
-rotation amounts ride in the loop state instead of being constants. On this project's Xeon that
-draws about 43 M numbers per CPU second. The same hash written out in full (every round and
-rotation a constant) fuses into one vectorised loop: about 246 M per CPU second, and the same
-integers, since the hash is exact integer arithmetic. MC Dropout, whose 100 passes draw 800 mask
-entries per row and pass, spends most of its time here (``docs/performance.md``).
+dropout masks) hashes a counter with Threefry-2x32 (Salmon et al., 2011: 20 rounds of add,
+rotate and xor on pairs of 32-bit words, a key injection after every fourth). On CPU, JAX lowers
+the hash with its five groups of rounds as a loop (``fori_loop``) to keep programs small; XLA then
+runs each group over the whole array, one pass through memory per group, with the rotation
+amounts in the loop state instead of constants. On this project's Xeon that draws about 43 M
+numbers per CPU second. The same hash written out (every round and rotation a constant,
+:func:`threefry2x32`) fuses into one vectorised loop: about 246 M per CPU second, and the same
+integers, since the hash is exact integer arithmetic.
 
-:func:`use_unrolled_on_cpu` registers the unrolled form as the CPU lowering of JAX's
-``threefry2x32`` primitive (``jax.extend.random.threefry2x32_p``). It must run before the
-first random function is traced in the process (a function already compiled keeps its program);
-every workflow job calls it at start-up (:func:`pnc.workflow.limit_threads`). Draws do not change:
-``tests/test_threefry.py`` compares them with JAX's own lowering in a separate process.
+:func:`random_bits` and :func:`bernoulli` draw ``jax.random.bits`` and ``jax.random.bernoulli``
+with it, bit for bit (``tests/test_threefry.py``); the MLP's dropout (:class:`pnc.mlp.Dropout`)
+draws its masks with :func:`bernoulli`, which is most of MC Dropout's cost (800 mask entries per
+row and pass; ``docs/performance.md``). Only the masks are drawn this way. Registering the
+unrolled hash as JAX's CPU lowering of its ``threefry2x32`` primitive, for every draw of a process,
+gives the same random numbers too, but XLA then fuses them differently into the code that consumes
+them: in the quick default P&C's normalised perturbations changed in their last bits, and with
+them P&C's tables, while the training runs and every other method's tables stayed the same.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ROTATIONS", "threefry2x32", "use_unrolled_on_cpu"]
+__all__ = ["ROTATIONS", "bernoulli", "random_bits", "threefry2x32"]
 
 #: Rotation amounts of Threefry-2x32's rounds: the first tuple for groups 0, 2, 4, the second for 1, 3.
 ROTATIONS: tuple[tuple[int, ...], tuple[int, ...]] = ((13, 15, 26, 6), (17, 29, 16, 24))
 
 #: The key schedule's parity constant (Threefish's C240 for 32-bit words).
 _PARITY = np.uint32(0x1BD11BDA)
-
-_installed = False
 
 
 def _rotate_left(x, r: int):
@@ -59,23 +59,54 @@ def threefry2x32(k0, k1, x0, x1):
     return x0, x1
 
 
-def use_unrolled_on_cpu() -> bool:
-    """Lower JAX's ``threefry2x32`` primitive with :func:`threefry2x32` on CPU (idempotent).
+def _key_words(key):
+    """The two uint32 words of a Threefry key: a typed key (``jax.random.key``) or a raw one
+    (``jax.random.PRNGKey``, ``uint32[2]``)."""
+    import jax
+
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        impl = jax.random.key_impl(key)
+        if "threefry" not in str(impl):
+            raise ValueError(f"pnc.threefry draws with Threefry keys only, got a {impl} key")
+        key = jax.random.key_data(key)
+    if key.shape[-1:] != (2,) or key.dtype != np.uint32:
+        raise ValueError(f"a raw Threefry key is uint32[2], got {key.dtype}{list(key.shape)}")
+    return key[..., 0], key[..., 1]
+
+
+def random_bits(key, shape: tuple[int, ...]):
+    """``jax.random.bits(key, shape, uint32)``, bit for bit (JAX's default, partitionable
+    Threefry: each element hashes its row-major index), with the unrolled hash.
+
+    Args:
+        key: one Threefry key, typed or raw (under ``vmap``, one per batch element).
+        shape: the output shape; at most ``2**32 - 1`` elements.
 
     Returns:
-        Whether the lowering is registered (``False`` only where this JAX lacks the public
-        ``jax.extend.random.threefry2x32_p`` or ``jax.interpreters.mlir.register_lowering``;
-        JAX's own lowering then stays, and draws are the same, only slower).
+        ``uint32[shape]``.
     """
-    global _installed
-    if _installed:
-        return True
-    try:
-        from jax.extend.random import threefry2x32_p
-        from jax.interpreters import mlir
-    except ImportError:  # pragma: no cover - depends on the JAX version
-        return False
-    rule = mlir.lower_fun(threefry2x32, multiple_results=True)
-    mlir.register_lowering(threefry2x32_p, rule, platform="cpu")
-    _installed = True
-    return True
+    from jax import lax
+
+    n = int(np.prod(shape, dtype=np.int64))
+    if n >= 2**32:
+        raise ValueError(f"random_bits draws fewer than 2**32 numbers, got shape {shape}")
+    k0, k1 = _key_words(key)
+    lo = lax.iota(np.uint32, n)
+    y0, y1 = threefry2x32(k0, k1, np.zeros((), np.uint32), lo)
+    return (y0 ^ y1).reshape(shape)
+
+
+def bernoulli(key, p: float, shape: tuple[int, ...]):
+    """``jax.random.bernoulli(key, p, shape)`` (float32 ``p``, JAX's default ``mode="low"``),
+    bit for bit, with the unrolled hash: ``True`` where the uniform number that
+    ``jax.random.uniform`` makes from the element's bits is below ``p``.
+
+    Returns:
+        ``bool[shape]``.
+    """
+    from jax import lax
+
+    bits = random_bits(key, shape)
+    one = np.array(1.0, np.float32).view(np.uint32)
+    floats = lax.bitcast_convert_type((bits >> np.uint32(32 - 23)) | one, np.float32)
+    return floats - np.float32(1.0) < np.float32(p)

@@ -36,7 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pnc import compile_cache, threefry
+from pnc import compile_cache
 from pnc.io import PROCESS_RECORD
 
 _XLA_THREAD_FLAGS = ("--xla_cpu_multi_thread_eigen", "intra_op_parallelism_threads")
@@ -49,9 +49,7 @@ def limit_threads(n: int) -> list[int]:
     Sets ``XLA_FLAGS`` (keeping any unrelated flags the user set) and the usual BLAS/OpenMP
     variables, pins every thread of the process to the CPUs :func:`claim_cpus` chooses (``n``
     free ones, else every allowed one) and turns on the compilation cache named by
-    ``PNC_COMPILE_CACHE`` (:func:`pnc.compile_cache.enable_from_env`; none when it is unset), and
-    lowers JAX's random bits on CPU with the unrolled Threefry hash (same bits, faster;
-    :func:`pnc.threefry.use_unrolled_on_cpu`).
+    ``PNC_COMPILE_CACHE`` (:func:`pnc.compile_cache.enable_from_env`; none when it is unset).
 
     Returns:
         The CPUs the process now runs on.
@@ -75,7 +73,6 @@ def limit_threads(n: int) -> list[int]:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(n)
     compile_cache.enable_from_env()
-    threefry.use_unrolled_on_cpu()  # the same random bits, drawn ~5x faster on CPU
     cpus = claim_cpus(n)
     for task in os.listdir("/proc/self/task"):
         os.sched_setaffinity(int(task), cpus)
