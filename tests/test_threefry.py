@@ -111,6 +111,6 @@ def test_benchmark_reports_both_draws_with_the_same_bits(tmp_path, capsys):
     assert main(["--rows", "64", "--width", "8", "--repeats", "2", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["same_bits"] is True
-    for draw in ("jax", "pnc"):
+    for draw in ("jax", "unrolled"):
         assert result[draw]["numbers"] == 64 * 8 * 2 and result[draw]["cpu_s"] > 0
     assert json.loads(capsys.readouterr().out) == result
