@@ -7,8 +7,10 @@ the hash with its five groups of rounds as a loop (``fori_loop``) to keep progra
 runs each group over the whole array, one pass through memory per group, with the rotation
 amounts in the loop state instead of constants. On this project's Xeon that draws about 43 M
 numbers per CPU second. The same hash written out (every round and rotation a constant,
-:func:`threefry2x32`) fuses into one vectorised loop: about 246 M per CPU second, and the same
-integers, since the hash is exact integer arithmetic.
+:func:`threefry2x32`) fuses into one vectorised loop: 250-980 M per CPU second
+(``python -m pnc.bench.mask_draws``), and the same integers, since the hash is exact integer
+arithmetic. With ``jax_threefry_partitionable`` off (not JAX's default) JAX lays the counters out
+differently, and :func:`random_bits` then draws with JAX itself.
 
 :func:`random_bits` and :func:`bernoulli` draw ``jax.random.bits`` and ``jax.random.bernoulli``
 with it, bit for bit (``tests/test_threefry.py``); the MLP's dropout (:class:`pnc.mlp.Dropout`)
@@ -85,8 +87,11 @@ def random_bits(key, shape: tuple[int, ...]):
     Returns:
         ``uint32[shape]``.
     """
+    import jax
     from jax import lax
 
+    if not jax.config.jax_threefry_partitionable:  # JAX's other counter layout: its own draw
+        return jax.random.bits(key, shape, np.uint32)
     n = int(np.prod(shape, dtype=np.int64))
     if n >= 2**32:
         raise ValueError(f"random_bits draws fewer than 2**32 numbers, got shape {shape}")

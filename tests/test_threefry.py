@@ -114,3 +114,11 @@ def test_benchmark_reports_both_draws_with_the_same_bits(tmp_path, capsys):
     for draw in ("jax", "unrolled"):
         assert result[draw]["numbers"] == 64 * 8 * 2 and result[draw]["cpu_s"] > 0
     assert json.loads(capsys.readouterr().out) == result
+
+
+def test_draws_follow_jax_when_threefry_is_not_partitionable():
+    key = KEYS["typed"]
+    with jax.threefry_partitionable(False):
+        assert np.array_equal(
+            threefry.bernoulli(key, 0.7, (33, 9)), jax.random.bernoulli(key, 0.7, (33, 9))
+        )
