@@ -115,7 +115,7 @@ def split_head(out: Array, config: MLPConfig) -> tuple[Array, Array]:
 class Dropout(nn.Dropout):
     """``flax.linen.Dropout`` whose mask is drawn with :func:`pnc.threefry.bernoulli`: the same
     key (``make_rng``, the same module names ``Dropout_0``, ...), the same mask bits as Flax's
-    ``jax.random.bernoulli``, about five times less CPU time (``pnc.threefry``)."""
+    ``jax.random.bernoulli``, a fraction of the CPU time (``pnc.threefry``)."""
 
     @nn.compact
     def __call__(self, inputs, deterministic: bool | None = None, rng=None):
