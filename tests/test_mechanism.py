@@ -245,6 +245,53 @@ def test_parameter_samples_are_what_predict_evaluates(base_run, method_id, overr
     assert dh.shape == dy.shape == (means.shape[0], 20) and float(jnp.min(dh + dy)) > 0
 
 
+def test_subspace_chain_is_restored_from_the_validation_phase_not_run_again(
+    base_run, tmp_path, monkeypatch
+):
+    """With the validation phase's directory, Subspace's posterior comes from its stored chain:
+    the same parameter samples as building it, no chain run; a stored file without the selected
+    configuration stops naming the file."""
+    from pnc.keys import derive_key
+    from pnc.mujoco.grid import expand
+    from pnc.mujoco.phases import write_posteriors
+
+    run, xs, ys = base_run
+    entry = {"subspace": {"fixed": {"n_samples": 7, "rank": 3, "burn_in": 3, "max_rows": 100},
+                          "grid": {"temperature": [1.0, 10.0]}}}  # fmt: skip
+    points = expand("subspace", entry["subspace"])
+    point = points[1]
+    run.save(tmp_path / "runs" / point.run_id)
+    selection = {"Ant": {"subspace": {"config": point.config_id}}}
+    args = ("Ant", 0, run, selection, entry, PnCConfig(n_members=2), None, xs, ys,
+            tmp_path / "runs" / "base")  # fmt: skip
+    built = sm._method_posteriors(*args)["subspace"]
+    method = methods.get("subspace")
+    stored = tmp_path / "validation" / "subspace" / f"{point.run_id}.npz"
+    write_posteriors(
+        {
+            p.config_id: method.posterior_arrays(
+                method.build(
+                    run, p.config, xs, ys, key=derive_key("Ant", 0, method.key_id, "build")
+                )
+            )
+            for p in points
+        },
+        stored,
+    )
+    monkeypatch.setattr(type(method), "build", lambda *a, **k: pytest.fail("chain run again"))
+    restored = sm._method_posteriors(*args, validation_dir=tmp_path / "validation")["subspace"]
+    assert restored[2] == built[2] == point.config_id
+    for a, b in zip(jax.tree.leaves(restored[:2]), jax.tree.leaves(built[:2]), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    write_posteriors({points[0].config_id: {"z": np.zeros((7, 3), np.float32),
+                                            "n_evals": np.asarray(1)}}, stored)  # fmt: skip
+    with pytest.raises(ArtifactError, match=rf"{point.run_id}\.npz: no stored posterior"):
+        sm._method_posteriors(*args, validation_dir=tmp_path / "validation")
+    stored.write_bytes(stored.read_bytes()[:50])  # cut
+    with pytest.raises(ArtifactError, match="cannot read the stored posteriors"):
+        sm._method_posteriors(*args, validation_dir=tmp_path / "validation")
+
+
 # ----------------------------------------------------------------------------- stored members
 
 

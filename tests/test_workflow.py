@@ -273,6 +273,16 @@ def test_paper_protocol_dag(workdir, evaluation):
         re.findall(r"results/runs/Ant/seed0/([^/]+)/run\.(?:json|msgpack)", mechanism.group(1))
     )
     assert runs == {"base", "subspace-every50-snapshots20-start1000-steps2000"}
+    # ... and, two-phase, restores Subspace's chain from the validation phase instead of running it
+    command = re.search(r"mechanism_diagnostics [^\n]*--env Ant --seed 0 [^\n]*", proc.stdout)
+    stored = "results/validation/Ant/seed0/subspace/" + (
+        "subspace-every50-snapshots20-start1000-steps2000.npz"
+    )
+    if evaluation == "two_phase":
+        assert stored in mechanism.group(1)
+        assert " --validation results/validation/Ant/seed0 " in command.group(0)
+    else:
+        assert "--validation" not in command.group(0)
 
 
 def test_authors_settings_dag(workdir):
@@ -776,7 +786,9 @@ def test_two_phase_gives_the_full_evaluations_numbers(tiny_run, tiny_run_full):
     (every configuration, every seed, every job), results.csv, selection.json and the mechanism
     table; all_configs.csv of the two phases is the full one's rows of the configurations the test
     plan names, in the same order, plus every configuration's frontier-sample rows."""
-    for name in ("results/results.csv", "results/selection.json", "results/tables/mechanism.csv"):
+    mechanism = "results/mechanism/InvertedPendulum/seed0.parquet"
+    for name in ("results/results.csv", "results/selection.json", "results/tables/mechanism.csv",
+                 mechanism):  # fmt: skip
         assert (tiny_run / name).read_bytes() == (tiny_run_full / name).read_bytes(), name
     is_val = lambda row: row["split"] == "val"  # noqa: E731
     full_tables = sorted((tiny_run_full / "results/metrics").rglob("*.csv"))
@@ -804,6 +816,11 @@ def test_two_phase_gives_the_full_evaluations_numbers(tiny_run, tiny_run_full):
     # the test phase restored Subspace's chain instead of running it again
     log = (tiny_run / "logs/evaluate_test/InvertedPendulum/seed0/subspace.log").read_text()
     assert " restored in " in log and " built in " not in log, log[-2000:]
+    # ... and so did the mechanism stage (the parquet above: the same samples as the full run's)
+    log = (tiny_run / "logs/mechanism/InvertedPendulum/seed0.log").read_text()
+    assert "subspace temperature=" in log and "posterior restored from results/validation/" in log
+    full_log = (tiny_run_full / "logs/mechanism/InvertedPendulum/seed0.log").read_text()
+    assert "posterior restored" not in full_log
 
 
 #: Outputs that must not depend on how the run got there (timings live elsewhere).

@@ -350,10 +350,15 @@ def _method_posteriors(
     x_cal: jax.Array,
     y_cal: jax.Array,
     run_dir: str | Path,
+    *,
+    validation_dir: str | Path | None = None,
 ) -> dict[str, tuple[Params, Params, str]]:
     """``{method: (samples, reference, config_id)}`` for the mechanism methods in the config;
-    a method trained on its own run (Subspace) reads it from ``run_dir``'s sibling directory."""
+    a method trained on its own run (Subspace) reads it from ``run_dir``'s sibling directory.
+    With ``validation_dir``, a method that stores its posteriors is restored from the validation
+    phase's ``{method}/{run_id}.npz`` (:func:`pnc.mujoco.phases.read_posteriors`), not built."""
     from pnc import methods as registry
+    from pnc.mujoco.phases import read_posteriors
 
     out = {"pnc": (pnc_members, run.model.params, "")}
     for method_id in MECHANISM_METHODS[1:]:
@@ -376,7 +381,19 @@ def _method_posteriors(
             _check_same_standardisation(run, method_run)
         build_key = derive_key(env, seed, method.key_id, "build")
         predict_key = derive_key(env, seed, method.key_id, "predict")
-        posterior = method.build(method_run, config, x_cal, y_cal, key=build_key)
+        if validation_dir is not None and method.stores_posteriors and method_id != "pnc_nocorr":
+            stored_path = Path(validation_dir) / method_id / f"{point.run_id}.npz"
+            stored = read_posteriors(stored_path)
+            if config_id not in stored:
+                raise ArtifactError(
+                    f"{stored_path}: no stored posterior of the selected {method_id} "
+                    f"configuration {config_id!r} (it holds {sorted(stored)}); "
+                    f"{rebuild_hint(stored_path)}"
+                )
+            posterior = method.restore_posterior(method_run, config, stored[config_id])
+            _LOG.info("%s %s: posterior restored from %s", method_id, config_id, stored_path)
+        else:
+            posterior = method.build(method_run, config, x_cal, y_cal, key=build_key)
         samples, reference = parameter_samples(method_id, posterior, predict_key)
         out[method_id] = (samples, reference, config_id)
     return out
@@ -447,6 +464,7 @@ def mechanism_frame(
     selection: Mapping[str, Any],
     methods_entry: Mapping[str, Any],
     settings: MechanismSettings = MechanismSettings(),
+    validation_dir: str | Path | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """The per-point mechanism diagnostics of one (env, seed) as a tidy long table.
 
@@ -458,6 +476,12 @@ def mechanism_frame(
         selection: ``selection.json`` (the selected configurations of SWAG, Laplace, Subspace).
         methods_entry: the config's ``methods`` mapping (methods absent from it are skipped).
         settings: points per split, probes and probe radius.
+        validation_dir: the two-phase validation phase's directory of this (env, seed)
+            (``results/validation/{env}/seed{seed}``). A method that stores its posteriors
+            (:attr:`pnc.methods.contract.MethodBase.stores_posteriors`: Subspace's chains) is then
+            restored from ``{validation_dir}/{method}/{run_id}.npz`` instead of built again: the
+            same samples, without running the chain a second time. ``None``: every posterior is
+            built (the ``full`` evaluation stores none).
 
     Returns:
         ``(frame, info)``: the table (:data:`pnc.mujoco.results.MECHANISM_COLUMNS`) and a JSON-able
@@ -486,8 +510,9 @@ def mechanism_frame(
     h_train = hidden_activations(model.params, x_train, mlp_config)[maha_layer]
     reps_cal = hidden_activations(model.params, x_cal, mlp_config)
     posteriors = _method_posteriors(
-        env, seed, run, selection, methods_entry, config, members, x_train, y_train, run_dir
-    )
+        env, seed, run, selection, methods_entry, config, members, x_train, y_train, run_dir,
+        validation_dir=validation_dir,
+    )  # fmt: skip
     eps = settings.probe_eps * config.sigma
     moment = perturbation_second_moment(config)
     probe_key = derive_key(env, seed, "mechanism", "probes")

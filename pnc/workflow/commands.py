@@ -439,6 +439,11 @@ def mechanism_diagnostics(argv: list[str]) -> int:
     p.add_argument("--selection", required=True, help="the environment's selection.json")
     p.add_argument("--methods-json", type=json_arg, required=True, help="config 'methods' as JSON")
     p.add_argument("--settings", type=json_arg, default={}, help="config 'mechanism' as JSON")
+    p.add_argument(
+        "--validation",
+        help="the two-phase validation phase's directory of this (env, seed): restore the "
+        "posteriors it stored (Subspace's chains) instead of building them again",
+    )
     p.add_argument("--out", required=True, help="output parquet file")
     p.add_argument("--info", required=True, help="output JSON record")
     args = p.parse_args(argv)
@@ -459,6 +464,7 @@ def mechanism_diagnostics(argv: list[str]) -> int:
         selection=read_json(args.selection),
         methods_entry=args.methods_json,
         settings=MechanismSettings(**settings),
+        validation_dir=args.validation,
     )
     write_mechanism(frame, args.out)
     write_json(args.info, info)

@@ -389,6 +389,30 @@ def mechanism_runs(wildcards):
     ]
 
 
+def mechanism_posteriors(wildcards):
+    """The posteriors the two-phase validation phase stored for the mechanism methods that store
+    them (Subspace's chains), which the mechanism stage restores instead of running the chains
+    again; none in `full` (it stores none)."""
+    from pnc.methods import get as get_method
+    from pnc.mujoco.results import MECHANISM_METHODS
+
+    if not TWO_PHASE:
+        return []
+    where = dict(env=wildcards.env, seed=wildcards.seed)
+    return [
+        STORED_POSTERIORS["posteriors"].format(method=method, run=run, **where)
+        for method, run in METHOD_RUNS
+        if method in MECHANISM_METHODS and get_method(method).stores_posteriors
+    ]
+
+
+def mechanism_validation_option(wildcards):
+    """The mechanism command's `--validation` (the directory of the posteriors above), if any."""
+    if not TWO_PHASE:
+        return ""
+    return f" --validation results/validation/{wildcards.env}/seed{wildcards.seed}"
+
+
 def mechanism_files(env):
     return [f"results/mechanism/{env}/seed{seed}.parquet" for seed in MECHANISM_SEEDS]
 

@@ -2,7 +2,9 @@
 #
 #   selection.json + base run -> results/members/{env}/seed{seed}/members.{msgpack,json}
 #       (the selected P&C configuration's members, built once and stored)
-#   -> results/mechanism/{env}/seed{seed}.parquet (per-point diagnostics, tidy long table)
+#   -> results/mechanism/{env}/seed{seed}.parquet (per-point diagnostics, tidy long table;
+#      with the two-phase evaluation, Subspace's posterior is restored from the chain the
+#      validation phase stored, results/validation/{env}/seed{seed}/subspace/{run}.npz)
 #   -> figures/mechanism/{env}/*.{pdf,png} and results/tables/mechanism.{csv,md,tex}
 #
 # Runs for the seeds in `mechanism.seeds` (default: the first seed) when `pnc` is among the methods.
@@ -57,6 +59,7 @@ rule mechanism:
         msgpack=f"results/runs/{{env}}/seed{{seed}}/{PNC_RUN}/run.msgpack",
         json=f"results/runs/{{env}}/seed{{seed}}/{PNC_RUN}/run.json",
         runs=mechanism_runs,  # the base run and the other mechanism methods' own runs
+        posteriors=mechanism_posteriors,  # two_phase: the stored chains, restored not rerun
     output:
         parquet="results/mechanism/{env}/seed{seed}.parquet",
         info="results/mechanism/{env}/seed{seed}.json",
@@ -64,6 +67,7 @@ rule mechanism:
         splits=splits_dir,
         run=lambda wildcards: f"results/runs/{wildcards.env}/seed{wildcards.seed}/{PNC_RUN}",
         members=lambda wildcards: f"results/members/{wildcards.env}/seed{wildcards.seed}",
+        validation=mechanism_validation_option,
         methods=json.dumps(config["methods"]),
         settings=json.dumps(
             {
@@ -89,7 +93,7 @@ rule mechanism:
         "python -m pnc.workflow mechanism_diagnostics --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --run {params.run:q} --splits {params.splits:q}"
         " --members {params.members:q} --selection {input.selection:q}"
-        " --methods-json {params.methods:q} --settings {params.settings:q}"
+        " --methods-json {params.methods:q} --settings {params.settings:q}{params.validation}"
         " --out {output.parquet:q} --info {output.info:q} > {log:q} 2>&1"
 
 
