@@ -285,7 +285,7 @@ def test_subspace_chain_is_restored_from_the_validation_phase_not_run_again(
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     write_posteriors({points[0].config_id: {"z": np.zeros((7, 3), np.float32),
                                             "n_evals": np.asarray(1)}}, stored)  # fmt: skip
-    with pytest.raises(ArtifactError, match=rf"{point.run_id}\.npz: no stored posterior"):
+    with pytest.raises(ArtifactError, match=rf"{point.run_id}\.npz: subspace: no stored posterior"):
         sm._method_posteriors(*args, validation_dir=tmp_path / "validation")
     stored.write_bytes(stored.read_bytes()[:50])  # cut
     with pytest.raises(ArtifactError, match="cannot read the stored posteriors"):

@@ -62,7 +62,7 @@ from pnc.mujoco.results import (
     MECHANISM_METHODS,
     MECHANISM_SPLITS,
 )
-from pnc.mujoco.stages import calibration_pool_rows, load_split_arrays
+from pnc.mujoco.stages import calibration_pool_rows, load_split_arrays, restore_point
 from pnc.perturb_correct import (
     PnCConfig,
     calibration_indices,
@@ -383,14 +383,10 @@ def _method_posteriors(
         predict_key = derive_key(env, seed, method.key_id, "predict")
         if validation_dir is not None and method.stores_posteriors and method_id != "pnc_nocorr":
             stored_path = Path(validation_dir) / method_id / f"{point.run_id}.npz"
-            stored = read_posteriors(stored_path)
-            if config_id not in stored:
-                raise ArtifactError(
-                    f"{stored_path}: no stored posterior of the selected {method_id} "
-                    f"configuration {config_id!r} (it holds {sorted(stored)}); "
-                    f"{rebuild_hint(stored_path)}"
-                )
-            posterior = method.restore_posterior(method_run, config, stored[config_id])
+            try:
+                posterior = restore_point(method, method_run, point, read_posteriors(stored_path))
+            except ValueError as err:
+                raise ArtifactError(f"{stored_path}: {err}; {rebuild_hint(stored_path)}") from err
             _LOG.info("%s %s: posterior restored from %s", method_id, config_id, stored_path)
         else:
             posterior = method.build(method_run, config, x_cal, y_cal, key=build_key)

@@ -432,7 +432,7 @@ def evaluate_run(
             continue
         start = time.perf_counter()
         if restoring:
-            posteriors = [_restore(method, run, points[i], stored) for i in scored]
+            posteriors = [restore_point(method, run, points[i], stored) for i in scored]
             built_with = 0
         else:  # the whole group, as when every configuration is scored: the same bits
             built = method.build_many(
@@ -544,7 +544,13 @@ def _scored_split_data(
     return out
 
 
-def _restore(method: Any, run: TrainingRun, point: grid.GridPoint, stored: Mapping) -> Any:
+def restore_point(method: Any, run: TrainingRun, point: grid.GridPoint, stored: Mapping) -> Any:
+    """The posterior of ``point`` from ``stored`` (per configuration id, the
+    :meth:`Method.posterior_arrays` the validation phase wrote), not built again.
+
+    Raises:
+        ValueError: ``stored`` has no entry for the configuration, or its arrays do not fit it.
+    """
     if point.config_id not in stored:
         raise ValueError(
             f"{method.id}: no stored posterior of configuration {point.config_id!r} (stored: "
