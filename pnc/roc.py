@@ -11,7 +11,29 @@ import math
 
 import numpy as np
 
-__all__ = ["auroc"]
+__all__ = ["auroc", "midranks"]
+
+
+def midranks(values: np.ndarray) -> np.ndarray:
+    """Ranks ``1..N`` of ``values``, ties given the mean of their ranks, as float64 ``[N]``.
+
+    The ranks of ``scipy.stats.rankdata(values, method="average")``, bit for bit (every midrank is
+    a multiple of 0.5, so any exact method gives the same numbers), computed with pandas'
+    ``Series.rank``: the jobs that score AUROC and Spearman correlations already import pandas,
+    and ``scipy.stats`` would add about 0.7 s of imports to each of them.
+
+    Args:
+        values: a 1-D array ``[N]`` without ``nan`` (ranks of ``nan`` are undefined).
+
+    Returns:
+        The ranks ``[N]`` (float64).
+    """
+    import pandas as pd  # here, not at the top: the training jobs import this module, never rank
+
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1:
+        raise ValueError(f"need a 1-D array, got shape {x.shape}")
+    return pd.Series(x).rank(method="average").to_numpy(dtype=np.float64)
 
 
 def auroc(score_negative: np.ndarray, score_positive: np.ndarray) -> float:
@@ -40,9 +62,7 @@ def auroc(score_negative: np.ndarray, score_positive: np.ndarray) -> float:
     pooled = np.concatenate([neg, pos])
     if np.any(np.isnan(pooled)):
         return math.nan
-    import scipy.stats  # here, not at the top: 0.6 s of every job's start-up that scores no AUROC
-
-    ranks = scipy.stats.rankdata(pooled, method="average")
+    ranks = midranks(pooled)
     n_pos, n_neg = pos.size, neg.size
     u_pos = float(np.sum(ranks[n_neg:])) - n_pos * (n_pos + 1) / 2.0
     return u_pos / (n_pos * n_neg)

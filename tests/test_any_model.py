@@ -322,3 +322,13 @@ def test_preact_resnet_block_matches_conv_build():
     x = _x((5, 8, 8, 3), 2)
     expected = C.predict_logits(variables, ref, x, rcfg)
     np.testing.assert_allclose(ens(x), expected, rtol=1e-3, atol=1e-4)
+
+
+def test_importing_pnc_does_not_import_flax_nnx():
+    # every workflow job imports pnc; flax.nnx (~0.16 s) is imported only with an nnx model
+    import subprocess
+    import sys
+
+    code = "import sys, pnc; print('flax.nnx' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
