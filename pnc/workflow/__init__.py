@@ -191,7 +191,7 @@ def huge_pages_tunables(current: str | None) -> str:
 
     XLA's buffers on the CPU are fresh ``malloc`` blocks of megabytes that the kernel maps one
     4 KiB page at a time; with the tunable the allocator asks for 2 MiB pages, and a job takes
-    ~10 times fewer page faults and 5-10 % less CPU time (``docs/performance.md``). Where glibc is
+    5-11 times fewer page faults and 4-10 % less CPU time (``docs/performance.md``). Where glibc is
     older, or transparent huge pages are off (``/sys/kernel/mm/transparent_hugepage/enabled``:
     ``never``), the tunable changes nothing. Memory placement does not change any computed value.
 
