@@ -26,6 +26,7 @@ CORE = {
     "pnc.keys",
     "pnc.io",
     "pnc.compile_cache",
+    "pnc.huge_pages",
     "pnc.threefry",
     "pnc.roc",
     "pnc.swag_gaussian",

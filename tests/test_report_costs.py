@@ -252,7 +252,9 @@ def test_markdown_into_replaces_only_the_marked_block(bench, tmp_path):
 def test_huge_pages_tunable_added_once_and_named_in_the_record(monkeypatch):
     """The workflow's jobs inherit GLIBC_TUNABLES with glibc.malloc.hugetlb=1 added to what the
     caller set (a caller's own hugetlb value stays), and each process record names the value."""
-    from pnc.workflow import huge_pages_tunables, process_record
+    from pnc.huge_pages import enable
+    from pnc.huge_pages import tunables as huge_pages_tunables
+    from pnc.workflow import process_record
 
     assert huge_pages_tunables(None) == "glibc.malloc.hugetlb=1"
     assert huge_pages_tunables("") == "glibc.malloc.hugetlb=1"
@@ -266,10 +268,8 @@ def test_huge_pages_tunable_added_once_and_named_in_the_record(monkeypatch):
     # a tunable whose name only starts like it is another tunable
     assert huge_pages_tunables("glibc.malloc.hugetlbx=0").endswith(":glibc.malloc.hugetlb=1")
 
-    from pnc.workflow import enable_huge_pages
-
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")
-    assert enable_huge_pages() == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
+    assert enable() == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
     assert process_record("train_run", 0)["malloc_hugetlb"] == "1"
     monkeypatch.delenv("GLIBC_TUNABLES")
     assert process_record("train_run", 0)["malloc_hugetlb"] is None

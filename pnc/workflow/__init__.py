@@ -36,7 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pnc import compile_cache
+from pnc import compile_cache, huge_pages
 from pnc.io import PROCESS_RECORD
 
 _XLA_THREAD_FLAGS = ("--xla_cpu_multi_thread_eigen", "intra_op_parallelism_threads")
@@ -181,39 +181,6 @@ def json_arg(text: str) -> object:
         raise argparse.ArgumentTypeError(f"not valid JSON: {err}") from None
 
 
-HUGE_PAGES_TUNABLE = "glibc.malloc.hugetlb"
-"""glibc's tunable (2.35 and later) that backs the allocator's large blocks with transparent huge
-pages (``madvise``), read from ``GLIBC_TUNABLES`` when a process starts."""
-
-
-def huge_pages_tunables(current: str | None) -> str:
-    """``GLIBC_TUNABLES`` for the workflow's jobs: ``current`` with ``glibc.malloc.hugetlb=1`` added.
-
-    XLA's buffers on the CPU are fresh ``malloc`` blocks of megabytes that the kernel maps one
-    4 KiB page at a time; with the tunable the allocator asks for 2 MiB pages, and a job takes
-    5-11 times fewer page faults and 4-10 % less CPU time (``docs/performance.md``). Where glibc is
-    older, or transparent huge pages are off (``/sys/kernel/mm/transparent_hugepage/enabled``:
-    ``never``), the tunable changes nothing. Memory placement does not change any computed value.
-
-    Args:
-        current: the caller's ``GLIBC_TUNABLES`` (colon-separated ``name=value``), or None.
-
-    Returns:
-        ``current`` unchanged when it already sets ``glibc.malloc.hugetlb`` (the caller's choice
-        stays), else ``current`` with ``glibc.malloc.hugetlb=1`` appended.
-    """
-    if _tunable(current, HUGE_PAGES_TUNABLE) is not None:
-        return current or ""
-    return ":".join([*(e for e in (current or "").split(":") if e), f"{HUGE_PAGES_TUNABLE}=1"])
-
-
-def enable_huge_pages() -> str:
-    """Set this process's ``GLIBC_TUNABLES`` to :func:`huge_pages_tunables` of its value, so that the
-    processes it starts from now on (the workflow's jobs) use huge pages; returns the new value."""
-    os.environ["GLIBC_TUNABLES"] = huge_pages_tunables(os.environ.get("GLIBC_TUNABLES"))
-    return os.environ["GLIBC_TUNABLES"]
-
-
 def setup_logging() -> logging.Logger:
     """Log to stderr (Snakemake redirects it to the rule's ``log:`` file)."""
     logging.basicConfig(
@@ -229,7 +196,7 @@ def process_record(stage: str, status: int | None) -> dict:
     system CPU of the process and its waited-for children), ``user_s``, ``system_s`` and
     ``max_rss_mb`` (peak resident set size of the process or its largest child), and the
     ``glibc.malloc.hugetlb`` value the process started with (``malloc_hugetlb``, None if unset; see
-    :func:`huge_pages_tunables`), which CPU times measured with and without it should name."""
+    :mod:`pnc.huge_pages`), which CPU times measured with and without it should name."""
     import resource
 
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -242,14 +209,8 @@ def process_record(stage: str, status: int | None) -> dict:
         "user_s": round(user, 3),
         "system_s": round(system, 3),
         "max_rss_mb": round(max(own.ru_maxrss, kids.ru_maxrss) / 1024, 1),  # Linux: KiB
-        "malloc_hugetlb": _tunable(os.environ.get("GLIBC_TUNABLES"), HUGE_PAGES_TUNABLE),
+        "malloc_hugetlb": huge_pages.requested(),
     }
-
-
-def _tunable(tunables: str | None, name: str) -> str | None:
-    """The value ``tunables`` (``GLIBC_TUNABLES``) gives ``name`` (the last one), or None."""
-    values = [e.split("=", 1)[1] for e in (tunables or "").split(":") if e.startswith(name + "=")]
-    return values[-1] if values else None
 
 
 def process_line(stage: str, status: int | None) -> str:

@@ -57,9 +57,9 @@ def job_resources(data, name):
 
 def huge_pages(data):
     """Config `huge_pages` (default true): the jobs inherit GLIBC_TUNABLES with glibc's
-    glibc.malloc.hugetlb=1 (pnc.workflow.enable_huge_pages; a value the caller set stays), so
+    glibc.malloc.hugetlb=1 (pnc.huge_pages; a value the caller set stays), so
     their large allocations use transparent huge pages: the same results, 4-10 % less CPU time."""
-    from pnc.workflow import enable_huge_pages
+    from pnc import huge_pages as pages
 
     if data.get("huge_pages", True):
-        enable_huge_pages()
+        pages.enable()
