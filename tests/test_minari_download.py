@@ -279,7 +279,7 @@ def test_downloaded_datasets_are_minaris_files_byte_for_byte(source_root, downlo
     assert "/api/datasets" in paths
     assert f"/api/datasets/{REPO}/revision/main" in paths
     assert any(p.startswith(f"/api/datasets/{REPO}/tree/") for p in paths)
-    assert not (root / ".downloading").exists()
+    assert not list(root.glob(".downloading*"))
     for name in ENVS:
         record = json.loads((workdir / f"resources/data/{name}/minari.json").read_text())
         assert {v["id"] for v in record["datasets"].values()} == {
@@ -317,7 +317,7 @@ def test_dataset_the_server_lacks_stops_the_run_before_any_other_job(source_root
     assert ran == {"minari_data"}, ran
     assert not list(workdir.glob("resources/data/*/far-*.json"))
     assert not (workdir / "resources/splits").exists() and not (workdir / "results").exists()
-    assert not (workdir / "resources/minari/.downloading").exists()
+    assert not list((workdir / "resources/minari").glob(".downloading*"))
 
 
 def test_files_cut_short_or_altered_are_refused_and_downloaded_again(hub, source_root, tmp_path):
@@ -339,7 +339,7 @@ def test_files_cut_short_or_altered_are_refused_and_downloaded_again(hub, source
     assert "Consistency check failed" in log and "does not match the remote's listing" in log
     assert "data/main_data.hdf5: SHA-256" in log
     assert _placed(root) == ["mujoco/hopper/simple-v0"]
-    assert not (root / ".downloading").exists() and not (workdir / record).exists()
+    assert not list(root.glob(".downloading*")) and not (workdir / record).exists()
     assert not [p for p in root.rglob("*") if p.name.endswith((".incomplete", ".lock"))]
 
     sent = {name: len(hub.served("GET", re.escape(name))) for name in (cut, changed)}
@@ -388,7 +388,7 @@ def test_server_gone_mid_run_names_what_is_missing_and_how_to_place_it(hub, tmp_
     assert f"Errors: {missing_level(env, missing[0])}: ConnectError" in log
     # the levels after the first that failed are not tried: the remote no longer answers
     assert log.count(f"not tried: the remote did not answer for {missing[0]}") == len(missing) - 1
-    assert not (root / ".downloading").exists()
+    assert not list(root.glob(".downloading*"))
     assert not list(workdir.glob("resources/data/*/far-*.json"))
 
 
@@ -444,7 +444,7 @@ def test_interrupted_download_is_redone_by_a_rerun_without_recomputing_finished_
     assert "KeyboardInterrupt" in (workdir / "logs/minari_data/Hopper.log").read_text()
     assert not (workdir / "resources/data/Hopper/minari.json").exists()
     assert not [i for i in _placed(root) if "hopper" in i]
-    assert not (root / ".downloading").exists()
+    assert not list(root.glob(".downloading*"))
     mtimes = {p: p.stat().st_mtime_ns for p in finished}
     started = time.time_ns()
 
@@ -461,4 +461,15 @@ def test_interrupted_download_is_redone_by_a_rerun_without_recomputing_finished_
         "splits/Hopper/seed0.log",
     ]
     assert _placed(root) == sorted(_dataset_ids())
-    assert not (root / ".downloading").exists()
+    assert not list(root.glob(".downloading*"))
+
+
+def test_each_download_stages_in_its_own_folder_under_the_root(tmp_path):
+    # a shared staging parent (.downloading/mujoco/...) let one download's clean-up remove a
+    # folder another download was creating: FileNotFoundError in the second
+    from pnc.data.minari_io import staging_folder
+
+    ids = ("mujoco/invertedpendulum/expert-v0", "mujoco/invertedpendulum/medium-v0", "a/b")
+    folders = [staging_folder(tmp_path, i) for i in ids]
+    assert all(f.parent == tmp_path for f in folders) and len(set(folders)) == len(ids)
+    assert folders[0].name == ".downloading-mujoco--invertedpendulum--expert-v0"

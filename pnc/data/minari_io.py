@@ -101,9 +101,16 @@ def dataset_exists(dataset_id: str, root: str | Path | None) -> bool:
     return (resolve_root(root) / dataset_id / "data").is_dir()
 
 
-#: Folder under the Minari root where a download is assembled, one sub-folder per dataset id, before
-#: its files are checked against the remote's listing and moved into place.
-STAGING_DIR = ".downloading"
+#: Prefix of the folder under the Minari root where a download is assembled (``.downloading-`` and
+#: the dataset id with ``--`` for ``/``), before its files are checked against the remote's listing
+#: and moved into place. One folder per dataset, directly under the root: concurrent downloads of
+#: different datasets share no staging folder that one of them could delete under the other.
+STAGING_PREFIX = ".downloading-"
+
+
+def staging_folder(root: Path, dataset_id: str) -> Path:
+    """The folder a download of ``dataset_id`` is assembled in (:data:`STAGING_PREFIX`)."""
+    return root / (STAGING_PREFIX + dataset_id.replace("/", "--"))
 
 #: Minari's default remote (``minari.storage.remotes.DEFAULT_REMOTE``), read like Minari does.
 DEFAULT_REMOTE = "hf://farama-minari"
@@ -192,7 +199,7 @@ def download_dataset(dataset_id: str, root: str | Path | None) -> Path:
     """Download ``dataset_id`` with Minari into ``root``; only a dataset whose every file matches the
     remote's listing is kept.
 
-    Minari downloads into ``root/.downloading/<dataset_id>`` (:data:`STAGING_DIR`). Every file is
+    Minari downloads into ``root/.downloading-<dataset id>`` (:func:`staging_folder`). Every file is
     then checked against the remote's tree listing (size, and the SHA-256 of an LFS file or the git
     blob id of another): a dataset that matches is moved to ``root/<dataset_id>`` in one rename,
     one that does not is deleted with its staging folder. The staging folder is deleted whatever
@@ -210,10 +217,10 @@ def download_dataset(dataset_id: str, root: str | Path | None) -> Path:
     import minari
 
     path = resolve_root(root)
-    stage = path / STAGING_DIR / dataset_id
+    stage = staging_folder(path, dataset_id)
     staged = stage / dataset_id
     final = path / dataset_id
-    _remove_stage(stage, path)  # what a process killed during a download left
+    shutil.rmtree(stage, ignore_errors=True)  # what a process killed during a download left
     try:
         with using_root(stage):
             minari.download_dataset(dataset_id)
@@ -234,17 +241,8 @@ def download_dataset(dataset_id: str, root: str | Path | None) -> Path:
                 (path / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(meta, path / rel)
     finally:
-        _remove_stage(stage, path)
+        shutil.rmtree(stage, ignore_errors=True)
     return final
-
-
-def _remove_stage(stage: Path, root: Path) -> None:
-    """Delete a staging folder, then its parents under ``root`` that are left empty."""
-    shutil.rmtree(stage, ignore_errors=True)
-    folder = stage.parent
-    while folder != root and folder.is_dir() and not any(folder.iterdir()):
-        folder.rmdir()
-        folder = folder.parent
 
 
 def load_dataset(dataset_id: str, *, root: str | Path | None = None, download: bool = False):
