@@ -247,29 +247,3 @@ def test_markdown_into_replaces_only_the_marked_block(bench, tmp_path):
     assert main(["costs", str(bench), "--markdown-into", str(doc), "--out", str(out)]) == 2
     assert not out.exists()
     assert doc.read_text() == f"{costs.BLOCK_BEGIN}\n{costs.BLOCK_BEGIN}\n{costs.BLOCK_END}\n"
-
-
-def test_huge_pages_tunable_added_once_and_named_in_the_record(monkeypatch):
-    """The workflow's jobs inherit GLIBC_TUNABLES with glibc.malloc.hugetlb=1 added to what the
-    caller set (a caller's own hugetlb value stays), and each process record names the value."""
-    from pnc.huge_pages import enable
-    from pnc.huge_pages import tunables as huge_pages_tunables
-    from pnc.workflow import process_record
-
-    assert huge_pages_tunables(None) == "glibc.malloc.hugetlb=1"
-    assert huge_pages_tunables("") == "glibc.malloc.hugetlb=1"
-    assert (
-        huge_pages_tunables("glibc.malloc.arena_max=2")
-        == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
-    )
-    for own in ("glibc.malloc.hugetlb=0", "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2"):
-        assert huge_pages_tunables(own) == own
-    assert huge_pages_tunables(huge_pages_tunables(None)) == "glibc.malloc.hugetlb=1"
-    # a tunable whose name only starts like it is another tunable
-    assert huge_pages_tunables("glibc.malloc.hugetlbx=0").endswith(":glibc.malloc.hugetlb=1")
-
-    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")
-    assert enable() == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
-    assert process_record("train_run", 0)["malloc_hugetlb"] == "1"
-    monkeypatch.delenv("GLIBC_TUNABLES")
-    assert process_record("train_run", 0)["malloc_hugetlb"] is None
