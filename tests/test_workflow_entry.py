@@ -63,3 +63,66 @@ def test_forwarding_stage_passes_the_exit_status_and_its_prog(monkeypatch, capsy
     )
     assert done.returncode == 2
     assert "--out" in done.stderr  # pnc.report tables: the required --out is missing
+
+
+_PROBE = """
+import atexit, logging, runpy, sys
+from pnc.workflow import commands
+
+atexit.register(lambda: print("teardown ran", file=sys.stderr, flush=True))
+
+def probe(argv):
+    with open(argv[0], "w") as f:
+        f.write("written")
+    print("buffered stdout line")  # a pipe: block-buffered until flushed
+    logging.getLogger("pnc.workflow").warning("logged line")
+    return int(argv[1])
+
+commands.STAGES["probe"] = probe
+sys.argv = ["pnc.workflow", "probe", sys.argv[1], sys.argv[2]]
+runpy.run_module("pnc.workflow", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("full_exit", [False, True])
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_stage_process_ends_without_the_interpreter_teardown(tmp_path, full_exit, status):
+    """``python -m pnc.workflow``: after the stage returns, its outputs, stdout, log lines and
+    process record are complete and its status is the exit status, and the interpreter's teardown
+    (here an ``atexit`` handler) is skipped unless ``PNC_FULL_EXIT=1``."""
+    import os
+
+    from pnc.io import PROCESS_RECORD
+
+    env = {k: v for k, v in os.environ.items() if k != commands.FULL_EXIT_VAR}
+    if full_exit:
+        env[commands.FULL_EXIT_VAR] = "1"
+    out = tmp_path / "out.txt"
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(out), str(status)],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == status, done.stderr
+    assert out.read_text() == "written"
+    assert done.stdout == "buffered stdout line\n"
+    err = done.stderr.strip().splitlines()
+    assert any("logged line" in line for line in err)
+    if full_exit:
+        assert err[-1] == "teardown ran"
+        err = err[:-1]
+    else:
+        assert "teardown ran" not in done.stderr
+    assert err[-1].startswith(PROCESS_RECORD) and f'"status": {status}' in err[-1]
+
+
+def test_exit_process_statuses(monkeypatch):
+    calls = []
+    monkeypatch.delenv(commands.FULL_EXIT_VAR, raising=False)
+    monkeypatch.setattr(commands.os, "_exit", lambda code: calls.append(code))
+    commands.exit_process(None)
+    commands.exit_process(2)
+    assert calls == [0, 2]
+    monkeypatch.setenv(commands.FULL_EXIT_VAR, "1")
+    with pytest.raises(SystemExit) as info:
+        commands.exit_process(4)
+    assert info.value.code == 4 and calls == [0, 2]

@@ -1,6 +1,6 @@
 """``python -m pnc.workflow STAGE --threads N ARGS``: the one entry point of the workflow's rules
 (:mod:`pnc.workflow.commands`)."""
 
-from pnc.workflow.commands import main
+from pnc.workflow.commands import exit_process, main
 
-raise SystemExit(main())
+exit_process(main())
