@@ -176,3 +176,37 @@ def test_the_remote_is_minaris_variable_or_its_default(monkeypatch):
     from minari.storage.remotes import DEFAULT_REMOTE
 
     assert minari_io.DEFAULT_REMOTE == DEFAULT_REMOTE
+
+
+def test_a_namespace_another_job_creates_meanwhile_is_not_an_error(minari_root, monkeypatch):
+    """Two jobs writing datasets of one namespace: both see it missing, the second one's
+    ``create_namespace`` raises ``ValueError`` because the first made it."""
+    import minari.namespace as ns
+
+    real = ns.create_namespace
+    calls = []
+
+    def racing(namespace, *args, **kwargs):
+        calls.append(namespace)
+        real(namespace)  # the other job, between this job's check and its creation
+        real(namespace, *args, **kwargs)  # raises: it exists now
+
+    monkeypatch.setattr(ns, "create_namespace", racing)
+    minari_io.ensure_namespace("pnc/halfcheetah/far-seed1-v0")
+    assert calls == ["pnc/halfcheetah"]
+    assert "pnc/halfcheetah" in ns.list_local_namespaces()
+    minari_io.ensure_namespace("pnc/halfcheetah/far-seed0-v0")  # exists: nothing to do
+    assert calls == ["pnc/halfcheetah"]
+    minari_io.ensure_namespace("plain-v0")  # no namespace
+    assert calls == ["pnc/halfcheetah"]
+
+
+def test_a_namespace_that_cannot_be_created_is_an_error(minari_root, monkeypatch):
+    import minari.namespace as ns
+
+    def refusing(namespace, *args, **kwargs):
+        raise ValueError(f"cannot create {namespace}")
+
+    monkeypatch.setattr(ns, "create_namespace", refusing)
+    with pytest.raises(ValueError, match="cannot create pnc/ant"):
+        minari_io.ensure_namespace("pnc/ant/far-seed0-v0")

@@ -112,6 +112,7 @@ def staging_folder(root: Path, dataset_id: str) -> Path:
     """The folder a download of ``dataset_id`` is assembled in (:data:`STAGING_PREFIX`)."""
     return root / (STAGING_PREFIX + dataset_id.replace("/", "--"))
 
+
 #: Minari's default remote (``minari.storage.remotes.DEFAULT_REMOTE``), read like Minari does.
 DEFAULT_REMOTE = "hf://farama-minari"
 
@@ -419,6 +420,28 @@ def file_sha256(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def ensure_namespace(dataset_id: str) -> None:
+    """Create the Minari namespace of ``dataset_id`` under the current root unless it exists.
+
+    Jobs that write datasets of one namespace at the same time (the Far data of two seeds of an
+    environment) race in :func:`minari.create_dataset_from_buffers`: each checks that the namespace
+    is missing, then :func:`minari.create_namespace` raises ``ValueError`` in the one that comes
+    second. Here that error counts as success when the namespace exists afterwards (the other job
+    made it); any other failure is raised. The dataset call then finds the namespace and leaves it.
+    """
+    from minari.dataset.minari_dataset import parse_dataset_id
+    from minari.namespace import create_namespace, list_local_namespaces
+
+    namespace = parse_dataset_id(dataset_id)[0]
+    if namespace is None or namespace in list_local_namespaces():
+        return
+    try:
+        create_namespace(namespace)
+    except ValueError:
+        if namespace not in list_local_namespaces():
+            raise
+
+
 def write_dataset(
     dataset_id: str,
     episodes: Sequence[Episode],
@@ -477,6 +500,7 @@ def write_dataset(
             )
             for i, ep in enumerate(episodes)
         ]
+        ensure_namespace(dataset_id)
         env = gym.make(gym_id)
         try:
             with warnings.catch_warnings():
