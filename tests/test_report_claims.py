@@ -407,7 +407,22 @@ def test_mechanism_numbers_on_several_seeds_are_means_over_the_seeds():
     )
     slope = (frame.env == "Ant") & (frame.evidence == claims.EVIDENCE_3C_PROBE)
     frame.loc[slope & (frame.seed == 0), "estimate"] = 0.4  # seed 1 keeps 1.0: mean 0.7
-    assert _judge(frame, C3C_SLOPE).measured.endswith("outside in Ant (0.700)")
+    assert _judge(frame, C3C_SLOPE).measured.endswith(
+        "outside on some seed in Ant (mean 0.700, 1 of 2 seeds inside)"
+    )
+
+
+def test_slope_outside_the_band_on_one_seed_is_named_with_a_mean_inside_it():
+    """An environment fails the 3C slope rule on one seed while its mean lies in the band: the
+    text gives the mean and the seeds inside, not the mean alone as if it were outside."""
+    frame = _seeded(seeds=(0, 1, 2))
+    slope = (frame.env == "Hopper") & (frame.evidence == claims.EVIDENCE_3C_PROBE)
+    frame.loc[slope & (frame.seed == 0), "estimate"] = 1.3  # seeds 1, 2 keep 1.0: mean 1.1
+    row = _judge(frame, C3C_SLOPE)
+    assert row.verdict == "partly: 2 of 3 (not Hopper)"
+    assert row.measured.endswith(
+        "slope 1.00 to 1.30, outside on some seed in Hopper (mean 1.10, 2 of 3 seeds inside)"
+    )
 
 
 def test_a_seed_missing_in_one_environment_is_refused():
