@@ -127,6 +127,45 @@ def test_jobs_that_find_every_cpu_held_still_go_to_distinct_cpus(tmp_path):
     assert {f"cpu{c}.1.lock" for c in allowed} <= {p.name for p in locks.iterdir()}
 
 
+STOPPED_HOLDER = """
+import json, os, signal, subprocess, sys, time
+import pnc.workflow as W
+allowed = sorted(os.sched_getaffinity(0))
+mine = W.claim_cpus(len(allowed) - 1)  # this running job holds every CPU but the last
+stop = "import os, signal, pnc.workflow as W; print(W.claim_cpus(1)[0], flush=True); "
+stop += "os.kill(os.getpid(), signal.SIGSTOP)"
+paused = subprocess.Popen([sys.executable, "-c", stop], stdout=subprocess.PIPE, text=True)
+held = int(paused.stdout.readline())  # the last CPU, held by a job that then stops itself
+for _ in range(500):
+    if open(f"/proc/{paused.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T":
+        break
+    time.sleep(0.01)
+code = "import json, pnc.workflow as W; print(json.dumps([W.claim_cpus(1), W.claim_cpus(1)]))"
+try:
+    late = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                     text=True, check=True).stdout)
+finally:
+    paused.kill()
+    paused.wait()
+print(json.dumps({"allowed": allowed, "mine": mine, "held": held, "late": late}))
+"""
+
+
+@pytest.mark.slow
+def test_a_cpu_whose_job_is_stopped_is_taken_before_one_whose_job_runs(tmp_path):
+    """A paused job keeps its CPU's lock but not the CPU: with every other CPU held by a running
+    job, the next job goes to the paused job's CPU (it went one rung up on the first CPU, beside a
+    running job, leaving the paused one's CPU idle), and the job after it to a distinct CPU."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU allowed: nothing to distribute")
+    got = _run(STOPPED_HOLDER, tmp_path)
+    allowed = got["allowed"]
+    assert got["mine"] == allowed[:-1] and got["held"] == allowed[-1]
+    assert got["late"] == [[allowed[-1]], [allowed[0]]]
+    locks = tmp_path / f"pnc-cpus-{os.getuid()}"
+    assert (locks / f"cpu{allowed[-1]}.1.lock").is_file()
+
+
 GRAM_JOB = """
 import hashlib, json
 import numpy as np

@@ -90,8 +90,38 @@ def _lock_file(lock_dir: Path, cpu: int, level: int) -> Path:
     return lock_dir / (f"cpu{cpu}.lock" if level == 0 else f"cpu{cpu}.{level}.lock")
 
 
+def _held_by_a_stopped_job(path: Path) -> bool:
+    """Whether the held lock ``path`` belongs to a stopped process (``SIGSTOP``, ``Ctrl-Z``, a
+    suspended cluster job): its holder wrote its pid there (:func:`claim_cpus`), and Linux gives the
+    process's state in ``/proc/<pid>/stat``. False when either cannot be read."""
+    try:
+        pid = int(path.read_text().strip())
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] in (["T"], ["t"])
+
+
+def _stopped_holders(lock_dir: Path, cpu: int) -> int:
+    """How many rungs of ``cpu``'s lock ladder below its lowest free one are held by stopped jobs
+    (:func:`_held_by_a_stopped_job`). The free rung is probed, not kept."""
+    stopped = 0
+    for level in range(LOCK_LEVELS):
+        path = _lock_file(lock_dir, cpu, level)
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            stopped += _held_by_a_stopped_job(path)
+            continue
+        finally:
+            os.close(fd)  # closing releases a lock this probe took
+        return stopped
+    return stopped
+
+
 def claim_cpus(n: int) -> list[int]:
-    """Choose ``n`` of the CPUs this process may run on, those the fewest other jobs hold.
+    """Choose ``n`` of the CPUs this process may run on, those the fewest other running jobs hold.
 
     When more than ``n`` CPUs are allowed (a workstation; on a cluster the scheduler's cpuset usually
     allows exactly ``n``), CPUs are claimed with non-blocking ``flock`` on node-local lock files
@@ -99,8 +129,11 @@ def claim_cpus(n: int) -> list[int]:
     locks (``cpu<k>.lock``, ``cpu<k>.1.lock``, ...; :data:`LOCK_LEVELS` of them): a job takes the
     first free rung of the CPUs the fewest jobs hold. So when every CPU is held, by another study's
     jobs or by paused ones, the new jobs still go to distinct CPUs instead of onto the same one.
-    Only when every rung of every CPU is held are ``n`` allowed CPUs returned unclaimed, starting at
-    an offset given by the process id.
+    A job writes its pid into the locks it holds, and a lock held by a stopped process (paused
+    with ``SIGSTOP`` or ``Ctrl-Z``) does not count against its CPU: a paused job keeps its lock but
+    leaves its CPU idle, and new jobs go there before doubling up on a CPU whose job runs (when the
+    paused job resumes, its CPU has two). Only when every rung of every CPU is held are ``n``
+    allowed CPUs returned unclaimed, starting at an offset given by the process id.
 
     A job always runs on exactly ``min(n, allowed)`` CPUs because XLA's CPU compiler partitions
     loops (and so orders floating-point sums) by the number of CPUs the process may use: the same
@@ -114,7 +147,14 @@ def claim_cpus(n: int) -> list[int]:
     lock_dir.mkdir(parents=True, exist_ok=True)
     chosen: list[int] = []
     held: list[int] = []
-    for level, cpu in itertools.product(range(LOCK_LEVELS), allowed):  # rung by rung
+    # rung by rung, a CPU's rungs shifted down by its stopped holders (ties: the lower rung, then
+    # the lower CPU); concurrent jobs that order the rungs alike still meet at each lock's flock
+    stopped = {cpu: _stopped_holders(lock_dir, cpu) for cpu in allowed}
+    rungs = sorted(
+        itertools.product(range(LOCK_LEVELS), allowed),
+        key=lambda rung: (rung[0] - stopped[rung[1]], rung[0], rung[1]),
+    )
+    for level, cpu in rungs:
         if len(chosen) == n:
             break
         if cpu in chosen:
@@ -125,6 +165,8 @@ def claim_cpus(n: int) -> list[int]:
         except BlockingIOError:
             os.close(fd)
             continue
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())  # read by _held_by_a_stopped_job
         held.append(fd)
         chosen.append(cpu)
     if len(chosen) < n:
