@@ -90,6 +90,18 @@ def _lock_file(lock_dir: Path, cpu: int, level: int) -> Path:
     return lock_dir / (f"cpu{cpu}.lock" if level == 0 else f"cpu{cpu}.{level}.lock")
 
 
+def _try_lock(path: Path) -> int | None:
+    """An open descriptor holding ``path``'s exclusive ``flock`` (created when missing), or
+    ``None`` when another descriptor holds it."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def _held_by_a_stopped_job(path: Path) -> bool:
     """Whether the held lock ``path`` belongs to a stopped process (``SIGSTOP``, ``Ctrl-Z``, a
     suspended cluster job): its holder wrote its pid there (:func:`claim_cpus`), and Linux gives the
@@ -108,15 +120,11 @@ def _stopped_holders(lock_dir: Path, cpu: int) -> int:
     stopped = 0
     for level in range(LOCK_LEVELS):
         path = _lock_file(lock_dir, cpu, level)
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            stopped += _held_by_a_stopped_job(path)
-            continue
-        finally:
-            os.close(fd)  # closing releases a lock this probe took
-        return stopped
+        fd = _try_lock(path)
+        if fd is not None:
+            os.close(fd)  # the free rung: closing releases it
+            return stopped
+        stopped += _held_by_a_stopped_job(path)
     return stopped
 
 
@@ -159,11 +167,8 @@ def claim_cpus(n: int) -> list[int]:
             break
         if cpu in chosen:
             continue
-        fd = os.open(_lock_file(lock_dir, cpu, level), os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = _try_lock(_lock_file(lock_dir, cpu, level))
+        if fd is None:
             continue
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())  # read by _held_by_a_stopped_job
