@@ -79,6 +79,21 @@ def host_tag() -> str:
     return f"{platform.machine() or 'unknown'}-{digest[:12]}"
 
 
+def cpu_name() -> str:
+    """This host's CPU model name (``model name`` in ``/proc/cpuinfo``; the processor string, else
+    the architecture, where that file does not name it), e.g. for a record of where a result was
+    made beside :func:`host_tag`."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def _writable_dir(path: Path) -> str | None:
     """Create ``path`` and write a probe file in it; None if that works, else the reason."""
     try:

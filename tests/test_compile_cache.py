@@ -157,3 +157,28 @@ def test_host_tag_is_stable_and_names_the_architecture():
     assert tag == compile_cache.host_tag()
     assert tag.startswith(platform.machine())
     assert len(tag.rsplit("-", 1)[1]) == 12
+
+
+def test_cpu_name_reads_the_model_name_and_falls_back_without_cpuinfo(monkeypatch):
+    import builtins
+    import platform
+
+    name = compile_cache.cpu_name()
+    assert name and name == compile_cache.cpu_name()
+    try:
+        with open("/proc/cpuinfo") as f:
+            models = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+    except OSError:
+        models = []
+    if models:
+        assert name == models[0]
+    real_open = builtins.open
+
+    def no_cpuinfo(path, *args, **kwargs):
+        if str(path) == "/proc/cpuinfo":
+            raise OSError("no /proc here")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", no_cpuinfo)
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    assert compile_cache.cpu_name() == (platform.machine() or "unknown")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pnc import compile_cache
 from pnc.report import pieces
 from pnc.report.__main__ import main
 
@@ -43,6 +44,11 @@ def test_piece_round_trip(tmp_path, monkeypatch, caplog):
     monkeypatch.chdir(study)
     manifest = pieces.write_manifest("Hopper", 3, list(FILES), "results/pieces/Hopper/seed3.json")
     assert manifest["env"] == "Hopper" and manifest["seed"] == 3
+    # the machine that wrote it, by CPU kind
+    assert manifest["host"] == {"tag": compile_cache.host_tag(), "cpu": compile_cache.cpu_name()}
+    assert (
+        json.loads(Path("results/pieces/Hopper/seed3.json").read_text())["host"] == manifest["host"]
+    )
     assert sorted(manifest["files"]) == sorted(FILES)
     first = manifest["files"][FILES[0]]
     assert first["sha256"] == pieces.sha256(FILES[0]) and first["bytes"] > 0
@@ -161,7 +167,10 @@ def test_piece_keeps_each_jobs_exact_process_record(tmp_path, monkeypatch):
     fresh = tmp_path / "fresh"
     pieces.restore_pieces(store, fresh)
     df = costs.read_benchmarks(fresh / "benchmarks").set_index("job")
-    assert df.loc["evaluate/Hopper/seed3/pnc/base", ["cpu_s", "max_rss_mb"]].tolist() == [17.25, 812.5]
+    assert df.loc["evaluate/Hopper/seed3/pnc/base", ["cpu_s", "max_rss_mb"]].tolist() == [
+        17.25,
+        812.5,
+    ]
     assert df.loc["train/Hopper/seed3/base", ["cpu_s", "cpu_source"]].tolist() == [5.0, "sampled"]
 
     log.write_text(PROCESS_RECORD + json.dumps({**record, "cpu_s": 99.0}) + "\n")

@@ -78,7 +78,11 @@ def write_manifest(
         study_dir: the study directory the paths are relative to.
 
     Returns:
-        The manifest: ``env``, ``seed`` and ``files`` (``{relative path: {"sha256", "bytes"}}``).
+        The manifest: ``env``, ``seed``, ``files`` (``{relative path: {"sha256", "bytes"}}``) and
+        ``host``, the machine that wrote it (``{"tag": pnc.compile_cache.host_tag(), "cpu":
+        pnc.compile_cache.cpu_name()}``): pieces of one tag were made on one CPU kind, whose
+        results can differ in the last bits from another's (``docs/results.md``, "What
+        reproduces where"). Manifests written before it was recorded have no ``host``.
 
     Raises:
         PieceError: no files, a missing file, or a file outside ``study_dir``.
@@ -92,7 +96,14 @@ def write_manifest(
         if not path.is_file():
             raise PieceError(f"piece ({env}, seed {seed}): {path} does not exist")
         entries[_relative(path, root)] = {"sha256": sha256(path), "bytes": path.stat().st_size}
-    manifest = {"env": env, "seed": int(seed), "files": dict(sorted(entries.items()))}
+    from pnc.compile_cache import cpu_name, host_tag
+
+    manifest = {
+        "env": env,
+        "seed": int(seed),
+        "files": dict(sorted(entries.items())),
+        "host": {"tag": host_tag(), "cpu": cpu_name()},
+    }
     write_json(Path(out), manifest)
     return manifest
 
