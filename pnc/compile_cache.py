@@ -37,7 +37,15 @@ import tempfile
 import warnings
 from pathlib import Path
 
-__all__ = ["DEFAULT_DIR", "ENV_VAR", "OFF_VALUES", "enable", "enable_from_env", "host_tag"]
+__all__ = [
+    "DEFAULT_DIR",
+    "ENV_VAR",
+    "OFF_VALUES",
+    "cpu_name",
+    "enable",
+    "enable_from_env",
+    "host_tag",
+]
 
 DEFAULT_DIR = "resources/jax_cache"
 """The study's cache directory, relative to its working directory."""
@@ -57,6 +65,23 @@ _SETTINGS = {
 }
 
 
+def _cpuinfo(keys: tuple[str, ...]) -> list[str] | None:
+    """The stripped lines of ``/proc/cpuinfo`` whose key is one of ``keys``, up to the end of the
+    first processor block that has any (the first processor describes them all); None where that
+    file cannot be read."""
+    lines: list[str] = []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.split(":", 1)[0].strip() in keys:
+                    lines.append(line.strip())
+                if not line.strip() and lines:
+                    break
+    except OSError:
+        return None
+    return lines
+
+
 def host_tag() -> str:
     """Name of this host's CPU kind: ``<arch>-<12 hex digits>``.
 
@@ -64,16 +89,8 @@ def host_tag() -> str:
     architecture and processor string where that file is missing), so two machines get the same tag
     only when code compiled on one runs on the other.
     """
-    lines: list[str] = []
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key = line.split(":", 1)[0].strip()
-                if key in ("model name", "flags", "Features", "CPU implementer", "CPU part"):
-                    lines.append(line.strip())
-                if not line.strip() and lines:
-                    break  # the first processor describes them all
-    except OSError:
+    lines = _cpuinfo(("model name", "flags", "Features", "CPU implementer", "CPU part"))
+    if lines is None:
         lines = [platform.processor()]
     digest = hashlib.sha256("\n".join([platform.machine(), *lines]).encode()).hexdigest()
     return f"{platform.machine() or 'unknown'}-{digest[:12]}"
@@ -83,14 +100,10 @@ def cpu_name() -> str:
     """This host's CPU model name (``model name`` in ``/proc/cpuinfo``; the processor string, else
     the architecture, where that file does not name it), e.g. for a record of where a result was
     made beside :func:`host_tag`."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and value.strip():
-                    return value.strip()
-    except OSError:
-        pass
+    for line in _cpuinfo(("model name",)) or []:
+        value = line.split(":", 1)[1].strip()
+        if value:
+            return value
     return platform.processor() or platform.machine() or "unknown"
 
 

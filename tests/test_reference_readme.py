@@ -315,7 +315,7 @@ def _phrases() -> list[str]:
     seeded = mech[mech.seed.notna() & (mech.method == "pnc")]
     slope = seeded[seeded.evidence == claims.EVIDENCE_3C_PROBE]
     inside = slope.estimate.between(*claims.SLOPE_BAND)
-    thm3 = seeded[seeded.evidence.str.startswith("Thm 3")]
+    thm3 = seeded[seeded.evidence == mechanism_table.EVIDENCE_THM3]
     low = thm3.loc[thm3.estimate.idxmin()]
     assert (thm3.estimate < 1).sum() == 1
     seed0_inside = int(inside[slope.seed == 0].sum())

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pnc.compile_cache import cpu_name, host_tag
 from pnc.io import read_process_record, write_json
 
 log = logging.getLogger(__name__)
@@ -96,8 +97,6 @@ def write_manifest(
         if not path.is_file():
             raise PieceError(f"piece ({env}, seed {seed}): {path} does not exist")
         entries[_relative(path, root)] = {"sha256": sha256(path), "bytes": path.stat().st_size}
-    from pnc.compile_cache import cpu_name, host_tag
-
     manifest = {
         "env": env,
         "seed": int(seed),
