@@ -836,7 +836,8 @@ def _interrupt_after_first(
     workdir: Path, target: str, rule: str, output: Path, timeout: float = 600
 ) -> int:
     """Start the tiny run of ``target``, send Ctrl-C (SIGINT) once Snakemake reports a finished
-    job of ``rule``; its output (stdout and stderr) goes to ``output``."""
+    job of ``rule`` (again each second until Snakemake says it stops); its output (stdout and
+    stderr) goes to ``output``. Returns the run's exit code."""
     env = {
         **os.environ,
         "PYTHONWARNINGS": "ignore",
@@ -861,8 +862,19 @@ def _interrupt_after_first(
             assert proc.poll() is None, "the run ended before it could be interrupted"
             assert time.monotonic() < deadline, f"no finished {rule} job after {timeout} s"
             time.sleep(0.5)
+        # Snakemake drops a KeyboardInterrupt that lands while it writes a log line (its log
+        # handler catches it), and the run then goes on to the end: repeat Ctrl-C until Snakemake
+        # reports that it is stopping, as a user at the terminal would.
+        stopping = "Terminating processes on user request"
         os.killpg(proc.pid, signal.SIGINT)
-        return proc.wait(timeout=300)
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                return proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                assert time.monotonic() < deadline, "the interrupted run did not stop in 300 s"
+                if stopping not in output.read_text():
+                    os.killpg(proc.pid, signal.SIGINT)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
