@@ -10,17 +10,29 @@ placement does not change any computed value.
 
 Both workflows call :func:`enable` (config ``huge_pages``, default true) before starting jobs,
 which inherit the variable; each job's process record names the value it started with
-(:func:`requested`).
+(:func:`requested`). Where huge pages cost a stage more than they save (the mechanism stage's
+gigabytes of short-lived buffers), its rule starts the job with :data:`WITHOUT_VAR`'s value
+instead (:data:`SHELL_PREFIX`), which :func:`enable` sets to the same tunables with
+``glibc.malloc.hugetlb=0``; a caller's own ``glibc.malloc.hugetlb`` is kept there too.
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["TUNABLE", "enable", "requested", "tunables"]
+__all__ = ["SHELL_PREFIX", "TUNABLE", "WITHOUT_VAR", "disable", "enable", "requested", "tunables"]
 
 TUNABLE = "glibc.malloc.hugetlb"
 """glibc's tunable that backs the allocator's large blocks with transparent huge pages."""
+
+WITHOUT_VAR = "PNC_GLIBC_TUNABLES_WITHOUT_HUGE_PAGES"
+"""The ``GLIBC_TUNABLES`` for jobs that run without huge pages, set by :func:`enable` only when it
+added :data:`TUNABLE` itself (unset otherwise, so that such jobs keep the caller's value)."""
+
+SHELL_PREFIX = f'GLIBC_TUNABLES="${{{WITHOUT_VAR}-${{GLIBC_TUNABLES-}}}}" '
+"""Shell prefix of a job that runs without huge pages: :data:`WITHOUT_VAR` where set, else the
+inherited ``GLIBC_TUNABLES`` (empty where that is unset, which glibc reads the same way). A constant, so the rule's command does not change with the caller's
+environment or the config (which would make Snakemake rerun the job)."""
 
 
 def _value(tunables: str | None) -> str | None:
@@ -46,9 +58,25 @@ def tunables(current: str | None) -> str:
 
 def enable() -> str:
     """Set this process's ``GLIBC_TUNABLES`` to :func:`tunables` of its value, so that the processes
-    it starts from now on (the workflow's jobs) use huge pages; returns the new value."""
-    os.environ["GLIBC_TUNABLES"] = tunables(os.environ.get("GLIBC_TUNABLES"))
+    it starts from now on (the workflow's jobs) use huge pages; returns the new value.
+
+    When it adds :data:`TUNABLE`, :data:`WITHOUT_VAR` gets the same tunables with
+    ``glibc.malloc.hugetlb=0`` (for :data:`SHELL_PREFIX`); when the caller had set it, the caller's
+    value is left to every job. A :data:`WITHOUT_VAR` already there came from an enclosing run's
+    :func:`enable` (a job's own Snakemake on a cluster parses the workflow again) and stays.
+    """
+    current = os.environ.get("GLIBC_TUNABLES")
+    if _value(current) is None:
+        others = [e for e in (current or "").split(":") if e]
+        os.environ[WITHOUT_VAR] = ":".join([*others, f"{TUNABLE}=0"])
+    os.environ["GLIBC_TUNABLES"] = tunables(current)
     return os.environ["GLIBC_TUNABLES"]
+
+
+def disable() -> None:
+    """Config ``huge_pages: false``: leave ``GLIBC_TUNABLES`` as the caller set it for every job
+    (removes a :data:`WITHOUT_VAR` inherited from an enclosing run)."""
+    os.environ.pop(WITHOUT_VAR, None)
 
 
 def requested() -> str | None:

@@ -90,7 +90,9 @@ rule mechanism:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        "python -m pnc.workflow mechanism_diagnostics --threads {threads} --env {wildcards.env}"
+        # without huge pages: they cost this stage more system time than they save (pnc.huge_pages)
+        NO_HUGE_PAGES + "python -m pnc.workflow mechanism_diagnostics --threads {threads}"
+        " --env {wildcards.env}"
         " --seed {wildcards.seed} --run {params.run:q} --splits {params.splits:q}"
         " --members {params.members:q} --selection {input.selection:q}"
         " --methods-json {params.methods:q} --settings {params.settings:q}{params.validation}"
