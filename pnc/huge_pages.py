@@ -20,7 +20,16 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["SHELL_PREFIX", "TUNABLE", "WITHOUT_VAR", "disable", "enable", "requested", "tunables"]
+__all__ = [
+    "SHELL_PREFIX",
+    "TUNABLE",
+    "WITHOUT",
+    "WITHOUT_VAR",
+    "disable",
+    "enable",
+    "requested",
+    "tunables",
+]
 
 TUNABLE = "glibc.malloc.hugetlb"
 """glibc's tunable that backs the allocator's large blocks with transparent huge pages."""
@@ -29,15 +38,23 @@ WITHOUT_VAR = "PNC_GLIBC_TUNABLES_WITHOUT_HUGE_PAGES"
 """The ``GLIBC_TUNABLES`` for jobs that run without huge pages, set by :func:`enable` only when it
 added :data:`TUNABLE` itself (unset otherwise, so that such jobs keep the caller's value)."""
 
+WITHOUT = frozenset({"mechanism_diagnostics"})
+"""The stages (``python -m pnc.workflow STAGE``) whose rules start their jobs with
+:data:`SHELL_PREFIX`: the mechanism stage's gigabytes of short-lived buffers took 16 s of system
+time with huge pages against 4 s without (``docs/performance.md``)."""
+
 SHELL_PREFIX = f'GLIBC_TUNABLES="${{{WITHOUT_VAR}-${{GLIBC_TUNABLES-}}}}" '
 """Shell prefix of a job that runs without huge pages: :data:`WITHOUT_VAR` where set, else the
-inherited ``GLIBC_TUNABLES`` (empty where that is unset, which glibc reads the same way). A constant, so the rule's command does not change with the caller's
-environment or the config (which would make Snakemake rerun the job)."""
+inherited ``GLIBC_TUNABLES`` (empty where that is unset, which glibc reads the same way). A
+constant, so the rule's command does not change with the caller's environment or the config
+(which would make Snakemake rerun the job); the rules write it out with their braces doubled."""
 
 
 def _value(tunables: str | None) -> str | None:
     """The value ``tunables`` (``GLIBC_TUNABLES``) gives :data:`TUNABLE` (the last one), or None."""
-    values = [e.split("=", 1)[1] for e in (tunables or "").split(":") if e.startswith(TUNABLE + "=")]
+    values = [
+        e.split("=", 1)[1] for e in (tunables or "").split(":") if e.startswith(TUNABLE + "=")
+    ]
     return values[-1] if values else None
 
 

@@ -35,7 +35,10 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 RULE_FILES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-STAGE = re.compile(r"python -m pnc\.workflow (\w+) --threads \{threads\}(?= |$)")
+# a rule's command, after an optional GLIBC_TUNABLES for its job alone (pnc.huge_pages)
+STAGE = re.compile(
+    r'(?:GLIBC_TUNABLES="[^"]*" )?python -m pnc\.workflow (\w+) --threads \{threads\}(?= |$)'
+)
 
 
 def _copy_workflow(dest: Path) -> Path:
@@ -135,6 +138,23 @@ def test_every_rule_runs_a_thread_limited_stage():
             if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "limit_threads"
         )
         assert ast.unparse(limit.args[0]) == "args.threads", stage
+
+
+def test_rules_without_huge_pages_start_with_the_prefix_the_library_defines():
+    """A rule that sets GLIBC_TUNABLES for its job sets it as pnc.huge_pages.SHELL_PREFIX does (its
+    braces doubled for Snakemake's formatting), for the stages in pnc.huge_pages.WITHOUT."""
+    from pnc.huge_pages import SHELL_PREFIX, WITHOUT
+
+    prefix = SHELL_PREFIX.replace("{", "{{").replace("}", "}}")
+    without = {
+        STAGE.match(command).group(1)
+        for command in _shell_commands().values()
+        if command.startswith("GLIBC_TUNABLES=")
+    }
+    assert without == set(WITHOUT)
+    for command in _shell_commands().values():
+        if command.startswith("GLIBC_TUNABLES="):
+            assert command.startswith(prefix), command
 
 
 def test_every_rule_with_a_command_has_log_benchmark_and_threads():

@@ -90,9 +90,9 @@ rule mechanism:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        # without huge pages: they cost this stage more system time than they save (pnc.huge_pages)
-        NO_HUGE_PAGES + "python -m pnc.workflow mechanism_diagnostics --threads {threads}"
-        " --env {wildcards.env}"
+        # without huge pages, which cost this stage more than they save: pnc.huge_pages.SHELL_PREFIX
+        'GLIBC_TUNABLES="${{PNC_GLIBC_TUNABLES_WITHOUT_HUGE_PAGES-${{GLIBC_TUNABLES-}}}}" '
+        "python -m pnc.workflow mechanism_diagnostics --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --run {params.run:q} --splits {params.splits:q}"
         " --members {params.members:q} --selection {input.selection:q}"
         " --methods-json {params.methods:q} --settings {params.settings:q}{params.validation}"

@@ -10,13 +10,8 @@ import os
 from snakemake.utils import validate
 
 from pnc.config_schema import integer_seeds, schema_problems
-from pnc.huge_pages import SHELL_PREFIX
 
 SCHEMA_DIR = os.path.normpath(os.path.join(workflow.current_basedir, "..", "schemas"))
-
-# Start of a shell command whose job runs without huge pages (pnc.huge_pages.SHELL_PREFIX, its
-# braces doubled for Snakemake's formatting).
-NO_HUGE_PAGES = SHELL_PREFIX.replace("{", "{{").replace("}", "}}")
 
 
 def schema_path(name):
@@ -64,7 +59,7 @@ def huge_pages(data):
     """Config `huge_pages` (default true): the jobs inherit GLIBC_TUNABLES with glibc's
     glibc.malloc.hugetlb=1 (pnc.huge_pages; a value the caller set stays), so
     their large allocations use transparent huge pages: the same results, 4-10 % less CPU time.
-    Rules whose jobs run without them start their command with NO_HUGE_PAGES."""
+    Rules whose jobs run without them start their command with pnc.huge_pages.SHELL_PREFIX."""
     from pnc import huge_pages as pages
 
     if data.get("huge_pages", True):
