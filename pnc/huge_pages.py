@@ -70,7 +70,13 @@ def tunables(current: str | None) -> str:
     """
     if _value(current) is not None:
         return current or ""
-    return ":".join([*(e for e in (current or "").split(":") if e), f"{TUNABLE}=1"])
+    return _appended(current, "1")
+
+
+def _appended(current: str | None, value: str) -> str:
+    """``current`` (``GLIBC_TUNABLES``, which does not set :data:`TUNABLE`) with ``TUNABLE=value``
+    appended, empty entries dropped."""
+    return ":".join([*(e for e in (current or "").split(":") if e), f"{TUNABLE}={value}"])
 
 
 def enable() -> str:
@@ -84,8 +90,7 @@ def enable() -> str:
     """
     current = os.environ.get("GLIBC_TUNABLES")
     if _value(current) is None:
-        others = [e for e in (current or "").split(":") if e]
-        os.environ[WITHOUT_VAR] = ":".join([*others, f"{TUNABLE}=0"])
+        os.environ[WITHOUT_VAR] = _appended(current, "0")
     os.environ["GLIBC_TUNABLES"] = tunables(current)
     return os.environ["GLIBC_TUNABLES"]
 
