@@ -9,14 +9,12 @@ import logging
 import math
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import flax.serialization
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 if TYPE_CHECKING:
@@ -83,6 +81,9 @@ def save_pytree(path: str | Path, tree: Any) -> None:
     """Write a pytree of arrays (nested dicts/lists of arrays and scalars) as flax msgpack."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    import flax.serialization
+    import jax
+
     tree = jax.tree.map(np.asarray, tree)
     path.write_bytes(flax.serialization.msgpack_serialize(tree))
 
@@ -94,6 +95,10 @@ def load_pytree(path: str | Path, *, as_jax: bool = True) -> Any:
         FileNotFoundError: ``path`` does not exist (named, with :func:`rebuild_hint`).
         ArtifactError: the file is not a complete msgpack pytree (truncated or corrupt).
     """
+    import flax.serialization
+    import jax
+    import jax.numpy as jnp
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found; {rebuild_hint(path)}")
@@ -199,7 +204,7 @@ def _non_finite(obj: Any, where: str = "") -> str | None:
         items = obj.items()
     elif isinstance(obj, list | tuple):
         items = enumerate(obj)
-    elif isinstance(obj, np.ndarray | jax.Array):
+    elif _is_array(obj):
         arr = np.asarray(obj)
         if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
             return where
@@ -213,12 +218,18 @@ def _non_finite(obj: Any, where: str = "") -> str | None:
     return None
 
 
+def _is_array(obj: Any) -> bool:
+    """Whether ``obj`` is a NumPy or JAX array (no JAX array exists unless JAX was imported)."""
+    jax = sys.modules.get("jax")
+    return isinstance(obj, np.ndarray) or (jax is not None and isinstance(obj, jax.Array))
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, (np.integer,)):
         return int(o)
     if isinstance(o, (np.floating,)):
         return float(o)
-    if isinstance(o, (np.ndarray, jax.Array)):
+    if _is_array(o):
         return np.asarray(o).tolist()
     if isinstance(o, tuple):
         return list(o)
