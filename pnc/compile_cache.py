@@ -42,6 +42,7 @@ __all__ = [
     "ENV_VAR",
     "OFF_VALUES",
     "cpu_name",
+    "disable",
     "enable",
     "enable_from_env",
     "host_tag",
@@ -155,15 +156,33 @@ def enable(path: str | os.PathLike[str]) -> Path | None:
     return directory
 
 
+def disable() -> None:
+    """Turn JAX's persistent compilation cache off for this process and the processes it starts.
+
+    Undoes :func:`enable` here and what a parent's :func:`enable` passed down in the ``JAX_*``
+    environment variables (the cache directory and thresholds it sets): they are removed from the
+    environment and, when JAX is imported, the cache directory is unset in ``jax.config``. Call it
+    before the first JAX computation, as :func:`enable`.
+    """
+    for name in _SETTINGS:
+        os.environ.pop(name.upper(), None)
+    if "jax" in sys.modules:
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", None)
+
+
 def enable_from_env(default: str | os.PathLike[str] | None = None) -> Path | None:
     """:func:`enable` with the directory named by :data:`ENV_VAR`, else ``default``.
 
-    Returns None without enabling anything when the variable is one of :data:`OFF_VALUES`, or is
-    unset and ``default`` is None.
+    Returns None without enabling anything when the variable is unset and ``default`` is None.
+    When it is one of :data:`OFF_VALUES` it also turns off a cache that this process or its parent
+    turned on (:func:`disable`) and returns None.
     """
     value = os.environ.get(ENV_VAR)
     if value is None:
         return None if default is None else enable(default)
     if value.strip().lower() in OFF_VALUES:
+        disable()
         return None
     return enable(value)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -136,6 +139,9 @@ def test_unwritable_directory_warns_and_runs_without_cache(tmp_path, fresh_jax):
 
 
 def test_enable_from_env(tmp_path, monkeypatch, fresh_jax):
+    for name in _SETTINGS:  # "off" removes them; monkeypatch restores the session's values
+        if name.upper() in os.environ:
+            monkeypatch.setenv(name.upper(), os.environ[name.upper()])
     monkeypatch.delenv(compile_cache.ENV_VAR, raising=False)
     assert compile_cache.enable_from_env() is None
     for off in ("off", "0", "False", ""):
@@ -148,6 +154,30 @@ def test_enable_from_env(tmp_path, monkeypatch, fresh_jax):
     assert directory.is_dir()
     assert jax.config.jax_compilation_cache_dir == str(directory)
     assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+
+
+@pytest.mark.parametrize("jax_first", [False, True])
+def test_off_undoes_a_cache_that_the_parent_process_turned_on(tmp_path, jax_first):
+    # enable() before JAX is imported passes the cache on in JAX_* variables, which a child
+    # inherits; PNC_COMPILE_CACHE=off in the child must still mean no cache
+    parent = (
+        "import os, subprocess, sys; from pnc import compile_cache; "
+        f"compile_cache.enable({str(tmp_path)!r}); "
+        "print(os.environ['JAX_COMPILATION_CACHE_DIR']); sys.stdout.flush(); "
+        "env = {**os.environ, compile_cache.ENV_VAR: 'off'}; "
+        "subprocess.run([sys.executable, '-c', sys.argv[1]], env=env, check=True)"
+    )
+    child = (
+        ("import jax; " if jax_first else "")
+        + "from pnc import compile_cache; compile_cache.enable_from_env(); import jax, os; "
+        "print(jax.config.jax_compilation_cache_dir, os.environ.get('JAX_COMPILATION_CACHE_DIR'))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    env.pop(compile_cache.ENV_VAR, None)
+    out = subprocess.run([sys.executable, "-c", parent, child], env=env, capture_output=True,
+                         text=True, check=True).stdout.split("\n")  # fmt: skip
+    assert out[0] == str(tmp_path / compile_cache.host_tag())
+    assert out[1] == "None None"
 
 
 def test_host_tag_is_stable_and_names_the_architecture():

@@ -133,6 +133,9 @@ def run_stage(stage: str, argv: list[str]) -> dict[str, Any]:
     process (the CLI): it counts the process's CPU time since start and patches the file functions
     and ``__import__`` for the rest of the process's life.
     """
+    from pnc import compile_cache
+
+    compile_cache.enable_from_env()  # as a job's start-up does, before JAX is imported
     wall_start = time.time() - _process_age()
     imports = _Clock()
     io = _Clock(outer=imports)
@@ -155,7 +158,6 @@ def run_stage(stage: str, argv: list[str]) -> dict[str, Any]:
         status = main(args)
     finally:
         builtins.__import__ = real_import
-    from pnc import compile_cache
 
     cpu = time.process_time()
     # CPU up to main (interpreter, imports), plus the imports made while main ran
