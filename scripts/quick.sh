@@ -8,6 +8,7 @@ source scripts/venv.sh
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import pnc, snakemake' >/dev/null 2>&1; then
     setup_venv "."
 fi
+compile_project
 export PATH="$PWD/.venv/bin:$PATH"
 keep_compile_cache jax
 snakemake --cores "${CORES:-2}" --configfile config/quick.yaml "$@"

@@ -110,3 +110,38 @@ def test_slurm_check_without_a_python_stops_before_installing_or_starting_anythi
     assert done.returncode == 2, done.stderr
     assert f"cd {repo} && source scripts/venv.sh && setup_venv ." in done.stderr
     assert not scratch.exists()  # no temporary directory, no packages, no daemons
+
+
+def test_compile_project_byte_compiles_the_package_and_only_what_changed(tmp_path):
+    """``compile_project`` (quick.sh, test.sh, setup_venv) writes the package's compiled modules,
+    which Python reads on import even where ``PYTHONDONTWRITEBYTECODE`` stops it writing them,
+    and compiles a module again only when its source changed."""
+    import sys
+
+    repo = _clone(tmp_path)
+    (repo / "pnc" / "sub").mkdir(parents=True)
+    (repo / "pnc" / "__init__.py").write_text("X = 1\n")
+    (repo / "pnc" / "sub" / "mod.py").write_text("Y = 2\n")
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    (repo / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    tag = sys.implementation.cache_tag
+    top = repo / "pnc" / "__pycache__" / f"__init__.{tag}.pyc"
+    sub = repo / "pnc" / "sub" / "__pycache__" / f"mod.{tag}.pyc"
+
+    done = _run(repo, "source scripts/venv.sh && compile_project", PYTHONDONTWRITEBYTECODE="1")
+    assert done.returncode == 0, done.stderr
+    assert top.is_file() and sub.is_file()
+    before = {p: p.read_bytes() for p in (top, sub)}
+    os.utime(top, (1, 1))  # an unchanged source's compiled file is left alone
+    (repo / "pnc" / "sub" / "mod.py").write_text("Y = 3\n")
+    os.utime(repo / "pnc" / "sub" / "mod.py", (2e9, 2e9))  # a later edit of the same size
+    done = _run(repo, "source scripts/venv.sh && compile_project", PYTHONDONTWRITEBYTECODE="1")
+    assert done.returncode == 0, done.stderr
+    assert top.read_bytes() == before[top] and top.stat().st_mtime == 1
+    assert sub.read_bytes() != before[sub]
+    imported = subprocess.run(
+        [sys.executable, "-c", "import pnc.sub.mod as m; print(m.Y, m.__cached__)"],
+        cwd=repo, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, capture_output=True,
+        text=True, check=True,
+    )  # fmt: skip
+    assert imported.stdout.split() == ["3", str(sub)]
