@@ -6,9 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import pnc, snakemake' >/dev/null 2>&1; then
-    setup_venv "."
+    setup_venv "."  # compiles the project's modules too
+else
+    compile_project
 fi
-compile_project
 export PATH="$PWD/.venv/bin:$PATH"
 keep_compile_cache jax
 snakemake --cores "${CORES:-2}" --configfile config/quick.yaml "$@"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,8 +117,6 @@ def test_compile_project_byte_compiles_the_package_and_only_what_changed(tmp_pat
     """``compile_project`` (quick.sh, test.sh, setup_venv) writes the package's compiled modules,
     which Python reads on import even where ``PYTHONDONTWRITEBYTECODE`` stops it writing them,
     and compiles a module again only when its source changed."""
-    import sys
-
     repo = _clone(tmp_path)
     (repo / "pnc" / "sub").mkdir(parents=True)
     (repo / "pnc" / "__init__.py").write_text("X = 1\n")
