@@ -4,6 +4,7 @@ README cannot fall behind the pieces that are committed beside it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -62,3 +63,76 @@ def test_the_phrase_follows_the_manifests(tmp_path):
         phrase
         == "8 of 25: seed 4 of D, seeds 0 and 1 of A and B, seeds 0, 1 and 2 of C, and none of E yet"
     )
+
+
+#: The pieces made on the reference runs' machine kind (an Intel Xeon) before the manifests
+#: recorded the machine, and the one whose machine was not recorded; the README says so.
+XEON_PIECES = {
+    (env, 0)
+    for env in ["InvertedPendulum", "Ant", "HalfCheetah", "Hopper", "Walker2d", "Swimmer", "Reacher",
+                "Pusher"]
+}  # fmt: skip
+UNRECORDED_PIECES = {("InvertedDoublePendulum", 0)}
+
+
+def piece_cpu_seconds(benchmarks: Path) -> tuple[dict, dict]:
+    """Per stored piece ``(env, seed)``: the CPU seconds of its jobs' process records
+    (``{stage}/{env}/seed{S}[/...].process.json``), and of P&C's evaluation alone. The ID data's
+    job (``offline_data/{env}.process.json``, once per environment) belongs to no piece."""
+    every: dict[tuple[str, int], float] = {}
+    pnc: dict[tuple[str, int], float] = {}
+    for record in benchmarks.rglob("*.process.json"):
+        parts = record.relative_to(benchmarks).parts
+        if len(parts) < 3:
+            continue
+        stage, env, seed = parts[:3]
+        key = (env, int(seed.split(".")[0][4:]))
+        cpu = json.loads(record.read_text())["cpu_s"]
+        every[key] = every.get(key, 0.0) + cpu
+        if stage == "evaluate" and record.parent.name == "pnc":
+            pnc[key] = pnc.get(key, 0.0) + cpu
+    return every, pnc
+
+
+def _span(values) -> str:
+    values = list(values)
+    return f"{min(values):,.0f}-{max(values):,.0f}"
+
+
+def test_the_readme_cpu_times_follow_the_process_records():
+    """The README's CPU seconds per piece (by machine kind) are the stored records' sums."""
+    text = " ".join((FOLDER / "README.md").read_text().split())
+    pieces = FOLDER / "pieces"
+    every, pnc = piece_cpu_seconds(pieces / "benchmarks")
+    manifests = sorted((pieces / "manifests").glob("*/seed*.json"))
+    stored = {(p.parent.name, int(p.stem[4:])) for p in manifests}
+    assert set(every) == stored, "every stored piece has its process records, and only those"
+    assert XEON_PIECES | UNRECORDED_PIECES <= stored
+    xeon = sorted(XEON_PIECES)
+
+    def job(stage: str, env: str, rest: str) -> str:
+        record = pieces / "benchmarks" / stage / env / "seed0" / f"{rest}.process.json"
+        return f"{json.loads(record.read_text())['cpu_s']:,.0f}"
+
+    ip, hopper = (
+        [job("evaluate", env, f"{m}/base-steps2000") for m in ("pnc", "pnc_nocorr")]
+        + [job("train", env, "base-steps2000")]
+        for env in ("InvertedPendulum", "Hopper")
+    )
+    assert (
+        f"InvertedPendulum: P&C's evaluation {ip[0]} CPU s, P&C w/o correction {ip[1]}, the "
+        f"2,000-step run {ip[2]}; Hopper, beside other jobs: {hopper[0]}, {hopper[1]} and {hopper[2]}"
+    ) in text
+    assert f"the six jobs of a piece took {_span(every[k] for k in xeon)} CPU s in all" in text
+    epyc = stored - XEON_PIECES - UNRECORDED_PIECES
+    humanoids = [k for k in epyc if k[0] in ("Humanoid", "HumanoidStandup")]
+    smaller = [k for k in epyc if k not in humanoids]
+    hosted = sum(1 for p in manifests if json.loads(p.read_text()).get("host"))
+    expected = (
+        f"the other {len(epyc)} on an AMD EPYC with AVX-512 ({_span(every[k] for k in smaller)} "
+        f"CPU s per piece of the nine smaller environments; {_span(every[k] for k in humanoids)} "
+        f"per piece of Humanoid and HumanoidStandup, P&C's evaluation "
+        f"{_span(pnc[k] for k in humanoids)} of it; {sum(every[k] for k in epyc):,.0f} in all). "
+        f"The manifests written since the machine is recorded ({hosted} of the {len(epyc)}) name it"
+    )
+    assert expected in text, f"the README should say: {expected}"
