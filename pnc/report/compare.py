@@ -281,12 +281,12 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
     columns[len(columns) - 2 : len(columns) - 2] = variant_columns(variants)
     moves = "".join(
         f"\n## {label}: what the variant moves\n\n"
-        f"The folder `{where.name}` is this folder's study with {label} "
+        f"The folder `{where.name}` is this folder's study, varied: {label} "
         f"(`{where.name}/README.md`). Per ranking claim, the number that says how far it holds, "
-        f"in the draws reading (the authors' runs'): ours, {label}'s and the paper's "
+        "in the draws reading (the authors' runs'): ours, the variant's and the paper's "
         "(recomputed from its appendix means); the variant moves it toward the paper when its "
         "number is nearer to the paper's than ours is. Last, Subspace's ID RMSE rank. The "
-        f"verdict is the claim's under {label}, by the rules below.\n\n"
+        "verdict is the claim's in the variant, by the rules below.\n\n"
         + claims.moves_markdown(
             claims.variant_moves(
                 readings, our_readings(load(where / "results.csv")), statistics_of(theirs)
