@@ -9,8 +9,13 @@ from pathlib import Path
 
 import yaml
 
+from pnc.mujoco.results import load
+from pnc.report import claims, compare
+
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "docs" / "results" / "offline_authors"
+OFFLINE = ROOT / "docs" / "results" / "offline"
+PAPER = ROOT / "docs" / "results" / "paper"
 CONFIG = yaml.safe_load((ROOT / "config" / "offline_authors.yaml").read_text())
 
 
@@ -48,7 +53,9 @@ def test_the_readme_names_the_stored_pieces():
     text = " ".join((FOLDER / "README.md").read_text().split())
     phrase = stored_phrase(FOLDER / "pieces" / "manifests", CONFIG["envs"], CONFIG["seeds"])
     if phrase.startswith(f"{len(CONFIG['envs']) * len(CONFIG['seeds'])} of "):
-        return  # every piece stored: the README then describes the generated tables instead
+        # every piece stored: the README describes the generated tables instead
+        assert f"all {phrase.split()[0]} of them" in text
+        return
     assert phrase in text, f"the README should say: {phrase}"
 
 
@@ -75,23 +82,28 @@ XEON_PIECES = {
 UNRECORDED_PIECES = {("InvertedDoublePendulum", 0)}
 
 
-def piece_cpu_seconds(benchmarks: Path) -> tuple[dict, dict]:
+def piece_cpu_seconds(benchmarks: Path) -> tuple[dict, dict, set]:
     """Per stored piece ``(env, seed)``: the CPU seconds of its jobs' process records
-    (``{stage}/{env}/seed{S}[/...].process.json``), and of P&C's evaluation alone. The ID data's
-    job (``offline_data/{env}.process.json``, once per environment) belongs to no piece."""
+    (``{stage}/{env}/seed{S}[/...].process.json``), and of P&C's evaluation alone; and the pieces
+    whose P&C evaluation ran without huge pages (``malloc_hugetlb`` ``"0"``: the allocator's
+    tunables of ``docs/performance.md``). The ID data's job (``offline_data/{env}.process.json``,
+    once per environment) belongs to no piece."""
     every: dict[tuple[str, int], float] = {}
     pnc: dict[tuple[str, int], float] = {}
+    tuned: set[tuple[str, int]] = set()
     for record in benchmarks.rglob("*.process.json"):
         parts = record.relative_to(benchmarks).parts
         if len(parts) < 3:
             continue
         stage, env, seed = parts[:3]
         key = (env, int(seed.split(".")[0][4:]))
-        cpu = json.loads(record.read_text())["cpu_s"]
-        every[key] = every.get(key, 0.0) + cpu
+        fields = json.loads(record.read_text())
+        every[key] = every.get(key, 0.0) + fields["cpu_s"]
         if stage == "evaluate" and record.parent.name == "pnc":
-            pnc[key] = pnc.get(key, 0.0) + cpu
-    return every, pnc
+            pnc[key] = pnc.get(key, 0.0) + fields["cpu_s"]
+            if fields.get("malloc_hugetlb") == "0":
+                tuned.add(key)
+    return every, pnc, tuned
 
 
 def _span(values) -> str:
@@ -103,7 +115,7 @@ def test_the_readme_cpu_times_follow_the_process_records():
     """The README's CPU seconds per piece (by machine kind) are the stored records' sums."""
     text = " ".join((FOLDER / "README.md").read_text().split())
     pieces = FOLDER / "pieces"
-    every, pnc = piece_cpu_seconds(pieces / "benchmarks")
+    every, pnc, tuned = piece_cpu_seconds(pieces / "benchmarks")
     manifests = sorted((pieces / "manifests").glob("*/seed*.json"))
     stored = {(p.parent.name, int(p.stem[4:])) for p in manifests}
     assert set(every) == stored, "every stored piece has its process records, and only those"
@@ -127,12 +139,55 @@ def test_the_readme_cpu_times_follow_the_process_records():
     epyc = stored - XEON_PIECES - UNRECORDED_PIECES
     humanoids = [k for k in epyc if k[0] in ("Humanoid", "HumanoidStandup")]
     smaller = [k for k in epyc if k not in humanoids]
+    # seeds 7-9 of the two Humanoids ran with the allocator's tunables, as the README says
+    assert tuned == {(env, seed) for env in ("Humanoid", "HumanoidStandup") for seed in (7, 8, 9)}
+    paged = [k for k in humanoids if k not in tuned]
     hosted = sum(1 for p in manifests if json.loads(p.read_text()).get("host"))
     expected = (
         f"the other {len(epyc)} on an AMD EPYC with AVX-512 ({_span(every[k] for k in smaller)} "
-        f"CPU s per piece of the nine smaller environments; {_span(every[k] for k in humanoids)} "
+        f"CPU s per piece of the nine smaller environments; {_span(every[k] for k in paged)} "
         f"per piece of Humanoid and HumanoidStandup, P&C's evaluation "
-        f"{_span(pnc[k] for k in humanoids)} of it; {sum(every[k] for k in epyc):,.0f} in all). "
+        f"{_span(pnc[k] for k in paged)} of it, and {_span(every[k] for k in tuned)} for their "
+        f"seeds 7-9, P&C's evaluation {_span(pnc[k] for k in tuned)}, which ran with the "
+        f"allocator's tunables of `docs/performance.md`; "
+        f"{sum(every[k] for k in epyc):,.0f} in all). "
         f"The manifests written since the machine is recorded ({hosted} of the {len(epyc)}) name it"
     )
     assert expected in text, f"the README should say: {expected}"
+
+
+def _number(quantity: str, value: float) -> str:
+    """A move's number as the README writes it: wins as a count, ranks with two decimals."""
+    return f"{value:.0f}" if quantity.endswith("wins") else f"{value:.2f}"
+
+
+def moves_phrases(folder: Path = FOLDER) -> list[str]:
+    """The README's summary of what the authors' settings move, one phrase per ranking claim's
+    number and Subspace's ID RMSE rank (:func:`pnc.report.claims.variant_moves`, the draws
+    reading), from this folder's and the reference's generated ``results.csv``; then the sentence
+    on the two results that do not reproduce."""
+    moves = claims.variant_moves(
+        compare.our_readings(load(OFFLINE / "results.csv")),
+        compare.our_readings(load(folder / "results.csv")),
+        compare.statistics_of(load(PAPER / "results.csv")),
+    )
+    by_quantity = {m.quantity: m for m in moves}
+    wins, subspace = by_quantity["P&C's ID RMSE wins"], moves[-1]
+    return [
+        f"{m.quantity}: {_number(m.quantity, m.ours)} in ours, "
+        f"{_number(m.quantity, m.variant)} with the authors' settings and "
+        f"{_number(m.quantity, m.paper)} in the paper ({m.moves})"
+        for m in moves
+    ] + [
+        "Of the two results that do not reproduce, the authors' settings move P&C's ID RMSE wins "
+        f"{wins.moves} and Subspace's ID RMSE rank {subspace.moves}"
+    ]
+
+
+def test_the_readme_says_what_the_settings_move():
+    """Every piece stored: the folder's tables are generated, and the README's summary of what the
+    authors' settings move is theirs."""
+    assert (FOLDER / "results.csv").is_file(), "the 110 pieces are stored: generate the tables"
+    text = " ".join((FOLDER / "README.md").read_text().split())
+    missing = [p for p in moves_phrases() if p not in text]
+    assert missing == [], f"the README should say: {missing}"
