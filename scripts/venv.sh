@@ -21,8 +21,8 @@ setup_venv() {
 # Sourced by quick.sh and test.sh (and setup_venv): byte-compile the project's own modules (pnc/),
 # which the editable install leaves in the checkout. Where PYTHONDONTWRITEBYTECODE is set, Python
 # never writes them on import, and every job would compile the 30-odd modules it imports from
-# source (about 0.07 CPU s a job, docs/performance.md). Only new or changed files are compiled; an up-to-date tree
-# takes a fraction of a second. Usage: compile_project
+# source (about 0.07 CPU s a job, docs/performance.md). Only new or changed files are compiled;
+# an up-to-date tree takes a fraction of a second. Usage: compile_project
 compile_project() {
     .venv/bin/python -m compileall -q -j 0 pnc >/dev/null
 }

@@ -19,6 +19,11 @@ PAPER = ROOT / "docs" / "results" / "paper"
 CONFIG = yaml.safe_load((ROOT / "config" / "offline_authors.yaml").read_text())
 
 
+def _readme_text() -> str:
+    """The README with its whitespace collapsed (phrases may be wrapped anywhere)."""
+    return " ".join((FOLDER / "README.md").read_text().split())
+
+
 def _and(items: list[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
@@ -50,7 +55,7 @@ def stored_phrase(manifests: Path, envs: list[str], seeds: list[int]) -> str:
 
 
 def test_the_readme_names_the_stored_pieces():
-    text = " ".join((FOLDER / "README.md").read_text().split())
+    text = _readme_text()
     phrase = stored_phrase(FOLDER / "pieces" / "manifests", CONFIG["envs"], CONFIG["seeds"])
     if phrase.startswith(f"{len(CONFIG['envs']) * len(CONFIG['seeds'])} of "):
         # every piece stored: the README describes the generated tables instead
@@ -113,7 +118,7 @@ def _span(values) -> str:
 
 def test_the_readme_cpu_times_follow_the_process_records():
     """The README's CPU seconds per piece (by machine kind) are the stored records' sums."""
-    text = " ".join((FOLDER / "README.md").read_text().split())
+    text = _readme_text()
     pieces = FOLDER / "pieces"
     every, pnc, tuned = piece_cpu_seconds(pieces / "benchmarks")
     manifests = sorted((pieces / "manifests").glob("*/seed*.json"))
@@ -188,6 +193,6 @@ def test_the_readme_says_what_the_settings_move():
     """Every piece stored: the folder's tables are generated, and the README's summary of what the
     authors' settings move is theirs."""
     assert (FOLDER / "results.csv").is_file(), "the 110 pieces are stored: generate the tables"
-    text = " ".join((FOLDER / "README.md").read_text().split())
+    text = _readme_text()
     missing = [p for p in moves_phrases() if p not in text]
     assert missing == [], f"the README should say: {missing}"
