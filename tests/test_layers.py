@@ -26,7 +26,7 @@ CORE = {
     "pnc.keys",
     "pnc.io",
     "pnc.compile_cache",
-    "pnc.huge_pages",
+    "pnc.allocator",
     "pnc.threefry",
     "pnc.roc",
     "pnc.swag_gaussian",

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 RULE_FILES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-# a rule's command, after an optional GLIBC_TUNABLES for its job alone (pnc.huge_pages)
+# a rule's command, after an optional GLIBC_TUNABLES for its job alone (pnc.allocator)
 STAGE = re.compile(
     r'(?:GLIBC_TUNABLES="[^"]*" )?python -m pnc\.workflow (\w+) --threads \{threads\}(?= |$)'
 )
@@ -140,10 +140,10 @@ def test_every_rule_runs_a_thread_limited_stage():
         assert ast.unparse(limit.args[0]) == "args.threads", stage
 
 
-def test_rules_without_huge_pages_start_with_the_prefix_the_library_defines():
-    """A rule that sets GLIBC_TUNABLES for its job sets it as pnc.huge_pages.SHELL_PREFIX does (its
-    braces doubled for Snakemake's formatting), for the stages in pnc.huge_pages.WITHOUT."""
-    from pnc.huge_pages import SHELL_PREFIX, WITHOUT
+def test_short_lived_stages_start_with_the_prefix_the_library_defines():
+    """A rule that sets GLIBC_TUNABLES for its job sets it as pnc.allocator.SHELL_PREFIX does (its
+    braces doubled for Snakemake's formatting), for the stages in pnc.allocator.SHORT_LIVED."""
+    from pnc.allocator import SHELL_PREFIX, SHORT_LIVED
 
     prefix = SHELL_PREFIX.replace("{", "{{").replace("}", "}}")
     without = set()
@@ -151,7 +151,7 @@ def test_rules_without_huge_pages_start_with_the_prefix_the_library_defines():
         if command.startswith("GLIBC_TUNABLES="):
             assert command.startswith(prefix), command
             without.add(STAGE.match(command).group(1))
-    assert without == set(WITHOUT)
+    assert without == set(SHORT_LIVED)
 
 
 def test_every_rule_with_a_command_has_log_benchmark_and_threads():
@@ -775,16 +775,19 @@ def test_tiny_config_end_to_end(request, evaluation):
         assert list((workdir / "benchmarks" / rule).rglob("*.tsv")), rule
         assert list((workdir / "logs" / rule).rglob("*.log")), rule
     # every job's log (same path as its benchmark file) ends with its exact process record
+    from pnc import allocator
     from pnc.io import read_process_record
     from pnc.report.costs import read_benchmarks
+
+    caller = os.environ.get("GLIBC_TUNABLES")
 
     for bench in sorted((workdir / "benchmarks").rglob("*.tsv")):
         rel = bench.relative_to(workdir / "benchmarks")
         record = read_process_record(workdir / "logs" / rel.parent / f"{rel.name[:-4]}.log")
         assert record is not None and record["status"] == 0 and record["cpu_s"] > 0, rel
-        # config huge_pages, default true; the mechanism stage runs without (pnc.huge_pages)
-        expected = "0" if rel.parts[0] == "mechanism" else "1"
-        assert record["malloc_hugetlb"] == expected, rel
+        # config allocator, default heap; the mechanism stage gets hugetlb=0 alone (pnc.allocator)
+        added = allocator.SHORT_LIVED_TUNABLES if rel.parts[0] == "mechanism" else allocator.HEAP
+        assert record["glibc_tunables"] == allocator.tunables(caller, added), rel
     jobs = read_benchmarks(workdir / "benchmarks", workdir / "logs")
     assert (jobs["cpu_source"] == "process").all()
 

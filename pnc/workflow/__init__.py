@@ -36,7 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pnc import compile_cache, huge_pages
+from pnc import allocator, compile_cache
 from pnc.io import PROCESS_RECORD
 
 _XLA_THREAD_FLAGS = ("--xla_cpu_multi_thread_eigen", "intra_op_parallelism_threads")
@@ -242,8 +242,9 @@ def process_record(stage: str, status: int | None) -> dict:
     """This process's exact resource use so far: ``stage``, exit ``status``, ``cpu_s`` (user +
     system CPU of the process and its waited-for children), ``user_s``, ``system_s`` and
     ``max_rss_mb`` (peak resident set size of the process or its largest child), and the
-    ``glibc.malloc.hugetlb`` value the process started with (``malloc_hugetlb``, None if unset; see
-    :mod:`pnc.huge_pages`), which CPU times measured with and without it should name."""
+    allocator's settings the process started with (:mod:`pnc.allocator`), which CPU times measured
+    with different ones should name: ``glibc_tunables`` (``GLIBC_TUNABLES``, None if unset) and
+    its ``glibc.malloc.hugetlb`` value (``malloc_hugetlb``, None if it sets none)."""
     import resource
 
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -256,7 +257,8 @@ def process_record(stage: str, status: int | None) -> dict:
         "user_s": round(user, 3),
         "system_s": round(system, 3),
         "max_rss_mb": round(max(own.ru_maxrss, kids.ru_maxrss) / 1024, 1),  # Linux: KiB
-        "malloc_hugetlb": huge_pages.requested(),
+        "glibc_tunables": allocator.current(),
+        "malloc_hugetlb": allocator.hugetlb(),
     }
 
 

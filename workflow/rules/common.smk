@@ -21,7 +21,7 @@ include: "shared.smk"
 
 
 check_config(config, "config.schema.yaml")
-huge_pages(config)
+allocator(config)
 
 
 # The schema has filled in every default by now (validate above), and it requires non-empty

@@ -90,8 +90,8 @@ rule mechanism:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        # without huge pages, which cost this stage more than they save: pnc.huge_pages.SHELL_PREFIX
-        'GLIBC_TUNABLES="${{PNC_GLIBC_TUNABLES_WITHOUT_HUGE_PAGES-${{GLIBC_TUNABLES-}}}}" '
+        # its short-lived buffers cost more with huge pages or a kept heap: pnc.allocator.SHELL_PREFIX
+        'GLIBC_TUNABLES="${{PNC_GLIBC_TUNABLES_SHORT_LIVED-${{GLIBC_TUNABLES-}}}}" '
         "python -m pnc.workflow mechanism_diagnostics --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --run {params.run:q} --splits {params.splits:q}"
         " --members {params.members:q} --selection {input.selection:q}"

@@ -14,7 +14,7 @@ include: "../shared.smk"
 
 
 check_config(config, "cifar.schema.yaml")
-huge_pages(config)
+allocator(config)
 
 DATA = config["data"]
 ID = DATA.get("id", "cifar10")
