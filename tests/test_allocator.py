@@ -55,7 +55,7 @@ def test_tunables_add_what_the_caller_did_not_set():
 def test_enable_sets_the_policy_and_the_record_names_it(monkeypatch):
     assert process_record("train_run", 0)["glibc_tunables"] is None
     assert process_record("train_run", 0)["malloc_hugetlb"] is None
-    assert enable() == HEAP_VALUE  # the default policy: heap
+    assert enable("heap") == HEAP_VALUE
     record = process_record("train_run", 0)
     assert record["glibc_tunables"] == HEAP_VALUE and record["malloc_hugetlb"] == "0"
 
