@@ -3,7 +3,7 @@
 XLA's buffers on the CPU are fresh ``malloc`` blocks of megabytes. glibc gives a thread that is not
 the main one a block from its own arena, whose heaps hold at most 64 MiB, so a larger block is
 mapped afresh (``mmap``) and unmapped when freed, and the kernel maps and zeroes its pages again for
-the next one: a large job spent up to 45 % of its CPU time in the kernel (``docs/performance.md``).
+the next one: a large job spent up to 47 % of its CPU time in the kernel (``docs/performance.md``).
 The tunables are read when a process starts (glibc 2.35 and later for ``hugetlb``; an older glibc
 ignores the ones it does not know). Memory placement does not change any computed value.
 
@@ -14,8 +14,9 @@ Three policies (config ``allocator``):
 - ``heap`` (:data:`HEAP`): every thread allocates from the main heap (``arena_max=1``), which grows
   instead of mapping (``mmap_max=0``) and keeps what it has (``trim_threshold`` 64 GiB), without
   huge pages (``hugetlb=0``). Jobs with buffers of hundreds of megabytes (Humanoid's P&C
-  evaluation) took 40-45 % less CPU time beside other runs, at a peak resident memory 1.4-2.4 GB
-  higher; the quick default's small jobs took 4 % more on an idle machine.
+  evaluation) took 41-50 % less CPU time beside other runs, at a peak resident memory 1.4-2.4 GB
+  higher; the quick default's small jobs gained nothing on an idle machine (the two policies
+  differed by less than two runs of the same one).
 - ``system``: the caller's ``GLIBC_TUNABLES`` for every job.
 
 A tunable the caller's ``GLIBC_TUNABLES`` already sets keeps the caller's value. Both workflows call
