@@ -9,14 +9,14 @@ ignores the ones it does not know). Memory placement does not change any compute
 
 Three policies (config ``allocator``):
 
-- ``huge_pages`` (the default, :data:`HUGE_PAGES`): transparent huge pages for the large blocks
-  (``hugetlb=1``): 5-11 times fewer page faults and 4-10 % less CPU time than ``system``.
-- ``heap`` (:data:`HEAP`): every thread allocates from the main heap (``arena_max=1``), which grows
-  instead of mapping (``mmap_max=0``) and keeps what it has (``trim_threshold`` 64 GiB), without
-  huge pages (``hugetlb=0``). Jobs with buffers of hundreds of megabytes (Humanoid's P&C
-  evaluation) took 41-50 % less CPU time beside other runs, at a peak resident memory 1.4-2.4 GB
-  higher; the quick default's small jobs gained nothing on an idle machine (the two policies
-  differed by less than two runs of the same one).
+- ``heap`` (:data:`HEAP`; the MuJoCo study's default): every thread allocates from the main heap
+  (``arena_max=1``), which grows instead of mapping (``mmap_max=0``) and keeps what it has
+  (``trim_threshold`` 64 GiB), without huge pages (``hugetlb=0``). On an idle machine Humanoid's
+  P&C evaluation took a third less CPU time than with ``huge_pages``, at a peak resident memory
+  1.2-1.9 GB higher; the quick default's small jobs took the same within run-to-run noise.
+- ``huge_pages`` (:data:`HUGE_PAGES`; the CIFAR-10 study's default): transparent huge pages for the
+  large blocks (``hugetlb=1``): 5-11 times fewer page faults and 4-10 % less CPU time than
+  ``system``.
 - ``system``: the caller's ``GLIBC_TUNABLES`` for every job.
 
 A tunable the caller's ``GLIBC_TUNABLES`` already sets keeps the caller's value. Both workflows call

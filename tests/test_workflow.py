@@ -785,9 +785,9 @@ def test_tiny_config_end_to_end(request, evaluation):
         rel = bench.relative_to(workdir / "benchmarks")
         record = read_process_record(workdir / "logs" / rel.parent / f"{rel.name[:-4]}.log")
         assert record is not None and record["status"] == 0 and record["cpu_s"] > 0, rel
-        # config allocator, default huge_pages; the mechanism stage gets hugetlb=0 (pnc.allocator)
+        # config allocator, default heap; the mechanism stage gets hugetlb=0 alone (pnc.allocator)
         short_lived = rel.parts[0] == "mechanism"
-        added = allocator.SHORT_LIVED_TUNABLES if short_lived else allocator.HUGE_PAGES
+        added = allocator.SHORT_LIVED_TUNABLES if short_lived else allocator.HEAP
         assert record["glibc_tunables"] == allocator.tunables(caller, added), rel
     jobs = read_benchmarks(workdir / "benchmarks", workdir / "logs")
     assert (jobs["cpu_source"] == "process").all()
