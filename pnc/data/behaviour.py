@@ -10,20 +10,19 @@ Command line (writes ``OUT/{Env}/{level}.npz``, ``OUT/{Env}/checkpoints.npz`` an
 For an environment of :data:`CONTROLLER_LEVELS` the first form builds the controller levels
 (``--seed``, ``--action-noise`` and ``--force`` apply; the ARS options do not).
 
-The behaviour policies are made and kept by one module per concern, which the library imports:
+The behaviour policies are made and kept by one module per concern; import their names from
+there:
 
-- :mod:`pnc.data.behaviour_settings`: ARS settings per environment (:data:`DEFAULT_CONFIGS`,
-  :data:`REWARD_SHIFT`, :data:`SELECTION_FIELDS`) and the controller levels
-  (:data:`CONTROLLER_LEVELS`, :data:`CONTROLLER_ALGORITHMS`);
-- :mod:`pnc.data.level_selection`: :func:`select_levels`, :func:`level_evaluation`;
-- :mod:`pnc.data.ars_levels`: :func:`train_behaviour_policies`,
-  :func:`reselect_behaviour_policies`;
-- :mod:`pnc.data.controller_levels`: :func:`build_controller_policies`;
-- :mod:`pnc.data.policy_store`: :data:`POLICY_DIR`, :data:`STATE_DIR`, :func:`load_policies`;
+- :mod:`pnc.data.behaviour_settings`: ARS settings per environment (``DEFAULT_CONFIGS``,
+  ``REWARD_SHIFT``, ``SELECTION_FIELDS``) and the controller levels (``CONTROLLER_LEVELS``,
+  ``CONTROLLER_ALGORITHMS``);
+- :mod:`pnc.data.level_selection`: ``select_levels``, ``level_evaluation``;
+- :mod:`pnc.data.ars_levels`: ``train_behaviour_policies``, ``reselect_behaviour_policies``;
+- :mod:`pnc.data.controller_levels`: ``build_controller_policies``;
+- :mod:`pnc.data.policy_store`: ``POLICY_DIR``, ``STATE_DIR``, ``load_policies``;
 - :mod:`pnc.data.action_noise`: the data's action noise the levels are selected under.
 
-This module re-exports those names, so that imports such as
-``from pnc.data.behaviour import load_policies`` written before the split keep working.
+This module holds only the command line (:func:`main`).
 """
 
 from __future__ import annotations
@@ -35,34 +34,12 @@ import sys
 
 from pnc.data.action_noise import FALLBACK_ACTION_NOISE
 from pnc.data.ars_levels import reselect_behaviour_policies, train_behaviour_policies
-from pnc.data.behaviour_settings import (
-    CONTROLLER_ALGORITHMS,
-    CONTROLLER_LEVELS,
-    DEFAULT_CONFIGS,
-    REWARD_SHIFT,
-    SELECTION_FIELDS,
-)
+from pnc.data.behaviour_settings import CONTROLLER_LEVELS, DEFAULT_CONFIGS
 from pnc.data.controller_levels import build_controller_policies
 from pnc.data.envs import ENVS, env_spec
-from pnc.data.level_selection import level_evaluation, select_levels
-from pnc.data.policy_store import POLICY_DIR, STATE_DIR, load_policies
+from pnc.data.policy_store import STATE_DIR
 
-__all__ = [
-    "CONTROLLER_ALGORITHMS",
-    "CONTROLLER_LEVELS",
-    "DEFAULT_CONFIGS",
-    "POLICY_DIR",
-    "REWARD_SHIFT",
-    "SELECTION_FIELDS",
-    "STATE_DIR",
-    "build_controller_policies",
-    "level_evaluation",
-    "load_policies",
-    "main",
-    "reselect_behaviour_policies",
-    "select_levels",
-    "train_behaviour_policies",
-]
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
