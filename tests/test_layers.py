@@ -1,4 +1,4 @@
-"""The package's layering: each module imports only from the layers it is allowed to (docs/modules.md).
+"""The package's layering: each module imports only from the layers it is allowed to (ARCHITECTURE.md).
 
 An import is an ``import`` statement anywhere in a module (also inside functions), a module named by
 a string literal to ``importlib.import_module``, ``__import__`` or the workflow's

@@ -22,9 +22,12 @@ def test_readme_is_a_front_door_with_a_table_of_contents():
     assert len(text.splitlines()) <= 200
     assert "## Documentation" in text
     pages = [t for t in _local_links(README) if t.startswith("docs/")]
-    for page in ("docs/modules.md", "docs/extending.md", "docs/performance.md", "docs/cifar.md",
-                 "docs/workflow.md"):  # fmt: skip
+    for page in ("docs/extending.md", "docs/performance.md", "docs/cifar.md", "docs/workflow.md"):
         assert page in pages, f"README does not point to {page}"
+    assert "docs/modules.md" not in pages, "the module map is ARCHITECTURE.md"
+    first_screen = "\n".join(text.splitlines()[:30])
+    for page in ("ARCHITECTURE.md", "CONTRIBUTING.md"):
+        assert f"]({page})" in first_screen, f"README's first screen does not point to {page}"
 
 
 def test_every_page_the_readme_points_to_exists_and_its_links_resolve():
