@@ -14,8 +14,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import json
 import platform
 import time
 from collections.abc import Mapping, Sequence
@@ -25,6 +23,7 @@ import jax
 import numpy as np
 
 from pnc import methods as registry
+from pnc.bench.cli import bench_parser, emit
 from pnc.mlp import MLPConfig
 from pnc.training import TrainConfig
 
@@ -167,11 +166,7 @@ def benchmark_methods(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n-train", type=int, default=50_000)
-    parser.add_argument("--n-predict", type=int, default=10_000)
-    parser.add_argument("--in-dim", type=int, default=35)
-    parser.add_argument("--out-dim", type=int, default=27)
+    parser = bench_parser(__doc__, n_train=50_000, n_predict=10_000, in_dim=35, out_dim=27)
     parser.add_argument("--hidden", type=int, nargs="+", default=[200, 200, 200, 200])
     parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--batch-size", type=int, default=64)
@@ -191,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         warm=args.warm,
         seed=args.seed,
     )
-    print(json.dumps(result, indent=2))
+    emit(result)
 
 
 if __name__ == "__main__":

@@ -32,9 +32,7 @@ the method's start).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import os
 import platform
 import sys
@@ -42,7 +40,6 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +47,7 @@ import numpy as np
 
 import pnc
 from pnc.bench.any_model_costs import load_example
+from pnc.bench.cli import bench_parser, emit
 from pnc.bench.peer_tasks import (
     DigitsCNN,
     Task,
@@ -813,12 +811,10 @@ def run_task(task: Task, s: Settings, methods: list[str] | None = None, log=None
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, out=True, seed=0)
     parser.add_argument("--quick", action="store_true", help="small data, models and grids")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     parser.add_argument("--methods", nargs="+", default=None, help="a subset, in this order")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     from loguru import logger
 
@@ -847,11 +843,7 @@ def main(argv: list[str] | None = None) -> dict:
         "total_wall_s": time.perf_counter() - w0,
         "tasks": tasks,
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
-    return report
+    return emit(report, args.out)
 
 
 if __name__ == "__main__":
