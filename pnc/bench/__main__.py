@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.bench.cli import bench_parser, emit
+from pnc.bench.command_line import bench_parser, emit
 from pnc.bench.flops import pnc_build_macs, train_macs
 from pnc.bench.method_costs import benchmark_methods
 from pnc.mlp import MLPConfig

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jax
 
-from pnc.bench.cli import bench_parser, emit
+from pnc.bench.command_line import bench_parser, emit
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NAMES = ("nnx_regression", "linen_cnn", "transformer")

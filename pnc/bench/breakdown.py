@@ -40,7 +40,7 @@ from collections import defaultdict  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from pnc.bench.cli import emit  # noqa: E402
+from pnc.bench.command_line import emit  # noqa: E402
 
 _COMPILE_EVENTS = (
     "/jax/core/compile/jaxpr_trace_duration",

@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pnc.bench.__main__ import environment
-from pnc.bench.cli import bench_parser, emit
+from pnc.bench.command_line import bench_parser, emit
 from pnc.cifar.model import normalize
 from pnc.cifar.recipe import Recipe, init_state, train_epoch
 from pnc.conv import ConvPnCConfig, ResNetConfig, build_members, resnet

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from pnc.bench.__main__ import environment
-from pnc.bench.cli import bench_parser, emit
+from pnc.bench.command_line import bench_parser, emit
 from pnc.conv import (
     ConvPnCConfig,
     ResNetConfig,

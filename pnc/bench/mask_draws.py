@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import time
 
-from pnc.bench.cli import bench_parser, emit
+from pnc.bench.command_line import bench_parser, emit
 
 
 def measure(draw, rows: int, width: int, repeats: int) -> dict:

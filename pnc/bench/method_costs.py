@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 from pnc import methods as registry
-from pnc.bench.cli import bench_parser, emit
+from pnc.bench.command_line import bench_parser, emit
 from pnc.mlp import MLPConfig
 from pnc.training import TrainConfig
 
