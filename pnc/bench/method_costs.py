@@ -166,27 +166,22 @@ def benchmark_methods(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = bench_parser(__doc__, n_train=50_000, n_predict=10_000, in_dim=35, out_dim=27)
-    parser.add_argument("--hidden", type=int, nargs="+", default=[200, 200, 200, 200])
-    parser.add_argument("--steps", type=int, default=5000)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--methods", nargs="+", default=None, choices=registry.METHOD_IDS)
-    parser.add_argument("--warm", action="store_true", help="also time compiled re-runs")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    result = benchmark_methods(
-        n_train=args.n_train,
-        n_predict=args.n_predict,
-        in_dim=args.in_dim,
-        out_dim=args.out_dim,
-        hidden=args.hidden,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        method_ids=args.methods,
-        warm=args.warm,
-        seed=args.seed,
+    parser = bench_parser(
+        __doc__,
+        n_train=50_000,
+        n_predict=10_000,
+        in_dim=35,
+        out_dim=27,
+        steps=5000,
+        batch_size=64,
+        seed=0,
     )
-    emit(result)
+    parser.add_argument("--hidden", type=int, nargs="+", default=[200, 200, 200, 200])
+    parser.add_argument(
+        "--methods", dest="method_ids", nargs="+", default=None, choices=registry.METHOD_IDS
+    )
+    parser.add_argument("--warm", action="store_true", help="also time compiled re-runs")
+    emit(benchmark_methods(**vars(parser.parse_args(argv))))  # the options are its arguments
 
 
 if __name__ == "__main__":
