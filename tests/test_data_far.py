@@ -6,6 +6,7 @@ from scipy import stats
 from pnc.data import minari_io
 from pnc.data.envs import env_spec
 from pnc.data.far import collect_random_episodes, make_far_dataset
+from pnc.data.rollout import whole_episode_returns
 
 
 def test_actions_in_bounds_and_uniform():
@@ -29,6 +30,15 @@ def test_same_seed_same_data_other_seed_other_data():
     assert [ep.seed for ep in a] == [ep.seed for ep in b] != [ep.seed for ep in c]
     assert sum(len(ep) for ep in a) == 300
     assert a[-1].terminations[-1] or a[-1].truncations[-1]
+
+
+def test_whole_episode_returns_leave_out_the_episode_the_budget_cut():
+    episodes = collect_random_episodes("InvertedPendulum", 300, seed=7)
+    assert len(episodes) > 1 and not episodes[-1].terminations[-1]  # the last one was cut
+    returns = [ep.episode_return for ep in episodes]
+    assert whole_episode_returns(episodes) == returns[:-1]
+    assert whole_episode_returns(episodes, last_cut=False) == returns
+    assert whole_episode_returns(episodes[:1]) == returns[:1]  # a lone episode is kept
 
 
 def test_far_dataset_round_trip_and_reuse(tmp_path):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pnc import compile_cache
+from pnc.io import file_sha256
 from pnc.report import pieces
 from pnc.report.__main__ import main
 
@@ -51,7 +52,7 @@ def test_piece_round_trip(tmp_path, monkeypatch, caplog):
     )
     assert sorted(manifest["files"]) == sorted(FILES)
     first = manifest["files"][FILES[0]]
-    assert first["sha256"] == pieces.sha256(FILES[0]) and first["bytes"] > 0
+    assert first["sha256"] == file_sha256(FILES[0]) and first["bytes"] > 0
 
     store = tmp_path / "store"
     written = pieces.store_piece("results/pieces/Hopper/seed3.json", study, store)

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from pnc.io import file_sha256
 from pnc.mujoco import grid
 from pnc.report import claims, compare, export, pieces, variant
 from pnc.report.__main__ import main
@@ -66,7 +67,7 @@ def _manifest(store: Path, env: str, seed: int, files: list[str]) -> None:
         path = store / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{name}\n")
-        entries[name] = {"sha256": pieces.sha256(path), "bytes": path.stat().st_size}
+        entries[name] = {"sha256": file_sha256(path), "bytes": path.stat().st_size}
     target = store / pieces.MANIFESTS / env / f"seed{seed}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps({"env": env, "seed": seed, "files": entries}))

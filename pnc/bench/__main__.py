@@ -27,21 +27,19 @@ The reusable pieces (:func:`ant_sized_problem`, :func:`timed`, :func:`bench_pnc`
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import os
 import platform
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pnc.bench.command_line import bench_parser, emit
 from pnc.bench.flops import pnc_build_macs, train_macs
 from pnc.bench.method_costs import benchmark_methods
 from pnc.mlp import MLPConfig
@@ -234,18 +232,20 @@ def work_and_rates(build_macs: int, build_s: float, train_macs: int, train_s: fl
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=5000)
-    parser.add_argument("--members", type=int, default=50)
-    parser.add_argument("--cal-rows", type=int, default=50_000)
-    parser.add_argument("--pred-rows", type=int, default=10_000)
-    parser.add_argument("--member-chunk", type=int, default=None)
+    parser = bench_parser(
+        __doc__,
+        out=True,
+        steps=5000,
+        members=50,
+        cal_rows=50_000,
+        pred_rows=10_000,
+        member_chunk=None,
+    )
     parser.add_argument(
         "--no-methods",
         action="store_true",
         help="skip the per-method costs (pnc.bench.method_costs) and pnc_over_deep_ensemble",
     )
-    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     result = {
         "environment": environment(),
@@ -268,12 +268,7 @@ def main(argv: list[str] | None = None) -> dict:
         result["methods"] = costs["methods"]
         result["method_training_runs_s"] = costs["runs"]
         result["pnc_over_deep_ensemble"] = costs["pnc_over_deep_ensemble"]
-    text = json.dumps(result, indent=2, sort_keys=True)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-    return result
+    return emit(result, args.out, sort_keys=True)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,14 @@ prints, per example, wall-clock seconds measured after a compiling call (best of
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
-import json
 import platform
 import sys
 from pathlib import Path
 
 import jax
+
+from pnc.bench.command_line import bench_parser, emit
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NAMES = ("nnx_regression", "linen_cnn", "transformer")
@@ -50,11 +50,9 @@ def run_example(name: str, *, n_members: int, quick: bool = False) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--members", type=int, default=50)
+    parser = bench_parser(__doc__, out=True, members=50)
     parser.add_argument("--quick", action="store_true", help="the examples' small settings")
     parser.add_argument("--only", choices=NAMES, action="append", default=None)
-    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     report = {
         "platform": platform.platform(),
@@ -65,11 +63,7 @@ def main(argv: list[str] | None = None) -> dict:
             for name in (args.only or NAMES)
         },
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
-    return report
+    return emit(report, args.out)
 
 
 if __name__ == "__main__":

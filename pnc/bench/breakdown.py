@@ -40,6 +40,8 @@ from collections import defaultdict  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+from pnc.bench.command_line import emit  # noqa: E402
+
 _COMPILE_EVENTS = (
     "/jax/core/compile/jaxpr_trace_duration",
     "/jax/core/compile/jaxpr_to_mlir_module_duration",
@@ -211,11 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give the stage after --, e.g. -- train_run --threads 1 ...")
     stage = stage_argv[0].removeprefix("pnc.workflow.")
     result = run_stage(stage, stage_argv[1:])
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n")
+    emit(result, args.out)
     return 0
 
 

@@ -39,8 +39,6 @@ Data loading, checkpoint writes and compilation are not counted.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 
@@ -49,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pnc.bench.__main__ import environment
+from pnc.bench.command_line import bench_parser, emit
 from pnc.cifar.model import normalize
 from pnc.cifar.recipe import Recipe, init_state, train_epoch
 from pnc.conv import ConvPnCConfig, ResNetConfig, build_members, resnet
@@ -211,12 +210,9 @@ def projection(train_flops: float, forward_flops: float, gpu_tflops: float) -> d
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train-batch", type=int, default=32)
-    parser.add_argument("--train-steps", type=int, default=2)
-    parser.add_argument("--members", type=int, default=4)
-    parser.add_argument("--images", type=int, default=16)
-    parser.add_argument("--eval-batch", type=int, default=64)
+    parser = bench_parser(
+        __doc__, train_batch=32, train_steps=2, members=4, images=16, eval_batch=64
+    )
     parser.add_argument("--gpu-tflops", type=float, default=20.0)
     args = parser.parse_args(argv)
     config = ResNetConfig()
@@ -239,8 +235,7 @@ def main(argv: list[str] | None = None) -> dict:
             train["images_per_s"], forward["images_per_s"]
         ),  # fmt: skip
     }
-    print(json.dumps(result, indent=2, sort_keys=True))
-    return result
+    return emit(result, sort_keys=True)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from pnc.bench.__main__ import environment
+from pnc.bench.command_line import bench_parser, emit
 from pnc.conv import (
     ConvPnCConfig,
     ResNetConfig,
@@ -134,13 +135,15 @@ def _run_part(args: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cal-images", type=int, default=1024)
-    parser.add_argument("--members-small", type=int, default=1)
-    parser.add_argument("--members-large", type=int, default=4)
-    parser.add_argument("--pred-images", type=int, default=32)
-    parser.add_argument("--pred-members", type=int, default=4)
-    parser.add_argument("--target-members", type=int, default=50)
+    parser = bench_parser(
+        __doc__,
+        cal_images=1024,
+        members_small=1,
+        members_large=4,
+        pred_images=32,
+        pred_members=4,
+        target_members=50,
+    )
     parser.add_argument("--part", nargs="+", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.part:  # a child process: one measurement, one JSON line
@@ -208,8 +211,7 @@ def main(argv: list[str] | None = None) -> dict:
         "full: members x full / measured members",
     }
     result = {"environment": environment(), "build": build, "predict": predict}
-    print(json.dumps(result, indent=2, sort_keys=True))
-    return result
+    return emit(result, sort_keys=True)
 
 
 if __name__ == "__main__":

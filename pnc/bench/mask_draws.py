@@ -9,11 +9,10 @@ the CPU seconds, numbers per CPU second and a SHA-256 of every mask: the two mus
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import time
-from pathlib import Path
+
+from pnc.bench.command_line import bench_parser, emit
 
 
 def measure(draw, rows: int, width: int, repeats: int) -> dict:
@@ -37,11 +36,7 @@ def measure(draw, rows: int, width: int, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=31000)
-    parser.add_argument("--width", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--out", help="also write the JSON here")
+    parser = bench_parser(__doc__, out=True, rows=31000, width=200, repeats=10)
     args = parser.parse_args(argv)
     if min(args.rows, args.width, args.repeats) < 1:
         parser.error("--rows, --width and --repeats must be >= 1")
@@ -56,10 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     result["speedup"] = result["jax"]["cpu_s"] / max(result["unrolled"]["cpu_s"], 1e-9)
     result["same_bits"] = result["jax"]["sha256"] == result["unrolled"]["sha256"]
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(result, args.out)
     return 0 if result["same_bits"] else 1
 
 

@@ -14,8 +14,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import json
 import platform
 import time
 from collections.abc import Mapping, Sequence
@@ -25,6 +23,7 @@ import jax
 import numpy as np
 
 from pnc import methods as registry
+from pnc.bench.command_line import bench_parser, emit
 from pnc.mlp import MLPConfig
 from pnc.training import TrainConfig
 
@@ -167,31 +166,22 @@ def benchmark_methods(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n-train", type=int, default=50_000)
-    parser.add_argument("--n-predict", type=int, default=10_000)
-    parser.add_argument("--in-dim", type=int, default=35)
-    parser.add_argument("--out-dim", type=int, default=27)
-    parser.add_argument("--hidden", type=int, nargs="+", default=[200, 200, 200, 200])
-    parser.add_argument("--steps", type=int, default=5000)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--methods", nargs="+", default=None, choices=registry.METHOD_IDS)
-    parser.add_argument("--warm", action="store_true", help="also time compiled re-runs")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    result = benchmark_methods(
-        n_train=args.n_train,
-        n_predict=args.n_predict,
-        in_dim=args.in_dim,
-        out_dim=args.out_dim,
-        hidden=args.hidden,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        method_ids=args.methods,
-        warm=args.warm,
-        seed=args.seed,
+    parser = bench_parser(
+        __doc__,
+        n_train=50_000,
+        n_predict=10_000,
+        in_dim=35,
+        out_dim=27,
+        steps=5000,
+        batch_size=64,
+        seed=0,
     )
-    print(json.dumps(result, indent=2))
+    parser.add_argument("--hidden", type=int, nargs="+", default=[200, 200, 200, 200])
+    parser.add_argument(
+        "--methods", dest="method_ids", nargs="+", default=None, choices=registry.METHOD_IDS
+    )
+    parser.add_argument("--warm", action="store_true", help="also time compiled re-runs")
+    emit(benchmark_methods(**vars(parser.parse_args(argv))))  # the options are its arguments
 
 
 if __name__ == "__main__":

@@ -183,15 +183,34 @@ def train_digits_cnn(
         upd, opt_state = tx.update(grads, opt_state, params)
         return optax.apply_updates(params, upd), opt_state, loss
 
+    def update(state, idx, epoch, start):
+        k = jax.random.fold_in(drop_key, epoch * len(x) + start)
+        params, opt_state, loss = step(*state, x[idx], y[idx], k)
+        return (params, opt_state), loss
+
+    (params, _), cost = _timed_epochs(
+        update, (params, opt_state), len(x), batch=32, epochs=epochs, order_key=order_key
+    )
+    return {"params": params}, cost
+
+
+def _timed_epochs(update, state, n_rows: int, *, batch: int, epochs: int, order_key: jax.Array):
+    """``epochs`` passes of ``update(state, rows, epoch, start) -> (state, loss)`` over minibatches
+    of ``batch`` rows (``rows = order[start : start + batch]``), each epoch in a new random order
+    drawn by numpy from ``order_key``.
+
+    Returns:
+        ``(state, cost)``: the final state, and the ``epochs`` with the CPU and wall seconds of the
+        whole run (``train_cpu_s``, ``train_wall_s``; the first epoch includes compilation) and
+        per epoch (``epoch_cpu_s``: median of the epochs after the first).
+    """
     rng = np.random.default_rng(np.asarray(jax.random.key_data(order_key)).ravel().tolist())
     cpu, wall = [], []
     for epoch in range(epochs):
         c0, w0 = time.process_time(), time.perf_counter()
-        order = rng.permutation(len(x))
-        for i in range(0, len(x), 32):
-            idx = order[i : i + 32]
-            k = jax.random.fold_in(drop_key, epoch * len(x) + i)
-            params, opt_state, loss = step(params, opt_state, x[idx], y[idx], k)
+        order = rng.permutation(n_rows)
+        for start in range(0, n_rows, batch):
+            state, loss = update(state, order[start : start + batch], epoch, start)
         jax.block_until_ready(loss)
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
@@ -202,7 +221,7 @@ def train_digits_cnn(
         "train_wall_s": float(sum(wall)),
         "epoch_cpu_s": float(np.median(later)),
     }
-    return {"params": params}, cost
+    return state, cost
 
 
 # ----------------------------------------------------------------------------- HalfCheetah
@@ -307,22 +326,11 @@ def train_vit(
         upd, opt_state = tx.update(grads, opt_state)
         return optax.apply_updates(params, upd), opt_state, loss
 
-    rng = np.random.default_rng(np.asarray(jax.random.key_data(order_key)).ravel().tolist())
-    cpu, wall = [], []
-    for _ in range(epochs):
-        c0, w0 = time.process_time(), time.perf_counter()
-        order = rng.permutation(len(x))
-        for i in range(0, len(x), 64):
-            idx = order[i : i + 64]
-            params, opt_state, loss = step(params, opt_state, x[idx], y[idx])
-        jax.block_until_ready(loss)
-        cpu.append(time.process_time() - c0)
-        wall.append(time.perf_counter() - w0)
-    later = cpu[1:] or cpu
-    cost = {
-        "epochs": epochs,
-        "train_cpu_s": float(sum(cpu)),
-        "train_wall_s": float(sum(wall)),
-        "epoch_cpu_s": float(np.median(later)),
-    }
+    def update(state, idx, epoch, start):
+        params, opt_state, loss = step(*state, x[idx], y[idx])
+        return (params, opt_state), loss
+
+    (params, _), cost = _timed_epochs(
+        update, (params, opt_state), len(x), batch=64, epochs=epochs, order_key=order_key
+    )
     return {"params": params}, cost

@@ -32,9 +32,7 @@ the method's start).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import os
 import platform
 import sys
@@ -42,7 +40,6 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +47,7 @@ import numpy as np
 
 import pnc
 from pnc.bench.any_model_costs import load_example
+from pnc.bench.command_line import bench_parser, emit
 from pnc.bench.peer_tasks import (
     DigitsCNN,
     Task,
@@ -640,35 +638,30 @@ def _cheetah_methods(task: Task, s: Settings, trained, key) -> dict:
     # laplax sees the mean divided by the base network's predictive standard deviation (held
     # fixed at the trained weights): its MSE loss then has the GGN of the Gaussian likelihood,
     # J^T diag(1 / var) J, once scaled by sigma_squared = 1/2 (laplax's MSE Hessian is 2).
-    def laplace_ll():
-        head = params["head"]
-        mean_head = {"kernel": head["kernel"][:, :D], "bias": head["bias"][:D]}
-
-        def scale(h):
-            return jnp.sqrt(split_head(h @ head["kernel"] + head["bias"], cfg)[1])
+    def whitened_laplace(method, features, mean_fn, scale, mean_params, **curvature):
+        """laplax on ``mean_fn(h, mean_params) / scale(h)`` with ``h = features(x)``; its samples
+        are scaled back by ``scale(h)`` and mixed with the variance ``scale(h)**2``."""
 
         def model_fn(input, params):
-            return (input @ params["kernel"] + params["bias"]) / scale(input)
+            return mean_fn(input, params) / scale(input)
 
-        feats = jax.jit(lambda x: hidden_activations(params, std_in(x), cfg)[-1])
-        y_white = (y_norm.transform(jnp.asarray(task.train[1]))) / scale(feats(task.train[0]))
+        inputs = features(task.train[0])
+        y_white = y_norm.transform(jnp.asarray(task.train[1])) / scale(inputs)
         make = _laplax_sampler(
             model_fn,
-            mean_head,
-            {"input": feats(task.train[0]), "target": y_white},
+            mean_params,
+            {"input": inputs, "target": y_white},
             loss_fn="mse",
-            curv_type="diagonal",
-            curv_kwargs={},
             sigma_squared=0.5,
             num_samples=s.members,
-            key=keys[2],
+            **curvature,
         )
 
         def make_predict(point):
             samples = make(point["prior_prec"])
 
             def predict(x):
-                h = feats(x)
+                h = features(x)
                 sd = scale(h)
                 return _raw_mixture(
                     samples(h) * sd, jnp.broadcast_to(sd**2, (1, *sd.shape)), y_norm
@@ -676,42 +669,39 @@ def _cheetah_methods(task: Task, s: Settings, trained, key) -> dict:
 
             return predict
 
-        return _select(s.grid("laplace_last_layer_diag"), make_predict, val_nll, describe)
+        return _select(s.grid(method), make_predict, val_nll, describe)
+
+    def laplace_ll():
+        head = params["head"]
+
+        def scale(h):
+            return jnp.sqrt(split_head(h @ head["kernel"] + head["bias"], cfg)[1])
+
+        return whitened_laplace(
+            "laplace_last_layer_diag",
+            jax.jit(lambda x: hidden_activations(params, std_in(x), cfg)[-1]),
+            lambda h, p: h @ p["kernel"] + p["bias"],
+            scale,
+            {"kernel": head["kernel"][:, :D], "bias": head["bias"][:D]},
+            curv_type="diagonal",
+            curv_kwargs={},
+            key=keys[2],
+        )
 
     def laplace_all():
         def scale(x):
             return jnp.sqrt(forward(params, x, cfg)[1])
 
-        def model_fn(input, params):
-            return forward(params, input, cfg)[0] / scale(input)
-
-        xs = std_in(task.train[0])
-        y_white = y_norm.transform(jnp.asarray(task.train[1])) / scale(xs)
-        make = _laplax_sampler(
-            model_fn,
+        return whitened_laplace(
+            "laplace_all_lowrank",
+            std_in,
+            lambda x, p: forward(p, x, cfg)[0],
+            scale,
             params,
-            {"input": xs, "target": y_white},
-            loss_fn="mse",
             curv_type="lanczos",
             curv_kwargs={"rank": s.lanczos_rank, "key": keys[3]},
-            sigma_squared=0.5,
-            num_samples=s.members,
             key=keys[4],
         )
-
-        def make_predict(point):
-            samples = make(point["prior_prec"])
-
-            def predict(x):
-                xs = std_in(x)
-                sd = scale(xs)
-                return _raw_mixture(
-                    samples(xs) * sd, jnp.broadcast_to(sd**2, (1, *sd.shape)), y_norm
-                )
-
-            return predict
-
-        return _select(s.grid("laplace_all_lowrank"), make_predict, val_nll, describe)
 
     def deep_ensemble():
         members = [trained] + [
@@ -813,12 +803,10 @@ def run_task(task: Task, s: Settings, methods: list[str] | None = None, log=None
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, out=True, seed=0)
     parser.add_argument("--quick", action="store_true", help="small data, models and grids")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     parser.add_argument("--methods", nargs="+", default=None, help="a subset, in this order")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     from loguru import logger
 
@@ -847,11 +835,7 @@ def main(argv: list[str] | None = None) -> dict:
         "total_wall_s": time.perf_counter() - w0,
         "tasks": tasks,
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
-    return report
+    return emit(report, args.out)
 
 
 if __name__ == "__main__":

@@ -353,7 +353,6 @@ def save_training_state(path: str | Path, state: TrainingState) -> None:
         "rng_states": state.rng_states,
         "seconds": float(state.seconds),
     }
-    cks = state.checkpoints
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("wb") as f:
         np.savez_compressed(
@@ -362,13 +361,7 @@ def save_training_state(path: str | Path, state: TrainingState) -> None:
             matrix=state.matrix,
             stats_sum=state.stats_sum,
             stats_sum_sq=state.stats_sum_sq,
-            ck_iterations=np.array([c.iteration for c in cks], np.int64),
-            ck_timesteps=np.array([c.timesteps for c in cks], np.int64),
-            ck_returns=np.array([c.eval_return for c in cks], np.float64),
-            ck_stds=np.array([c.eval_std for c in cks], np.float64),
-            ck_matrices=np.stack([c.policy.matrix for c in cks]),
-            ck_obs_means=np.stack([c.policy.obs_mean for c in cks]),
-            ck_obs_stds=np.stack([c.policy.obs_std for c in cks]),
+            **_checkpoint_arrays(state.checkpoints, _STATE_CHECKPOINT_KEYS),
         )
         f.flush()
         os.fsync(f.fileno())
@@ -387,19 +380,7 @@ def load_training_state(path: str | Path) -> TrainingState:
         meta = json.loads(str(z["meta"]))
         if meta.get("format") != STATE_FORMAT:
             raise ValueError(f"{path} has format {meta.get('format')!r}, expected {STATE_FORMAT!r}")
-        checkpoints = [
-            Checkpoint(int(it), int(ts), float(r), LinearPolicy(m, mu, sd), float(e))
-            for it, ts, r, e, m, mu, sd in zip(
-                z["ck_iterations"],
-                z["ck_timesteps"],
-                z["ck_returns"],
-                z["ck_stds"],
-                z["ck_matrices"],
-                z["ck_obs_means"],
-                z["ck_obs_stds"],
-                strict=True,
-            )
-        ]
+        checkpoints = _read_checkpoints(z, _STATE_CHECKPOINT_KEYS)
         return TrainingState(
             settings=meta["settings"],
             iteration=meta["iteration"],
@@ -688,32 +669,68 @@ def save_checkpoints(path: str | Path, checkpoints: Sequence[Checkpoint]) -> Non
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as f:
-        np.savez_compressed(
-            f,
-            iterations=np.array([c.iteration for c in checkpoints], np.int64),
-            timesteps=np.array([c.timesteps for c in checkpoints], np.int64),
-            eval_returns=np.array([c.eval_return for c in checkpoints], np.float64),
-            eval_stds=np.array([c.eval_std for c in checkpoints], np.float64),
-            matrices=np.stack([c.policy.matrix for c in checkpoints]),
-            obs_means=np.stack([c.policy.obs_mean for c in checkpoints]),
-            obs_stds=np.stack([c.policy.obs_std for c in checkpoints]),
-        )
+        np.savez_compressed(f, **_checkpoint_arrays(checkpoints, _CHECKPOINT_KEYS))
 
 
 def load_checkpoints(path: str | Path) -> list[Checkpoint]:
     """Read the checkpoints written by :func:`save_checkpoints` (``eval_std`` 0 where not stored)."""
     with np.load(path, allow_pickle=False) as z:
-        stds = z["eval_stds"] if "eval_stds" in z.files else np.zeros(len(z["iterations"]))
-        return [
-            Checkpoint(int(it), int(ts), float(r), LinearPolicy(m, mu, sd), float(e))
-            for it, ts, r, m, mu, sd, e in zip(
-                z["iterations"],
-                z["timesteps"],
-                z["eval_returns"],
-                z["matrices"],
-                z["obs_means"],
-                z["obs_stds"],
-                stds,
-                strict=True,
-            )
-        ]
+        return _read_checkpoints(z, _CHECKPOINT_KEYS)
+
+
+#: The names of the checkpoint arrays (iterations, timesteps, evaluated returns and their standard
+#: deviations, matrices, observation means and standard deviations) in a checkpoints file
+#: (:func:`save_checkpoints`) and in a training state (:func:`save_training_state`).
+_CHECKPOINT_KEYS = (
+    "iterations",
+    "timesteps",
+    "eval_returns",
+    "eval_stds",
+    "matrices",
+    "obs_means",
+    "obs_stds",
+)
+_STATE_CHECKPOINT_KEYS = (
+    "ck_iterations",
+    "ck_timesteps",
+    "ck_returns",
+    "ck_stds",
+    "ck_matrices",
+    "ck_obs_means",
+    "ck_obs_stds",
+)
+
+
+def _checkpoint_arrays(checkpoints: Sequence[Checkpoint], keys: tuple[str, ...]) -> dict:
+    """The checkpoints as seven arrays (``[K]`` each, then ``[K, act, obs]``, ``[K, obs]`` twice),
+    named by ``keys`` in that order."""
+    arrays = (
+        np.array([c.iteration for c in checkpoints], np.int64),
+        np.array([c.timesteps for c in checkpoints], np.int64),
+        np.array([c.eval_return for c in checkpoints], np.float64),
+        np.array([c.eval_std for c in checkpoints], np.float64),
+        np.stack([c.policy.matrix for c in checkpoints]),
+        np.stack([c.policy.obs_mean for c in checkpoints]),
+        np.stack([c.policy.obs_std for c in checkpoints]),
+    )
+    return dict(zip(keys, arrays, strict=True))
+
+
+def _read_checkpoints(z, keys: tuple[str, ...]) -> list[Checkpoint]:
+    """Inverse of :func:`_checkpoint_arrays` on an open ``.npz`` (``eval_std`` 0 where a file
+    predates the stored standard deviations)."""
+    iterations, timesteps, returns, stds, matrices, obs_means, obs_stds = keys
+    std = z[stds] if stds in z.files else np.zeros(len(z[iterations]))
+    return [
+        Checkpoint(int(it), int(ts), float(r), LinearPolicy(m, mu, sd), float(e))
+        for it, ts, r, e, m, mu, sd in zip(
+            z[iterations],
+            z[timesteps],
+            z[returns],
+            std,
+            z[matrices],
+            z[obs_means],
+            z[obs_stds],
+            strict=True,
+        )
+    ]

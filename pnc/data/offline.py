@@ -35,7 +35,7 @@ from pnc.data.policy import total_action_noise
 from pnc.data.policy_checks import load_checked_policies
 from pnc.data.policy_store import POLICY_DIR
 from pnc.data.rng import numpy_rng
-from pnc.data.rollout import collect_episodes
+from pnc.data.rollout import collect_episodes, whole_episode_returns
 
 __all__ = [
     "make_offline_datasets",
@@ -175,9 +175,7 @@ def make_offline_datasets(
                 action_noise=action_noise,
             )
             n_eps, n_steps = len(episodes), int(sum(len(ep) for ep in episodes))
-            # the last episode may have been cut to the transition budget: leave it out of returns
-            whole = episodes[:-1] if n_transitions is not None and len(episodes) > 1 else episodes
-            complete = [ep.episode_return for ep in whole]
+            complete = whole_episode_returns(episodes, last_cut=n_transitions is not None)
             returns = {
                 "mean": float(np.mean(complete)),
                 "std": float(np.std(complete)),

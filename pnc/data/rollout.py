@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -64,3 +64,13 @@ def collect_episodes(
             )
         )
     return episodes
+
+
+def whole_episode_returns(episodes: Sequence[Episode], *, last_cut: bool = True) -> list[float]:
+    """The returns of the episodes that ran to their end.
+
+    With ``last_cut`` (episodes collected under a transition budget, :func:`collect_episodes`) the
+    last episode, which the budget may have cut short, is left out unless it is the only one.
+    """
+    whole = episodes[:-1] if last_cut and len(episodes) > 1 else episodes
+    return [ep.episode_return for ep in whole]

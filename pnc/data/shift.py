@@ -24,6 +24,7 @@ import numpy as np
 
 from pnc.data.action_noise import action_noise_for
 from pnc.data.envs import LEVEL_SPLIT, env_spec
+from pnc.data.rollout import whole_episode_returns
 
 #: Ridge added to the ID covariance, as a multiple of the mean of its diagonal.
 RIDGE = 1e-4
@@ -73,8 +74,7 @@ def behaviour_shift(
         return np.concatenate([ep.observations[:-1] for ep in episodes])
 
     def returns(episodes) -> float:
-        whole = episodes[:-1] if len(episodes) > 1 else episodes
-        return float(np.mean([ep.episode_return for ep in whole]))
+        return float(np.mean(whole_episode_returns(episodes)))
 
     def timed(fn):
         start = time.perf_counter()

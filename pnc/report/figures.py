@@ -285,6 +285,11 @@ def frontier_points(all_configs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _hollow_markers(ax, x, y, style: dict, **kwargs) -> None:
+    """Open markers in a method's style (:data:`METHOD_STYLE`): its marker, edged in its colour."""
+    ax.scatter(x, y, marker=style["marker"], facecolors="none", edgecolors=style["color"], **kwargs)
+
+
 def _draw_frontier(ax, points: pd.DataFrame, env: str) -> None:
     pts = points[points.env == env]
     for method in st.methods_present(pts):
@@ -303,16 +308,7 @@ def _draw_frontier(ax, points: pd.DataFrame, env: str) -> None:
                 zorder=2,
             )
         other = ~m["selected"].to_numpy()
-        ax.scatter(
-            x[other],
-            y[other],
-            s=28,
-            marker=style["marker"],
-            facecolors="none",
-            edgecolors=style["color"],
-            linewidths=1.1,
-            zorder=3,
-        )
+        _hollow_markers(ax, x[other], y[other], style, s=28, linewidths=1.1, zorder=3)
         chosen = m["selected"].to_numpy()
         ax.scatter(
             x[chosen],
@@ -453,16 +449,8 @@ def metrics_figure(results: pd.DataFrame, env: str, pairs: Sequence[tuple[str, s
                 style = METHOD_STYLE[method]
                 jitter = rng.uniform(-0.3, 0.3, vals.size)
                 if vals.size > 1:
-                    ax.scatter(
-                        i + jitter,
-                        vals,
-                        s=12,
-                        marker=style["marker"],
-                        facecolors="none",
-                        edgecolors=style["color"],
-                        linewidths=0.7,
-                        alpha=0.8,
-                        zorder=2,
+                    _hollow_markers(
+                        ax, i + jitter, vals, style, s=12, linewidths=0.7, alpha=0.8, zorder=2
                     )
                 std = vals.std(ddof=1) if vals.size > 1 else 0.0
                 ax.errorbar(

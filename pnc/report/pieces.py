@@ -24,7 +24,6 @@ Command line::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pnc.compile_cache import cpu_name, host_tag
-from pnc.io import read_process_record, write_json
+from pnc.io import file_sha256, read_process_record, write_json
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +42,6 @@ MANIFESTS = "manifests"
 
 class PieceError(ValueError):
     """A piece whose files are missing, changed, or would overwrite different stored files."""
-
-
-def sha256(path: str | Path) -> str:
-    """SHA-256 hex digest of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -96,7 +86,7 @@ def write_manifest(
         path = Path(name)
         if not path.is_file():
             raise PieceError(f"piece ({env}, seed {seed}): {path} does not exist")
-        entries[_relative(path, root)] = {"sha256": sha256(path), "bytes": path.stat().st_size}
+        entries[_relative(path, root)] = {"sha256": file_sha256(path), "bytes": path.stat().st_size}
     manifest = {
         "env": env,
         "seed": int(seed),
@@ -148,10 +138,10 @@ def process_record_path(benchmark: str | Path) -> Path:
 
 def _copy_checked(src: Path, dst: Path, digest: str | None) -> bool:
     """Copy ``src`` to ``dst``; ``False`` when ``dst`` already holds the same bytes."""
-    if digest is not None and sha256(src) != digest:
+    if digest is not None and file_sha256(src) != digest:
         raise PieceError(f"{src} changed since its manifest was written")
     if dst.exists():
-        if sha256(dst) == sha256(src):
+        if file_sha256(dst) == file_sha256(src):
             return False
         raise PieceError(f"{dst} exists with different content; refusing to overwrite it")
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -241,7 +231,7 @@ def store_piece(manifest_path: str | Path, study_dir: str | Path, store: str | P
         if (
             _is_environment_job(rel)
             and (store / rel).exists()
-            and sha256(store / rel) != sha256(src)
+            and file_sha256(store / rel) != file_sha256(src)
         ):
             # the environment's data job ran again (a new machine or checkout): its first
             # measurement, stored with the environment's first piece, stays the one counted
@@ -346,7 +336,7 @@ def restore_pieces(
             continue
         dst = study / rel
         if dst.exists():
-            if sha256(dst) == sha256(src):
+            if file_sha256(dst) == file_sha256(src):
                 continue
             # a job of this study ran again (the mechanism stage remakes its seed's data and
             # base network): the stored measurement, the one the pieces' costs count, is restored

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from pnc.io import ArtifactError
+from pnc.io import ArtifactError, file_sha256
 from pnc.mujoco.results import (
     CALIBRATIONS,
     SELECTION_METRIC,
@@ -53,7 +53,7 @@ from pnc.mujoco.results import (
     select_candidate,
     validate,
 )
-from pnc.report.pieces import MANIFESTS, PieceError, sha256
+from pnc.report.pieces import MANIFESTS, PieceError
 
 #: Family-wise level of the metric check (Bonferroni over the rows checked).
 ALPHA = 0.05
@@ -152,7 +152,7 @@ def compare_bytes(study: str | Path, store: str | Path, env: str, seed: int) -> 
     for rel in sorted(stored):
         if rel not in rerun:
             out["missing"].append(rel)
-        elif sha256(study / rel) == sha256(store / rel):
+        elif file_sha256(study / rel) == file_sha256(store / rel):
             out["identical"].append(rel)
         else:
             out["different"].append(rel)
