@@ -7,6 +7,7 @@ those the full config files gave before they were cut to overlays, recorded in
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -44,14 +45,20 @@ def effective(files: list[str], defaults: bool = True) -> dict:
     """What the workflow reads from ``files`` (over the defaults unless ``defaults`` is false):
     the config as validated (the schema's defaults filled in), the methods that run, in order,
     and every method's sweep (as workflow/rules/cifar/common.smk derives them)."""
-    from pnc.cifar.grid import expand_sweep
+    from pnc.cifar.grid import evaluated_methods, expand_sweep
 
-    config: dict = {}
-    for path in ([DEFAULTS] if defaults else []) + files:
-        update_config(config, yaml.safe_load((ROOT / path).read_text()))
+    # as Snakemake merges: the --configfile files first, then `configfile:` (the defaults) and
+    # the files once more over them (so the keys come in the overlay's order)
+    given: dict = {}
+    for path in files:
+        update_config(given, yaml.safe_load((ROOT / path).read_text()))
+    config = copy.deepcopy(given)
+    if defaults:
+        update_config(config, yaml.safe_load((ROOT / DEFAULTS).read_text()))
+        update_config(config, given)
     integer_seeds(config)
     validate(config, str(SCHEMA))
-    methods = list(config.get("evaluate") or config["methods"])
+    methods = evaluated_methods(config)  # as workflow/rules/cifar/common.smk
     sweeps = {m: expand_sweep(m, config["methods"][m]).to_json() for m in methods}
     return {"config": _drop_none(config), "methods": methods, "sweeps": sweeps}
 

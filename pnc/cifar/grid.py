@@ -133,6 +133,20 @@ class Sweep:
         return True
 
 
+def evaluated_methods(config: Mapping) -> list[str]:
+    """The methods a study config runs: ``evaluate`` in its order, or every method configured
+    under ``methods`` in the tables' order (the registry's; a merged config's keys come in the
+    order of the overlay, which must not reorder the tables), then any other configured id."""
+    from pnc.cifar.methods import METHOD_IDS
+
+    if config.get("evaluate"):
+        return list(config["evaluate"])
+    configured = config["methods"]
+    return [m for m in METHOD_IDS if m in configured] + [
+        m for m in configured if m not in METHOD_IDS
+    ]
+
+
 def _point_key(point: Mapping[str, Any]) -> str:
     return json.dumps(dict(point), sort_keys=True)
 

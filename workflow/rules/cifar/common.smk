@@ -21,8 +21,16 @@ allocator(config)
 DATA = config["data"]
 ID = DATA.get("id", "cifar10")
 SEEDS = [int(s) for s in config["seeds"]]
-# the methods that run: `evaluate`, or every configured method (config/cifar.yaml's order)
-METHODS = list(config.get("evaluate") or config["methods"])
+
+
+def _methods():
+    from pnc.cifar.grid import evaluated_methods
+
+    return evaluated_methods(config)
+
+
+# the methods that run: `evaluate`, or every configured method in the tables' order
+METHODS = _methods()
 MODEL = config.get("model") or {}
 TRAIN = config.get("train") or {}
 THREADS = {
