@@ -14,6 +14,9 @@
 #   snakemake -s cifar.smk --cores 2 --configfile config/cifar_tiny.yaml    # CI scale, CPU
 #   snakemake -s cifar.smk --profile profiles/slurm                         # SLURM, GPU jobs
 #   snakemake -s cifar.smk --cores 4 cifar_training                         # partial target
+# config/cifar.yaml holds the defaults and is always loaded; a --configfile is deep-merged over it
+# and names only what it changes (config/cifar_tiny.yaml, cifar_smoke.yaml, cifar100.yaml,
+# cifar_authors.yaml).
 #
 # Every job runs `python -m pnc.workflow cifar_STAGE --threads {threads} ...` (see pnc/workflow/commands.py).
 
@@ -22,9 +25,7 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-if not workflow.overwrite_configfiles:
-
-    configfile: "config/cifar.yaml"
+configfile: "config/cifar.yaml"
 
 
 include: "workflow/rules/cifar/common.smk"

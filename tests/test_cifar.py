@@ -443,19 +443,19 @@ def test_coordinate_descent_follows_the_paper_order():
 
     def score(p):
         calls.append(dict(p))
-        # block 1 is best; then sigma 50; bf prefers 0.2 only at sigma 50
+        # block 1 is best; then sigma 50; bootstrap_frac prefers 0.2 only at sigma 50
         return (
             {0: 3.0, 1: 1.0, 2: 2.0}[p["block"]]
             + abs(p["sigma"] - 50) / 100
-            + (-0.5 if (p["sigma"] == 50 and p["bf"] == 0.2) else 0.0)
+            + (-0.5 if (p["sigma"] == 50 and p["bootstrap_frac"] == 0.2) else 0.0)
         )
 
-    point = coordinate_descent({"block": [0, 1, 2], "sigma": [25, 50, 100], "bf": [0.05, 0.2]}, score)  # fmt: skip
-    assert point == {"block": 1, "sigma": 50, "bf": 0.2}
-    # blocks at the first sigma and bf, then sigmas at block 1, then bfs at (1, 50)
-    assert calls[:3] == [{"block": b, "sigma": 25, "bf": 0.05} for b in (0, 1, 2)]
-    assert calls[3:6] == [{"block": 1, "sigma": s, "bf": 0.05} for s in (25, 50, 100)]
-    assert calls[6:] == [{"block": 1, "sigma": 50, "bf": b} for b in (0.05, 0.2)]
+    point = coordinate_descent({"block": [0, 1, 2], "sigma": [25, 50, 100], "bootstrap_frac": [0.05, 0.2]}, score)  # fmt: skip
+    assert point == {"block": 1, "sigma": 50, "bootstrap_frac": 0.2}
+    # blocks at the first sigma and bootstrap_frac, then sigmas at block 1, then fractions at (1, 50)
+    assert calls[:3] == [{"block": b, "sigma": 25, "bootstrap_frac": 0.05} for b in (0, 1, 2)]
+    assert calls[3:6] == [{"block": 1, "sigma": s, "bootstrap_frac": 0.05} for s in (25, 50, 100)]
+    assert calls[6:] == [{"block": 1, "sigma": 50, "bootstrap_frac": b} for b in (0.05, 0.2)]
 
 
 def test_selection_fits_a_temperature_per_configuration_and_keeps_the_lowest_nll():

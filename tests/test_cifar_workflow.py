@@ -23,6 +23,15 @@ RULES = sorted((ROOT / "workflow" / "rules" / "cifar").glob("*.smk"))
 TINY = "config/cifar_tiny.yaml"
 
 
+def _effective(workdir: Path, overlay: str) -> dict:
+    """The config the workflow reads: config/cifar.yaml with ``overlay`` deep-merged over it."""
+    from snakemake.utils import update_config
+
+    config = yaml.safe_load((workdir / "config/cifar.yaml").read_text())
+    update_config(config, yaml.safe_load((workdir / overlay).read_text()))
+    return config
+
+
 def _copy(dest: Path) -> Path:
     return copy_workflow(dest, ("workflow", "config", "envs", "profiles"), ("cifar.smk",))
 
@@ -63,9 +72,29 @@ def test_paper_protocol_dag(workdir):
         "cifar_select": "6", "cifar_posthoc": str(5 * 10), "cifar_tables": "1", "cifar": "1",
     }  # fmt: skip
     assert "MuJoCo" not in proc.stdout and "minari" not in proc.stdout
-    pnc = re.search(r"--method pnc --section '([^']*)'", proc.stdout)
-    grid = json.loads(pnc.group(1))["grid"]
+    # the DAG wrote each method's configurations, keyed by id, for its jobs
+    assert "--sweep results/cifar/sweeps/pnc.json" in proc.stdout
+    pnc = json.loads((workdir / "results/cifar/sweeps/pnc.json").read_text())
+    grid = pnc["section"]["grid"]
     assert len(grid["block"]) == 6 and grid["sigma"] == [25.0, 50.0, 100.0]
+    assert len(pnc["configurations"]) == 6 * 3 * 3
+    assert pnc["configurations"]["pnc-1"] == {"block": [1, 0], "sigma": 25.0, "bootstrap_frac": 0.1}
+
+
+def test_evaluate_names_the_methods_that_run(workdir, tmp_path):
+    """An overlay runs fewer methods than the defaults configure by naming them (a deep merge
+    cannot remove a configured method)."""
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump({"evaluate": ["pnc", "msp"]}))
+    proc = _snakemake(workdir, "-n", "-p", "--configfile", TINY, str(path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = dict(re.findall(r"^(cifar\w*)\s+(\d+)$", proc.stdout, flags=re.M))
+    assert (counts["cifar_validate"], counts["cifar_posthoc"], counts["cifar_train"]) == (
+        "1",
+        "2",
+        "1",
+    )
+    assert "--methods pnc msp " in proc.stdout
 
 
 def test_lint_is_clean(workdir):
@@ -103,6 +132,7 @@ def test_slurm_profile_resolves(workdir):
         ),  # fmt: skip
         ({"methods": {"nope": {}}}, "unknown key(s) nope"),
         ({"train": {"epochs": 2, "warmup_epochs": 3}}, "invalid config: train: warmup_epochs"),
+        ({"evaluate": ["pnc", "nope"]}, "evaluate[1]"),
     ],
 )
 def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named):
@@ -110,8 +140,10 @@ def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named)
     for key, value in change.items():
         if key == "methods":
             config["methods"] = {**config["methods"], **value}
-        else:
+        elif isinstance(value, dict):
             config[key] = {**config.get(key, {}), **value}
+        else:
+            config[key] = value
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(config))
     proc = _snakemake(workdir, "-n", "--configfile", str(path))
@@ -162,7 +194,7 @@ def tiny_run(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_tiny_cifar_workflow_end_to_end(tiny_run):
     workdir = tiny_run
-    config = yaml.safe_load((workdir / TINY).read_text())
+    config = _effective(workdir, TINY)
     table = pd.read_csv(workdir / "results/cifar/tables/table2.csv")
     assert set(table["method"]) == set(config["methods"])
     columns = ["acc", "near_auroc", "near_fpr95", "far_auroc", "far_fpr95"]
@@ -202,6 +234,10 @@ def test_tiny_cifar_workflow_end_to_end(tiny_run):
     marked = chosen["seeds"]["0"]["sweep"]
     assert [{k: v for k, v in r.items() if k != "selected"} for r in marked] == swept["sweep"]
     assert marked == selection["sweep"] and sum(r["selected"] for r in marked) == 1
+    # every record names its configuration by id, a key into the sweep the DAG wrote
+    configurations = json.loads((workdir / "results/cifar/sweeps/pnc.json").read_text())
+    configurations = configurations["configurations"]
+    assert [configurations[r["id"]] for r in marked] == [r["config"] for r in marked]
     again = _snakemake(workdir, "-n", "--configfile", TINY)
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
 
@@ -217,33 +253,35 @@ def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run,
 
     from pnc.cifar import jobs
     from pnc.cifar import methods as registry
+    from pnc.cifar.grid import expand_sweep
 
-    config = yaml.safe_load((tiny_run / TINY).read_text())
+    config = _effective(tiny_run, TINY)
     scores = tmp_path / "scores"
     shutil.copytree(tiny_run / "results/cifar/scores", scores)
     seed_job = dict(
         seed=0,
-        method="tempered",
-        section=TOY_SECTION,
+        sweep=tmp_path / "tempered.json",
         data_dir=tiny_run / "resources/cifar/data",
         runs_dir=tiny_run / "results/cifar/runs/seed0",
         model=config["model"],
         val_size=config["data"]["val_size"],
     )
     registry.register(Tempered())
-    try:  # the three jobs of the tiny run: the sweep, the selection stage, the scores
+    try:  # the workflow's sweep table, then the three jobs: the sweep, the selection, the scores
+        expand_sweep("tempered", TOY_SECTION).write(tmp_path / "tempered.json")
         jobs.validate(**seed_job, out=tmp_path / "validation.json")
         chosen = jobs.select(
-            method="tempered",
-            section=TOY_SECTION,
+            sweep=tmp_path / "tempered.json",
             validation=[tmp_path / "validation.json"],
             out=tmp_path / "selection.json",
         )
         summary = jobs.posthoc(
             **seed_job, out=scores / "seed0/tempered", selection=tmp_path / "selection.json"
         )
-        assert [summary["config"]] == chosen["selected"]["0"]
-        assert summary["config"] in ({"scale": 0.5}, {"scale": 2.0})
+        assert [summary["id"]] == chosen["selected"]["0"]
+        assert {"tempered-0": {"scale": 0.5}, "tempered-1": {"scale": 2.0}}[
+            summary["id"]
+        ] == summary["config"]
         methods = [*config["methods"], "tempered"]
         table = jobs.tables(
             scores_dir=scores,
@@ -290,6 +328,7 @@ def test_schema_lists_exactly_the_methods_of_the_library():
 
     schema = yaml.safe_load((ROOT / "workflow/schemas/cifar.schema.yaml").read_text())
     assert set(schema["properties"]["methods"]["properties"]) == set(METHOD_IDS)
+    assert schema["properties"]["evaluate"]["items"]["enum"] == list(METHOD_IDS)
     data = schema["properties"]["data"]["properties"]
     assert data["id"]["enum"] == list(ID_DATASETS)
     assert data["ood"]["items"]["enum"] == list(dict.fromkeys(n for d in ID_DATASETS.values() for n in d.ood))  # fmt: skip
@@ -303,14 +342,18 @@ def test_cifar100_and_the_authors_reporting_dry_run(workdir):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "--id cifar100" in proc.stdout and "--ood cifar10 tin mnist" in proc.stdout
     assert "resources/cifar/data/cifar100.npz" in proc.stdout
-    proc = _snakemake(workdir, "-n", "-p", "--configfile", "config/cifar.yaml", "config/cifar_authors.yaml")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "--seeds 0 1 2 " in proc.stdout
-    assert """--report '{"fpr95": "authors", "std": "population"}'""" in proc.stdout
+    for files in (
+        ["config/cifar_authors.yaml"],
+        ["config/cifar.yaml", "config/cifar_authors.yaml"],
+    ):
+        proc = _snakemake(workdir, "-n", "-p", "--configfile", *files)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "--seeds 0 1 2 " in proc.stdout
+        assert """--report '{"fpr95": "authors", "std": "population"}'""" in proc.stdout
 
 
 def test_smoke_config_is_full_width_and_paper_sized_pnc(workdir):
-    smoke = yaml.safe_load((workdir / "config/cifar_smoke.yaml").read_text())
+    smoke = _effective(workdir, "config/cifar_smoke.yaml")
     paper = yaml.safe_load((workdir / "config/cifar.yaml").read_text())
     assert smoke["model"] == paper["model"]
     pnc = smoke["methods"]["pnc"]

@@ -63,8 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     one = argparse.ArgumentParser(add_help=False)  # one method on one seed
-    one.add_argument("--method", required=True)
-    one.add_argument("--section", type=_json, default={}, help="the method's config section")
+    one.add_argument(
+        "--sweep", required=True, help="the method's sweep (results/cifar/sweeps/<method>.json)"
+    )
     one.add_argument("--runs", required=True, help="directory of the seed's training runs")
     one.add_argument("--batch-size", type=int, default=500)
 
@@ -72,8 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("select", help="one method's selection from every seed's sweep")
     c.add_argument("validation", nargs="+", help="the sweeps (the validate command's outputs)")
-    c.add_argument("--method", required=True)
-    c.add_argument("--section", type=_json, default={}, help="the method's config section")
+    c.add_argument(
+        "--sweep", required=True, help="the method's sweep (results/cifar/sweeps/<method>.json)"
+    )
     c.add_argument("--out", required=True)
 
     h = sub.add_parser("posthoc", parents=[common, one], help="one method on one seed")
@@ -123,14 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             checkpoint_every=args.checkpoint_every,
         )
     elif args.command == "select":
-        result = jobs.select(
-            method=args.method, section=args.section, validation=args.validation, out=args.out
-        )
+        result = jobs.select(sweep=args.sweep, validation=args.validation, out=args.out)
     elif args.command in ("validate", "posthoc"):
         job = dict(
             seed=args.seed,
-            method=args.method,
-            section=args.section,
+            sweep=args.sweep,
             data_dir=args.data,
             runs_dir=args.runs,
             out=args.out,

@@ -8,11 +8,12 @@
   MC Dropout run), resuming from its per-epoch checkpoint; writes ``run.msgpack`` + ``run.json``
   (with the SHA-256 of ``run.msgpack``; :class:`pnc.cifar.trained.TrainedNetwork`).
 - :func:`validate`: one method on one seed: every configuration it selects from built and scored
-  on the validation split (the sweep).
+  on the validation split (the sweep), each record named by its configuration id.
 - :func:`select`: the selection stage of one method: from every seed's sweep, the configuration
   it chooses.
-- :func:`posthoc`: one method on one seed at the chosen configuration, built again: confidences
-  on the test set and every OOD dataset (``scores.npz``) and ``selection.json``.
+- :func:`posthoc`: one method on one seed at the chosen configuration (read by its id from the
+  method's sweep, :class:`pnc.cifar.grid.Sweep`), built again: confidences on the test set and
+  every OOD dataset (``scores.npz``) and ``selection.json``.
 - :func:`tables`: ``metrics.csv``, Table 2 and the sweep table from every method's outputs.
 """
 
@@ -32,6 +33,7 @@ from pnc.cifar import data as D
 from pnc.cifar import methods as registry
 from pnc.cifar import ood_tables as T
 from pnc.cifar import posthoc as P
+from pnc.cifar.grid import Sweep
 from pnc.cifar.recipe import swag_moments, train, variables_of
 from pnc.cifar.trained import TrainedNetwork, recipe_for
 from pnc.conv.resnet import ResNetConfig
@@ -115,19 +117,22 @@ def train_run(
     return {k: summary[k] for k in ("seed", "run_id", "seconds", "device")}
 
 
-def _seed_context(seed, method, section, data_dir, runs_dir, model, val_size, batch_size):
+def _seed_context(seed, config, method, data_dir, runs_dir, model, val_size, batch_size):
     data = D.load_prepared(data_dir)
-    config = resnet_config(model, data.num_classes)
-    ctx = P.Context.from_prepared(data, config, seed, val_size, batch_size)
-    runs = {r: P.load_run(Path(runs_dir) / r) for r in registry.runs_of(method, section)}
+    network = resnet_config(model, data.num_classes)
+    ctx = P.Context.from_prepared(data, network, seed, val_size, batch_size)
+    runs = {r: P.load_run(Path(runs_dir) / r) for r in registry.get(method).runs_of(config)}
     return ctx, runs
+
+
+def _sweep(sweep: Sweep | str | Path) -> Sweep:
+    return sweep if isinstance(sweep, Sweep) else Sweep.read(sweep)
 
 
 def validate(
     *,
     seed: int,
-    method: str,
-    section: Mapping,
+    sweep: Sweep | str | Path,
     data_dir: str | Path,
     runs_dir: str | Path,
     out: str | Path,
@@ -135,46 +140,49 @@ def validate(
     val_size: int,
     batch_size: int = 500,
 ) -> dict:
-    """Build every configuration ``method`` selects from on ``seed`` and score it on the
-    validation split; write the sweep to ``out`` (JSON: ``method``, ``seed``, ``sweep``,
-    ``seconds``)."""
-    ctx, runs = _seed_context(
-        seed, method, section, data_dir, runs_dir, model, val_size, batch_size
-    )
+    """Build every configuration the method of ``sweep`` (its table, or the file the workflow
+    wrote) selects from on ``seed`` and score it on the validation split; write the sweep to
+    ``out`` (JSON: ``method``, ``seed``, ``sweep``, ``seconds``), each record with the id of its
+    configuration."""
+    table = _sweep(sweep)
+    method, config = table.method, table.config()
+    ctx, runs = _seed_context(seed, config, method, data_dir, runs_dir, model, val_size, batch_size)
     spec = registry.get(method)
     start = time.perf_counter()
-    sweep = spec.validate(spec.config(section), ctx, runs)
-    summary = {"method": method, "seed": seed, "sweep": sweep}
+    records = [{**r, "id": table.id_of(r["config"])} for r in spec.validate(config, ctx, runs)]
+    summary = {"method": method, "seed": seed, "sweep": records}
     summary["seconds"] = time.perf_counter() - start
     write_json(out, P.finite_or_none(summary))
-    return {"method": method, "seed": seed, "configs": len(sweep)}
+    return {"method": method, "seed": seed, "configs": len(records)}
 
 
-def select(
-    *, method: str, section: Mapping, validation: Sequence[str | Path], out: str | Path
-) -> dict:
-    """The selection stage of ``method``: from each seed's sweep (the ``validation`` files of
-    :func:`validate`), the configuration :meth:`~pnc.cifar.posthoc.PosthocMethod.choose` picks;
-    write ``out`` (JSON: ``method`` and, per seed, the sweep with ``selected`` marked)."""
+def select(*, sweep: Sweep | str | Path, validation: Sequence[str | Path], out: str | Path) -> dict:
+    """The selection stage of the method of ``sweep``: from each seed's sweep (the
+    ``validation`` files of :func:`validate`), the configuration
+    :meth:`~pnc.cifar.posthoc.PosthocMethod.choose` picks; write ``out`` (JSON: ``method`` and,
+    per seed, the sweep with ``selected`` marked)."""
+    table = _sweep(sweep)
+    method, config = table.method, table.config()
     spec = registry.get(method)
-    config = spec.config(section)
     seeds = {}
     for path in validation:
         record = read_json(path)
         if record["method"] != method:
             raise ValueError(f"{path} holds the sweep of {record['method']!r}, not {method!r}")
-        sweep = P.mark_selected(record["sweep"], spec.choose(config, record["sweep"]))
-        seeds[str(record["seed"])] = {"sweep": sweep}
+        unknown = [r["id"] for r in record["sweep"] if r["id"] not in table.configurations]
+        if unknown:
+            raise ValueError(f"{path}: configuration(s) {unknown} not in the sweep of {method}")
+        sweep_ = P.mark_selected(record["sweep"], spec.choose(config, record["sweep"]))
+        seeds[str(record["seed"])] = {"sweep": sweep_}
     write_json(out, {"method": method, "seeds": seeds})
-    chosen = {s: [r["config"] for r in v["sweep"] if r["selected"]] for s, v in seeds.items()}
+    chosen = {s: [r["id"] for r in v["sweep"] if r["selected"]] for s, v in seeds.items()}
     return {"method": method, "selected": chosen}
 
 
 def posthoc(
     *,
     seed: int,
-    method: str,
-    section: Mapping,
+    sweep: Sweep | str | Path,
     data_dir: str | Path,
     runs_dir: str | Path,
     out: str | Path,
@@ -183,22 +191,33 @@ def posthoc(
     batch_size: int = 500,
     selection: str | Path | None = None,
 ) -> dict:
-    """Score ``method`` on ``seed`` at the configuration the selection stage chose (its file
-    ``selection``; ``None``: validate and select here too); write ``scores.npz`` and
-    ``selection.json`` (the chosen configuration, its temperature and the sweep)."""
-    ctx, runs = _seed_context(
-        seed, method, section, data_dir, runs_dir, model, val_size, batch_size
-    )
+    """Score the method of ``sweep`` on ``seed`` at the configuration the selection stage chose
+    (its file ``selection``, read by the chosen record's id; ``None``: validate and select here
+    too); write ``scores.npz`` and ``selection.json`` (the chosen configuration, its temperature
+    and the sweep)."""
+    table = _sweep(sweep)
+    method = table.method
     spec = registry.get(method)
-    config = spec.config(section)
-    start = time.perf_counter()
     if selection is None:
+        config = table.config()
+        ctx, runs = _seed_context(
+            seed, config, method, data_dir, runs_dir, model, val_size, batch_size
+        )
+        start = time.perf_counter()
         outputs, record = spec.run(config, ctx, runs)
     else:
         seeds = read_json(selection)["seeds"]
         if str(seed) not in seeds:
             raise ValueError(f"{selection} holds no selection for seed {seed}")
-        outputs, record = spec.score_selected(config, ctx, runs, seeds[str(seed)]["sweep"])
+        marked = seeds[str(seed)]["sweep"]
+        chosen = [r["id"] for r in marked if r["selected"]]
+        # the chosen configuration only (the section narrowed to it); none: no selection
+        config = table.at(chosen[0]) if len(chosen) == 1 else table.config()
+        ctx, runs = _seed_context(
+            seed, config, method, data_dir, runs_dir, model, val_size, batch_size
+        )
+        start = time.perf_counter()
+        outputs, record = spec.score_selected(config, ctx, runs, marked)
     record.update(method=method, seed=seed, seconds=time.perf_counter() - start)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -209,6 +228,7 @@ def posthoc(
     return {
         "method": method,
         "seed": seed,
+        "id": next((r.get("id") for r in record["sweep"] if r["selected"]), None),
         "config": record["config"],
         "seconds": record["seconds"],
     }

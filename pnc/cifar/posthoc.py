@@ -9,8 +9,8 @@ Selection (paper, Appendix D.2): per method, on the 5,000-image ID validation sp
 configuration of an ensemble gets its own temperature ``T`` (:func:`pnc.conv.fit_temperature`,
 golden-section search on ``[1e-2, 1e2]``) and is scored by the validation NLL of its mixture at
 that temperature; the lowest wins. P&C is selected by coordinate descent in the order of the
-paper's table: the block (with ``sigma`` and ``bf`` at the first values of their grids), then
-``sigma`` at the chosen block, then ``bf``. Every tried configuration is kept (the sweep table).
+paper's table: the block (with ``sigma`` and ``bootstrap_frac`` at the first values of their
+grids), then ``sigma`` at the chosen block, then ``bootstrap_frac``. Every tried configuration is kept (the sweep table).
 
 Outputs of a method (``scores.npz``): for the ID test set and every OOD dataset a confidence per
 image ``<set>_conf`` (larger = more ID; an ensemble's is minus the entropy of its

@@ -153,9 +153,9 @@ class PnCDetector(PosthocMethod):
         sweep: list[dict] = []
 
         def nll(p) -> float:
-            point = (p["block"], float(p["sigma"]), float(p["bf"]))
+            point = (p["block"], float(p["sigma"]), float(p["bootstrap_frac"]))
             if point not in tried:
-                name = self._name(p["block"], p["sigma"], p["bf"])
+                name = self._name(p["block"], p["sigma"], p["bootstrap_frac"])
                 rec = validate_candidate(name, build(*point), ctx)
                 log.info(
                     "%s %s: T %.3f val NLL %.4f",
@@ -168,7 +168,7 @@ class PnCDetector(PosthocMethod):
                 tried[point] = rec
             return tried[point]["val_nll"]
 
-        coordinate_descent({"block": blocks, "sigma": sigmas, "bf": fracs}, nll)
+        coordinate_descent({"block": blocks, "sigma": sigmas, "bootstrap_frac": fracs}, nll)
         return sweep
 
     def choose(self, config: PnCSection, sweep: list[dict]) -> int | None:
@@ -180,11 +180,11 @@ class PnCDetector(PosthocMethod):
         grids = {
             "block": [tuple(b) for b in config.values("block")],
             "sigma": config.values("sigma"),
-            "bf": config.values("bootstrap_frac"),
+            "bootstrap_frac": config.values("bootstrap_frac"),
         }
 
         def at(p) -> int:
-            point = (p["block"], float(p["sigma"]), float(p["bf"]))
+            point = (p["block"], float(p["sigma"]), float(p["bootstrap_frac"]))
             if point not in index:
                 raise ValueError(f"{self.id}: the sweep has no configuration {point}")
             return index[point]

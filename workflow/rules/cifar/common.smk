@@ -3,7 +3,9 @@
 # validated by Snakemake, which fills in the defaults (both in ../shared.smk, which the MuJoCo
 # study's common.smk includes too); checks across keys follow (OOD names, P&C blocks against the
 # network, SWAG start epochs against the training epochs, the Deep Ensemble and calibration sizes
-# against the training split). Every error names the key.
+# against the training split). Every error names the key. Each method's sweep is then expanded,
+# once (pnc.cifar.grid.expand_sweep), and written keyed by configuration id to
+# results/cifar/sweeps/<method>.json: every post-hoc job reads its method's configurations there.
 
 import json
 import os
@@ -19,7 +21,16 @@ allocator(config)
 DATA = config["data"]
 ID = DATA.get("id", "cifar10")
 SEEDS = [int(s) for s in config["seeds"]]
-METHODS = list(config["methods"])
+
+
+def _methods():
+    from pnc.cifar.grid import evaluated_methods
+
+    return evaluated_methods(config)
+
+
+# the methods that run: `evaluate`, or every configured method in the tables' order
+METHODS = _methods()
 MODEL = config.get("model") or {}
 TRAIN = config.get("train") or {}
 THREADS = {
@@ -39,6 +50,12 @@ def _check_across_keys():
     from pnc.cifar.posthoc import SectionContext
     from pnc.cifar.recipe import Recipe
 
+    missing = [m for m in METHODS if m not in config["methods"]]
+    if missing:
+        raise WorkflowError(
+            f"invalid config: evaluate {missing}: not configured under methods"
+            f" (configured: {', '.join(config['methods'])})"
+        )
     known = ID_DATASETS[ID].ood
     unknown = [n for n in DATA["ood"] if n not in known]
     if unknown:
@@ -71,6 +88,24 @@ def _check_across_keys():
 _check_across_keys()
 
 SECTIONS = {m: dict(config["methods"][m] or {}) for m in METHODS}
+
+
+def sweep_path(method):
+    return f"results/cifar/sweeps/{method}.json"
+
+
+def _write_sweeps():
+    """Each method's configurations, expanded here once and written keyed by id (a file that
+    holds them already is kept as it is, so no job reruns)."""
+    from pnc.cifar.grid import expand_sweep
+
+    sweeps = {m: expand_sweep(m, SECTIONS[m]) for m in METHODS}
+    for method, sweep in sweeps.items():
+        sweep.write(sweep_path(method))
+    return sweeps
+
+
+SWEEPS = _write_sweeps()
 
 
 def _runs():
@@ -148,10 +183,6 @@ TABLE_FILES = (
 
 def table_targets():
     return [f"results/cifar/tables/{name}" for name in TABLE_FILES]
-
-
-def section_json(method):
-    return json.dumps(SECTIONS[method], sort_keys=True)
 
 
 def json_text(obj):

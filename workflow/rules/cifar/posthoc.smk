@@ -1,9 +1,11 @@
 # Post-hoc per (seed, method), in two jobs around the selection stage (select.smk): the sweep
 # (every configuration the method selects from, built on the training split and scored on the ID
-# validation split: its temperature and NLL; P&C's by coordinate descent), then the scores (the
-# configuration the selection stage chose, built again: confidences on the test set and every OOD
-# dataset). No OOD data enters any choice. A method without selection (the single-model scores)
-# has no sweep: its scores job is its only one.
+# validation split: its temperature and NLL; P&C's by coordinate descent; each record named by its
+# configuration id), then the scores (the configuration the selection stage chose, read by its id
+# and built again: confidences on the test set and every OOD dataset). Both read the method's
+# configurations from results/cifar/sweeps/<method>.json (common.smk). No OOD data enters any
+# choice. A method without selection (the single-model scores) has no sweep: its scores job is its
+# only one.
 
 
 rule cifar_validate:
@@ -15,13 +17,13 @@ rule cifar_validate:
         npz=f"{PREPARED}/{ID}.npz",
         ood=f"{PREPARED}/ood.npz",
         runs=runs_for,
+        sweep=sweep_path("{method}"),
     output:
         json=validation_path("{seed}", "{method}"),
     params:
         runs=lambda wildcards, input: os.path.dirname(os.path.dirname(input.runs[0])),
         data=lambda wildcards, input: os.path.dirname(input.npz),
         model=json_text(MODEL),
-        section=lambda wildcards: section_json(wildcards.method),
         val=DATA["val_size"],
         batch=config.get("eval_batch_size", 500),
     log:
@@ -37,7 +39,7 @@ rule cifar_validate:
         "../../../envs/pnc.yaml"
     shell:
         "python -m pnc.workflow cifar_validate --threads {threads} --seed {wildcards.seed}"
-        " --method {wildcards.method} --section {params.section:q} --data {params.data:q}"
+        " --sweep {input.sweep:q} --data {params.data:q}"
         " --runs {params.runs:q} --out {output.json:q} --model {params.model:q}"
         " --val-size {params.val} --batch-size {params.batch} > {log:q} 2>&1"
 
@@ -49,6 +51,7 @@ rule cifar_posthoc:
         npz=f"{PREPARED}/{ID}.npz",
         ood=f"{PREPARED}/ood.npz",
         runs=runs_for,
+        sweep=sweep_path("{method}"),
         selection=selection_of,
     output:
         scores="results/cifar/scores/seed{seed}/{method}/scores.npz",
@@ -58,7 +61,6 @@ rule cifar_posthoc:
         runs=lambda wildcards, input: os.path.dirname(os.path.dirname(input.runs[0])),
         data=lambda wildcards, input: os.path.dirname(input.npz),
         model=json_text(MODEL),
-        section=lambda wildcards: section_json(wildcards.method),
         val=DATA["val_size"],
         batch=config.get("eval_batch_size", 500),
         selection=lambda wildcards, input: " ".join(f"--selection {f}" for f in input.selection),
@@ -75,7 +77,7 @@ rule cifar_posthoc:
         "../../../envs/pnc.yaml"
     shell:
         "python -m pnc.workflow cifar_posthoc --threads {threads} --seed {wildcards.seed}"
-        " --method {wildcards.method} --section {params.section:q} --data {params.data:q}"
+        " --sweep {input.sweep:q} --data {params.data:q}"
         " --runs {params.runs:q} --out {params.out:q} --model {params.model:q}"
         " --val-size {params.val} --batch-size {params.batch} {params.selection}"
         " > {log:q} 2>&1"
