@@ -1207,7 +1207,7 @@ def test_killed_run_resumes_after_unlock(tiny_run, tmp_path):
     finishes with the uninterrupted run's results (docs/workflow.md, "After a crash, a kill or a
     power loss")."""
     workdir = _copy_workflow(tmp_path / "killed")
-    _kill_after_first(workdir, RESUMED_TARGET, "evaluate", tmp_path / "killed.log")
+    _kill_after_first(workdir, RESUMED_TARGET, "train", tmp_path / "killed.log")
     assert not (workdir / "results" / "results.csv").exists()
     assert any((workdir / ".snakemake" / "locks").iterdir()), "the killed run left its lock"
     args = (RESUMED_TARGET, "--cores", "2", "--configfile", ".test/config.yaml")
