@@ -196,3 +196,52 @@ def test_the_readme_says_what_the_settings_move():
     text = _readme_text()
     missing = [p for p in moves_phrases() if p not in text]
     assert missing == [], f"the README should say: {missing}"
+
+
+def _beats(frame, method: str = "subspace", other: str = "pnc") -> tuple[int, int]:
+    """In how many environments ``method``'s ID RMSE seed mean is below ``other``'s, of how many."""
+    rows = frame[(frame.split == "id") & (frame.metric == "rmse")]
+    means = rows.groupby(["env", "method"])["value"].mean().unstack()
+    return int((means[method] < means[other]).sum()), len(means)
+
+
+def test_the_readme_says_why_subspaces_rank_moves():
+    """Subspace's rows are the reference's in this folder too, so its ID RMSE rank moves with
+    P&C's: the README's counts are the two folders' seed means, and the generated comparison says
+    the same."""
+    ours, variant = load(OFFLINE / "results.csv"), load(FOLDER / "results.csv")
+
+    def rows(frame):
+        sub = frame[frame.method == "subspace"]
+        return sub.sort_values(list(sub.columns)).reset_index(drop=True)
+
+    assert rows(ours).equals(rows(variant)), "Subspace's rows are the same in both folders"
+    (k, n), (j, _) = _beats(variant), _beats(ours)
+    assert k > j  # P&C's ID RMSE moved, not Subspace's
+    expected = (
+        "Subspace's rows are identical in both folders (its pieces are the reference's, reused), "
+        "so its rank moves only because P&C's ID RMSE gets worse: Subspace's ID RMSE seed mean "
+        f"beats P&C's in {k} of {n} environments with the authors' settings and in {j} of {n} in "
+        "ours."
+    )
+    assert expected in _readme_text()
+    comparison = (OFFLINE / compare.COMPARISON_FILE).read_text()
+    assert (
+        f"Subspace's ID RMSE seed mean beats P&C's in {k} of {n} environments with the authors' "
+        f"settings and in {j} of {n} in ours." in comparison
+    )
+
+
+def test_the_readme_and_the_comparison_list_the_calibration_pool_caveat():
+    """The variant's P&C draws its calibration rows from the ID pool, validation rows included:
+    both pages say that those rows then select its configuration."""
+    assert CONFIG["methods"]["pnc"]["calibration_pool"] == "id_pool"
+    assert (
+        "its P&C calibrates on the validation rows that then select its configuration** "
+        "(`calibration_pool: id_pool`)" in _readme_text()
+    )
+    comparison = " ".join((OFFLINE / compare.COMPARISON_FILE).read_text().split())
+    assert compare.calibration_caveat(FOLDER) in comparison
+    assert "Caveat: the variant's P&C draws its calibration rows from the whole ID pool" in (
+        comparison
+    )

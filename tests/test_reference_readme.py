@@ -94,6 +94,25 @@ def _claims() -> dict[str, claims.Claim]:
 
 
 @cache
+def _piece_validation_nll() -> pd.DataFrame:
+    """Every (env, method, configuration, seed) of the pieces' metric tables with its validation
+    NLL in both calibration variants (columns ``raw`` and ``vcal``)."""
+    paths = sorted((FOLDER / "pieces" / "results" / "metrics").glob("*/seed*/*/*.csv"))
+    frames = []
+    for path in paths:
+        table = pd.read_csv(path, usecols=["env", "method", "config", "calibration", "seed",
+                                           "split", "metric", "value"])  # fmt: skip
+        frames.append(table[(table.split == "val") & (table.metric == "nll")])
+    val = pd.concat(frames, ignore_index=True)
+    wide = val.pivot_table(
+        index=["env", "method", "config", "seed"], columns="calibration", values="value",
+        aggfunc="first",
+    )  # fmt: skip
+    assert not wide[["raw", "vcal"]].isna().any().any(), "every row has both variants"
+    return wide
+
+
+@cache
 def _mechanism() -> pd.DataFrame:
     return pd.read_csv(FOLDER / "tables" / "mechanism.csv")
 
@@ -200,7 +219,34 @@ def _phrases() -> list[str]:
     rows = _claims()
     c3a = [c for c, _ in claims.MECHANISM_CLAIMS][0]
     slope = [c for c, _ in claims.MECHANISM_CLAIMS][3]
-    out.append(f"3A holds partly ({rows[c3a].verdict.split(': ')[1].split(' (')[0]})")
+    on_means = re.search(r"on the seed means (\d+ of \d+)", rows[c3a].rule).group(1)
+    out.append(
+        f"3A holds partly ({rows[c3a].verdict.split(': ')[1].split(' (')[0]} on every seed; "
+        f"{on_means} on the seed means)"
+    )
+    # each verdict's count per environment (the claims' rule lines: P&C's wins)
+    draws, mixture = _columns()["ours, draws"], _columns()["ours, mixture"]
+    wins = {m: (draws[f"far/{m}"]["pnc"].wins, mixture[f"far/{m}"]["pnc"].wins) for m in
+            ("nll", "auroc", "spearman")}  # fmt: skip
+    assert wins["nll"][0] == wins["nll"][1] and wins["spearman"][0] == wins["spearman"][1]
+    out.append(
+        f"P&C's best mean rank on Far NLL holds while P&C is best in {wins['nll'][0]} of {n_envs} "
+        f"environments, on Far AUROC in {wins['auroc'][0]} of {n_envs} ({wins['auroc'][1]} of "
+        f"{n_envs} with the mixture), on Far Spearman in {wins['spearman'][0]} of {n_envs}"
+    )
+    assert (
+        f"P&C best in {wins['nll'][0]} of {n_envs} environments (draws)"
+        in rows[[c for c, _ in claims.RANKING_CLAIMS][2]].rule
+    )
+    # the vcal caveat: the (configuration, seed) rows of the pieces where vcal's validation NLL is
+    # at most raw's
+    val = _piece_validation_nll()
+    above = val[val["vcal"] > val["raw"]]
+    out.append(
+        f"so `vcal`'s validation NLL is at most `raw`'s in {len(val) - len(above):,} of the "
+        f"pieces' {len(val):,} (configuration, seed) rows, the other {len(above)} above it by at "
+        f"most {(above['vcal'] - above['raw']).max():.3f}"
+    )
     out.append(f"slope near 1 partly ({rows[slope].verdict.split(': ')[1].split(' (')[0]})")
     thm3 = [c for c, _ in claims.MECHANISM_CLAIMS][5]
     out.append(f"Theorem 3 partly ({rows[thm3].verdict.split(': ')[1].split(' (')[0]})")
@@ -292,11 +338,17 @@ def _phrases() -> list[str]:
     measured = " ".join(c.measured for c in rows.values())
     for phrase in (
         "+14.3 / +20.9 / +33.3",
-        "on 110 of 110 (environment, seed) pairs (0.583 to 0.984)",
+        "on 110 of 110 (environment, seed) pairs (0.583 to 0.984 per (environment, seed) pair)",
         "t 9.46 to 68.0",
         "on 76 of 110 (environment, seed) pairs",
-        "(1.79 Reacher to 51.5 Swimmer); w/o correction 0.509 to 1.31",
-        "on 109 of 110 (environment, seed) pairs (0.982 to 1.32)",
+        "(environment means 1.79 Reacher to 51.5 Swimmer, per (environment, seed) pair 1.37 to "
+        "64.7); w/o correction environment means 0.509 to 1.31, per (environment, seed) pair "
+        "0.380 to 1.51, above 1 in 50 of 110 pairs",
+        "on 109 of 110 (environment, seed) pairs (0.982 to 1.32 per (environment, seed) pair)",
+        "negative at every σ in 1 of 11 (Humanoid), on 44 of 110 (environment, seed) pairs "
+        "(seeds passing: HalfCheetah 9 of 10,",
+        "InvertedDoublePendulum 7 of 10, InvertedPendulum 9 of 10,",
+        "on the seed means (the mechanism table's reading): negative at every σ in 4 of 11",
         "Ant (mean 0.408, 0 of 10 seeds inside)",
         "HumanoidStandup (mean 1.73, 0 of 10 seeds inside)",
         "HalfCheetah (mean 1.14, 7 of 10 seeds inside)",
@@ -320,6 +372,38 @@ def _phrases() -> list[str]:
     assert (thm3.estimate < 1).sum() == 1
     seed0_inside = int(inside[slope.seed == 0].sum())
     seed0_thm3 = int((thm3[thm3.seed == 0].estimate > 1).sum())
+    # 3A on every seed: the per-seed rows the claims add from the pieces
+    with_seeds = claims.mechanism_of_folder(FOLDER)
+    c3a_rows = with_seeds[(with_seeds.evidence == claims.EVIDENCE_3A) & with_seeds.seed.notna()]
+    passing = (c3a_rows.estimate < 0).groupby([c3a_rows.env, c3a_rows.seed]).all()
+    per_env = passing.groupby(level=0).agg(["sum", "size"])
+    every = per_env.index[per_env["sum"] == per_env["size"]].tolist()
+    mean_rows = mech[(mech.evidence == claims.EVIDENCE_3A) & mech.seed.isna()]
+    on_means = (mean_rows.estimate < 0).groupby(mean_rows.env).all()
+    nearly = per_env[on_means.reindex(per_env.index) & (per_env["sum"] < per_env["size"])]
+    assert every == ["Humanoid"] and sorted(nearly["sum"]) == [7, 9, 9]
+    out.append(
+        f"holds partly: on every seed in {len(every)} of {len(per_env)} environments "
+        f"({every[0]}; on {int(passing.sum())} of {len(passing)} (environment, seed) pairs, and "
+        f"on {per_env.loc['HalfCheetah', 'sum']} of 10 seeds in HalfCheetah and InvertedPendulum, "
+        f"{per_env.loc['InvertedDoublePendulum', 'sum']} of 10 in InvertedDoublePendulum), on the "
+        f"seed means in {int(on_means.sum())} of {len(on_means)}"
+    )
+    assert per_env.loc["InvertedPendulum", "sum"] == per_env.loc["HalfCheetah", "sum"]
+    # 1B/C over the environments' seed means and over the pairs
+    ratio = seeded[seeded.evidence == claims.EVIDENCE_1BC]
+    nocorr = mech[mech.seed.notna() & (mech.method == "pnc_nocorr")]
+    nocorr = nocorr[nocorr.evidence == claims.EVIDENCE_1BC]
+    env_mean = ratio.groupby("env").estimate.mean()
+    nc_mean = nocorr.groupby("env").estimate.mean()
+    out.append(
+        f"3B holds on all 110 pairs (t 9.46 to 68.0 per pair), 1B/C too (environment means "
+        f"{env_mean.min():.2f} {env_mean.idxmin()} to {env_mean.max():.1f} {env_mean.idxmax()}, "
+        f"per pair {ratio.estimate.min():.2f} to {ratio.estimate.max():.1f}; without the "
+        f"correction environment means {nc_mean.min():.3f} to {nc_mean.max():.2f}, per pair "
+        f"{nocorr.estimate.min():.3f} to {nocorr.estimate.max():.2f}, above 1 in "
+        f"{(nocorr.estimate > 1).sum()} of {len(nocorr)} pairs)"
+    )
     out += [
         "+14.3 / +20.9 / +33.3 at sigma 8 / 16 / 32; also in Reacher",
         "holds on all 110 (environment, seed) pairs (0.583 to 0.984)",
@@ -327,8 +411,6 @@ def _phrases() -> list[str]:
         "Ant (mean 0.408) and HumanoidStandup (mean 1.73) are outside on every seed",
         "HalfCheetah has 7 of 10 seeds inside, Humanoid 8, InvertedDoublePendulum 5, "
         "InvertedPendulum 9 and Swimmer 7",
-        "3B holds on all 110 pairs (t 9.46 to 68.0), 1B/C too (1.79 Reacher to 51.5 Swimmer; "
-        "without the correction 0.509 to 1.31)",
         f"above 1 on {(thm3.estimate > 1).sum()} of {len(thm3)} pairs (0.982 to 1.32): on "
         f"{low.env}'s seed {low.seed:.0f} it is {low.estimate:.3f}",
         f"puts the slope inside the band in {seed0_inside} of 11 environments and Theorem 3 above 1 "

@@ -331,7 +331,9 @@ def test_3b_3c_1bc_and_theorem_3_judge_each_environment():
     assert "(not Swimmer); t 1.50 to 20.0" in _judge(frame, C3B).measured
     assert _judge(frame, C3C).verdict == claims.HOLDS  # the two parts of 3C are judged apart
     assert _judge(frame, C3C_SLOPE).verdict == "partly: 2 of 3 (not Ant)"
-    assert _judge(frame, C3C_SLOPE).measured.endswith("slope 0.470 to 1.00, outside in Ant (0.470)")
+    assert _judge(frame, C3C_SLOPE).measured.endswith(
+        "slope 0.470 to 1.00 per environment, outside in Ant (0.470)"
+    )
     assert _judge(frame, C1BC).verdict == claims.DOES_NOT_HOLD
     assert _judge(frame, THM3).verdict == "partly: 2 of 3 (not Hopper)"
     _set(frame, claims.EVIDENCE_3C_PROBE, "Hopper", "spearman", -0.1)
@@ -421,7 +423,8 @@ def test_slope_outside_the_band_on_one_seed_is_named_with_a_mean_inside_it():
     row = _judge(frame, C3C_SLOPE)
     assert row.verdict == "partly: 2 of 3 (not Hopper)"
     assert row.measured.endswith(
-        "slope 1.00 to 1.30, outside on some seed in Hopper (mean 1.10, 2 of 3 seeds inside)"
+        "slope 1.00 to 1.30 per (environment, seed) pair, outside on some seed in Hopper (mean 1.10, "
+        "2 of 3 seeds inside)"
     )
 
 
@@ -477,11 +480,11 @@ def test_the_mechanism_table_is_read_from_the_folder_when_present(tmp_path):
 
 
 def test_the_claims_render_as_a_pipe_table():
-    rows = [claims.Claim("a | b", "1.00", claims.HOLDS)]
+    rows = [claims.Claim("a | b", "1.00", claims.HOLDS, "above 1; 3 of 3 environments")]
     assert claims.claims_markdown(rows).splitlines() == [
-        "| Claim | Measured | Verdict |",
-        "|---|---|---|",
-        r"| a \| b | 1.00 | holds |",
+        "| Claim | Measured | Rule, per environment | Verdict |",
+        "|---|---|---|---|",
+        r"| a \| b | 1.00 | above 1; 3 of 3 environments | holds |",
     ]
 
 
@@ -491,8 +494,23 @@ def test_the_reference_folder_holds_far_auroc_with_11_of_11_wins():
     assert auroc.verdict == claims.HOLDS
     assert auroc.measured.startswith("draws: mean rank 1.00, 11 of 11 wins, significant against 5")
     assert "; mixture: mean rank 1.09, 10 of 11 wins" in auroc.measured
-    assert rows[C3A].verdict == (
-        "partly: 4 of 11 (HalfCheetah, Humanoid, InvertedDoublePendulum, InvertedPendulum)"
+    # 3A on every seed (from the pieces), its reading on the seed means beside it
+    assert rows[C3A].verdict == "partly: 1 of 11 (Humanoid)"
+    assert rows[C3A].measured.startswith(
+        "negative at every σ in 1 of 11 (Humanoid), on 44 of 110 (environment, seed) pairs"
+    )
+    assert (
+        "; on the seed means (the mechanism table's reading): negative at every σ in 4 of 11 "
+        "(HalfCheetah, Humanoid, InvertedDoublePendulum, InvertedPendulum)"
+    ) in rows[C3A].measured
+    assert rows[C3A].measured.endswith("at σ = 8 / 16 / 32 (means over the seeds)")
+    assert rows[C3A].rule == (
+        "an environment holds when negative at every σ on every seed; 1 of 11 environments "
+        "(Humanoid); on the seed means 4 of 11 (HalfCheetah, Humanoid, InvertedDoublePendulum, "
+        "InvertedPendulum)"
+    )
+    assert rows[FAR_NLL].rule.endswith(
+        "P&C best in 10 of 11 environments (draws), 10 of 11 environments (mixture)"
     )
     assert rows[C3C].verdict == claims.HOLDS
     # judged on every (environment, seed) pair of the 10 seeds: an environment holds the slope when
@@ -507,3 +525,198 @@ def test_the_reference_folder_holds_far_auroc_with_11_of_11_wins():
     text = (REFERENCE / compare.COMPARISON_FILE).read_text()
     assert "\n## The paper's claims, measured\n" in text
     assert text.rstrip("\n").endswith(claims.claims_markdown(list(rows.values())).rstrip("\n"))
+
+
+# --------------------------------------------------------------------------------------------
+# Each verdict flips with one seed of one environment
+# --------------------------------------------------------------------------------------------
+
+
+def _two_seeds(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (seed 0) with a seed 1 of the same values: every seed mean is unchanged."""
+    return pd.concat([frame, frame.assign(seed=1)], ignore_index=True)
+
+
+def _edit_seed(frame: pd.DataFrame, env: str, method: str, split: str, metric: str,
+               value: float, seed: int = 1) -> pd.DataFrame:  # fmt: skip
+    frame = frame.copy()
+    at = (frame.env == env) & (frame.method == method) & (frame.seed == seed)
+    at &= (frame.split == split) & (frame.metric == metric)
+    assert at.sum() == 1
+    frame.loc[at, "value"] = value
+    return frame
+
+
+def _worse(metric: str, by: float) -> float:
+    """A value ``by`` worse than the baseline level of :func:`_ordered` on ``metric``."""
+    return 10.0 - by if METRIC_INFO[metric].higher_is_better else 10.0 + by
+
+
+@pytest.mark.parametrize("metric", ["nll", "auroc", "spearman"])
+def test_a_far_rank_verdict_flips_with_one_seed_of_one_environment(metric):
+    claim = {"nll": FAR_NLL, "auroc": FAR_AUROC, "spearman": FAR_SPEARMAN}[metric]
+    edge = _two_seeds(_swap(_ordered(), ENVS[6:], "far", metric))  # P&C first in 6, DE in 5
+    row = _verdicts(edge)[claim]
+    assert row.verdict == claims.HOLDS
+    assert row.rule.endswith(
+        "(a tie counts), in each reading; P&C best in 6 of 11 environments (draws)"
+    )
+    # seed 1 of E0: P&C's value so bad that its mean falls behind the Deep Ensemble's there
+    broken = _verdicts(_edit_seed(edge, "E0", "pnc", "far", metric, _worse(metric, 4.0)))
+    assert broken[claim].verdict == claims.DOES_NOT_HOLD
+    assert broken[claim].rule.endswith("P&C best in 5 of 11 environments (draws)")
+    assert broken[STRONGER].verdict == claims.DOES_NOT_HOLD
+
+
+def test_the_id_rmse_verdicts_flip_with_one_seed_of_one_environment():
+    edge = _two_seeds(_swap(_ordered(), ENVS[6:], "id", "rmse"))  # P&C 6 wins, DE 5
+    assert _verdicts(edge)[ID_WINS].verdict == claims.HOLDS
+    broken = _verdicts(_edit_seed(edge, "E0", "pnc", "id", "rmse", _worse("rmse", 4.0)))
+    assert broken[ID_WINS].verdict == claims.DOES_NOT_HOLD
+    assert broken[ID_WINS].rule == (
+        "no method with more ID RMSE wins than P&C (a tie counts), in each reading; "
+        "P&C best in 5 of 11 environments (draws)"
+    )
+    # competitiveness: the Deep Ensemble better in 10 environments, P&C in E0 by the largest
+    # margin (p = 0.054, as in the test above); one seed of E0 takes that margin away
+    edge = _swap(_ordered(), ENVS[1:], "id", "rmse")
+    at = (edge.env == "E0") & (edge.method == "deep_ensemble") & (edge.split == "id")
+    edge.loc[at & (edge.metric == "rmse"), "value"] = 10.0 + 50.0
+    edge = _two_seeds(edge)
+    assert _verdicts(edge)[ID_COMPETITIVE].verdict == claims.HOLDS
+    broken = _verdicts(_edit_seed(edge, "E0", "deep_ensemble", "id", "rmse", 10.0 - 150.0))
+    assert broken[ID_COMPETITIVE].verdict == claims.DOES_NOT_HOLD
+    assert "Deep Ensemble significantly better" in broken[ID_COMPETITIVE].measured
+
+
+def test_the_rule_lines_of_the_mechanism_claims_count_environments_on_every_seed():
+    frame = _seeded()
+    row = _judge(frame, C3B)
+    assert (
+        row.rule
+        == "an environment holds when slope > 0 with t > 2 on every seed; 3 of 3 environments"
+    )
+    edited = frame.copy()
+    mask = (edited.evidence == claims.EVIDENCE_THM3) & (edited.env == "Ant") & (edited.seed == 0)
+    edited.loc[mask, "estimate"] = 0.99
+    assert _judge(edited, THM3).rule == (
+        "an environment holds when above 1 on every seed; 2 of 3 environments (not Ant)"
+    )
+    # one seed: no seed is named, the ranges are over the environments
+    row = _judge(_mechanism(), C1BC)
+    assert row.rule == "an environment holds when P&C above 1; 3 of 3 environments"
+    assert row.measured.endswith("(5.00 Ant to 5.00 Ant); w/o correction 1.00 to 1.00")
+
+
+def test_1bc_ranges_say_what_they_range_over():
+    frame = _seeded(seeds=(0, 1))
+    ratio = (frame.evidence == claims.EVIDENCE_1BC) & (frame.env == "Hopper")
+    frame.loc[ratio & (frame.method == "pnc") & (frame.seed == 0), "estimate"] = 9.0  # mean 7
+    frame.loc[ratio & (frame.method == "pnc_nocorr") & (frame.seed == 1), "estimate"] = 0.5
+    assert _judge(frame, C1BC).measured.endswith(
+        "(environment means 5.00 Ant to 7.00 Hopper, per (environment, seed) pair 5.00 to 9.00); "
+        "w/o correction environment means 0.750 to 1.00, per (environment, seed) pair 0.500 to "
+        "1.00, above 1 in 0 of 6 pairs"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# 3A per seed, from a folder's pieces
+# --------------------------------------------------------------------------------------------
+
+PNC_3A = {8.0: (3.0, 1.0), 16.0: (2.0, 1.0)}  # sigma -> (P&C w/o Corr, P&C) Far NLL per seed
+
+
+def _pieces_folder(folder: Path, seeds=(0, 1, 2), envs=("Ant", "Hopper", "Swimmer")) -> Path:
+    """A reference folder whose mechanism table holds rows per seed (:func:`_seeded`, its 3A rows
+    the seed means of the pieces) and whose pieces hold P&C's and P&C w/o Corr's metric tables:
+    two configurations per sigma, the first chosen on validation NLL; on every seed the
+    correction lowers Far NLL at every sigma."""
+    rows = []
+    for env in envs:
+        for seed in seeds:
+            for method in ("pnc", "pnc_nocorr"):
+                for sigma, far in PNC_3A.items():
+                    for j, (val, offset) in enumerate([(-1.0, 0.0), (5.0, 100.0)]):
+                        config = f"sigma={sigma:g},bootstrap_frac={0.1 * (j + 1):g}"
+                        nll = far[method == "pnc"] + offset
+                        for split, metric, value in [("val", "nll", val), ("id", "rmse", 1.0),
+                                                     ("far", "nll", nll)]:  # fmt: skip
+                            rows.append({"env": env, "method": method, "config": config,
+                                         "calibration": "raw", "seed": seed, "split": split,
+                                         "metric": metric, "value": value,
+                                         "data_source": "offline"})  # fmt: skip
+    metrics = pd.DataFrame(rows)
+    for (env, seed, method), table in metrics.groupby(["env", "seed", "method"]):
+        where = folder / claims.PIECE_METRICS / env / f"seed{seed}" / method
+        where.mkdir(parents=True)
+        table.to_csv(where / "base.csv", index=False)
+    table = _seeded(seeds)
+    table = table[table.evidence != claims.EVIDENCE_3A]
+    means = [
+        {"env": env, "evidence": claims.EVIDENCE_3A, "method": "pnc", "sigma": sigma,
+         "estimate": far[1] - far[0], "seed": np.nan}
+        for env in envs for sigma, far in PNC_3A.items()
+    ]  # fmt: skip
+    (folder / "tables").mkdir()
+    pd.concat([table, pd.DataFrame(means)]).to_csv(folder / claims.MECHANISM_FILE, index=False)
+    return folder
+
+
+def _edit_piece(folder: Path, env: str, seed: int, method: str, sigma: float, value: float):
+    path = folder / claims.PIECE_METRICS / env / f"seed{seed}" / method / "base.csv"
+    table = pd.read_csv(path)
+    at = (table.split == "far") & (table.metric == "nll")
+    at &= table.config == f"sigma={sigma:g},bootstrap_frac=0.1"
+    assert at.sum() == 1
+    table.loc[at, "value"] = value
+    table.to_csv(path, index=False)
+
+
+def test_3a_is_judged_on_every_seed_of_the_pieces(tmp_path):
+    folder = _pieces_folder(tmp_path)
+    mechanism = claims.mechanism_of_folder(folder)
+    seeded = mechanism[(mechanism.evidence == claims.EVIDENCE_3A) & mechanism.seed.notna()]
+    assert len(seeded) == 3 * 3 * 2 and set(seeded.estimate) == {-2.0, -1.0}
+    row = _judge(mechanism, C3A)
+    assert row.verdict == claims.HOLDS
+    assert row.measured.startswith("negative at every σ in 3 of 3, on 9 of 9 (environment, seed)")
+    assert row.measured.endswith("-2.00 / -1.00 at σ = 8 / 16 (means over the seeds)")
+    # one seed of one environment: the correction raises Far NLL at sigma 16 on Hopper's seed 2;
+    # the seed means still hold it there, and the table's 3A rows are rebuilt to match
+    _edit_piece(folder, "Hopper", 2, "pnc", 16.0, 3.5)
+    table = pd.read_csv(folder / claims.MECHANISM_FILE)
+    at = (table.evidence == claims.EVIDENCE_3A) & (table.env == "Hopper") & (table.sigma == 16.0)
+    table.loc[at, "estimate"] = (1.0 + 1.0 + 3.5) / 3 - 2.0
+    table.to_csv(folder / claims.MECHANISM_FILE, index=False)
+    row = _judge(claims.mechanism_of_folder(folder), C3A)
+    assert row.verdict == "partly: 2 of 3 (not Hopper)"
+    assert "on 8 of 9 (environment, seed) pairs (seeds passing: Hopper 2 of 3)" in row.measured
+    assert "; on the seed means (the mechanism table's reading): negative at every σ in 3 of 3" in (
+        row.measured
+    )
+    assert row.rule == (
+        "an environment holds when negative at every σ on every seed; 2 of 3 environments "
+        "(not Hopper); on the seed means 3 of 3"
+    )
+
+
+def test_pieces_that_do_not_match_the_table_are_refused(tmp_path):
+    folder = _pieces_folder(tmp_path)
+    _edit_piece(folder, "Ant", 0, "pnc_nocorr", 8.0, 4.0)  # the table's means not updated
+    with pytest.raises(ValueError, match=r"its 3A rows are not the seed means of the pieces"):
+        claims.mechanism_of_folder(folder)
+
+
+def test_without_pieces_3a_is_judged_on_the_seed_means_and_says_so(tmp_path):
+    folder = _pieces_folder(tmp_path)
+    import shutil
+
+    shutil.rmtree(folder / "pieces")
+    mechanism = claims.mechanism_of_folder(folder)
+    row = _judge(mechanism, C3A)
+    assert row.verdict == claims.HOLDS
+    assert row.measured == (
+        "negative at every σ in 3 of 3; Ant (the paper's): -2.00 / -1.00 at σ = 8 / 16 "
+        "(means over the seeds)"
+    )

@@ -176,3 +176,39 @@ def test_a_folder_without_far_rmse_says_so_in_place_of_the_ratio_table(tmp_path)
     text = compare.comparison_text(folder, PAPER)
     section = text.split("### Far RMSE / ID RMSE per environment, ours")[1].split("## ")[0]
     assert section.strip().endswith("This folder has no Far RMSE.")
+
+
+def _id_rmse(values: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """A results table of ID RMSE only: ``{env: {method: value}}``, seed 0."""
+    return pd.DataFrame(
+        [
+            {"env": env, "method": m, "config": "c", "calibration": "raw", "seed": 0,
+             "split": "id", "metric": "rmse", "value": v, "data_source": "offline"}
+            for env, row in values.items() for m, v in row.items()
+        ]
+    )  # fmt: skip
+
+
+def test_the_subspace_note_counts_where_subspace_beats_pnc_and_whether_its_rows_moved():
+    ours = _id_rmse({"A": {"pnc": 1.0, "subspace": 2.0}, "B": {"pnc": 1.0, "subspace": 2.0}})
+    variant = _id_rmse({"A": {"pnc": 3.0, "subspace": 2.0}, "B": {"pnc": 1.0, "subspace": 2.0}})
+    note = compare.subspace_note(ours, variant, "authors' settings")
+    assert note.startswith("Subspace's rows are identical in both folders")
+    assert note.endswith(
+        "Subspace's ID RMSE seed mean beats P&C's in 1 of 2 environments with the authors' "
+        "settings and in 0 of 2 in ours."
+    )
+    moved = variant.copy()
+    moved.loc[moved.method == "subspace", "value"] = 0.5
+    note = compare.subspace_note(ours, moved, "authors' settings")
+    assert note.startswith("Subspace's rows differ between the two folders;")
+    assert "beats P&C's in 2 of 2 environments" in note
+
+
+def test_the_calibration_pool_caveat_follows_the_variants_config(tmp_path, monkeypatch):
+    assert "`calibration_pool: id_pool`" in compare.calibration_caveat(Path("offline_authors"))
+    assert compare.calibration_caveat(Path("offline")) == ""  # the reference: the train split
+    assert compare.calibration_caveat(tmp_path / "no_such_config") == ""
+    monkeypatch.setattr(compare, "CONFIG_DIR", tmp_path)
+    (tmp_path / "v.yaml").write_text("methods:\n  pnc:\n    calibration_pool: train\n")
+    assert compare.calibration_caveat(Path("v")) == ""

@@ -1171,3 +1171,53 @@ def test_truncated_run_fails_naming_it_and_the_target(request, evaluation):
     assert proc.returncode != 0
     log = (study / "logs/evaluate/InvertedPendulum/seed0/swag/base.log").read_text()
     assert "run.msgpack" in log and "--forcerun" in log, log[-3000:]
+
+
+def _kill_after_first(workdir: Path, target: str, rule: str, output: Path, timeout: float = 600):
+    """Start the tiny run of ``target`` in a process group of its own and, once Snakemake reports
+    a finished job of ``rule``, kill the whole group (Snakemake and its running jobs) with
+    SIGKILL, as a crash or a power loss would stop it: nothing gets to clean up. Its output goes
+    to ``output``."""
+    env = {
+        **os.environ,
+        "PYTHONWARNINGS": "ignore",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    finished = re.compile(rf"Finished jobid: \d+ \(Rule: {rule}\)")
+    with output.open("w") as log:
+        proc = subprocess.Popen(
+            [*SNAKEMAKE, target, "--cores", "2", "--configfile", ".test/config.yaml"],
+            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    deadline = time.monotonic() + timeout
+    try:
+        while not finished.search(output.read_text()):
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, f"no finished {rule} job after {timeout} s"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_after_unlock(tiny_run, tmp_path):
+    """A run killed with SIGKILL part-way (the process group: Snakemake and its jobs) leaves
+    Snakemake's lock: the plain rerun stops naming it, ``--unlock`` removes it, and the rerun then
+    finishes with the uninterrupted run's results (docs/workflow.md, "After a crash, a kill or a
+    power loss")."""
+    workdir = _copy_workflow(tmp_path / "killed")
+    _kill_after_first(workdir, RESUMED_TARGET, "train", tmp_path / "killed.log")
+    assert not (workdir / "results" / "results.csv").exists()
+    assert any((workdir / ".snakemake" / "locks").iterdir()), "the killed run left its lock"
+    args = (RESUMED_TARGET, "--cores", "2", "--configfile", ".test/config.yaml")
+    proc = _snakemake(workdir, *args)
+    assert proc.returncode != 0
+    assert "Directory cannot be locked" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    assert "--unlock" in proc.stdout + proc.stderr
+    proc = _snakemake(workdir, "--unlock", "--configfile", ".test/config.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _snakemake(workdir, *args, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    for name in DETERMINISTIC_OUTPUTS:
+        assert (workdir / name).read_bytes() == (tiny_run / name).read_bytes(), name

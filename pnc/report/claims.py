@@ -1,8 +1,12 @@
 """The paper's claims (Sections 5.2 and 5.3), each measured on a reference folder with a verdict.
 
 One :class:`Claim` per claim of the paper: ``claim`` (the paper's wording, shortened), ``measured``
-(the numbers behind the verdict) and ``verdict``, from a fixed vocabulary. A claim holds only when
-its rule holds in every environment and every reading:
+(the numbers behind the verdict), ``verdict``, from a fixed vocabulary, and ``rule``: the rule the
+verdict follows, in one line, with its count per environment. Each verdict follows its own rule
+(below); what "every" ranges over differs: a ranking claim is judged on statistics over the
+environments (mean ranks, wins, the Wilcoxon-Holm test) in every reading, so it can hold while P&C
+is not best in every environment (``rule`` counts those where it is); a mechanism claim is judged
+per environment, on every seed:
 
 - :data:`HOLDS`: the rule holds everywhere it is judged; :data:`DOES_NOT_HOLD`: nowhere;
 - ``"partly: k of n (...)"`` (:func:`environment_verdict`) for a per-environment claim whose rule
@@ -38,19 +42,25 @@ per reading:
 environment; the verdict is :data:`HOLDS` when the rule holds in every environment of the table,
 :data:`DOES_NOT_HOLD` when in none, else ``"partly: k of n (...)"``. A table with a ``seed`` column
 holds one row per seed of an evidence (or of an evidence and sigma): the rule then holds in an
-environment only when it holds on every seed, and ``measured`` counts the seeds too. A composite
-claim is judged as its parts, one row each (3C). The rules, per environment:
+environment only when it holds on every seed, and ``measured`` counts the seeds too. The table's
+3A rows are seed means; :func:`mechanism_of_folder` adds 3A's rows per seed from the folder's
+pieces (:func:`seed_3a_rows`), so that 3A too is judged on every seed, its reading on the seed
+means beside it, labelled. A composite claim is judged as its parts, one row each (3C). A range in
+``measured`` says what it ranges over: the (environment, seed) pairs or the environments. The
+rules, per environment:
 
 - *3A, the correction lowers Far NLL at equal sigma*: P&C's Far NLL minus that of P&C without
-  correction is negative at every sigma (the paper shows Ant, :data:`PAPER_ENV`, whose values are
-  named in ``measured``);
+  correction is negative at every sigma, on every seed, each method at the configuration chosen
+  per sigma on the seed means (the paper shows Ant, :data:`PAPER_ENV`, whose values, means over the
+  seeds, are named in ``measured``);
 - *3B, disagreement grows with Mahalanobis distance*: slope > 0 with t > :data:`MIN_T`;
 - *3C, random-probe sensitivity ranks the disagreement*: the Spearman correlation of the probe
   sketch with the disagreement is > 0;
 - *3C, the log-log slope of the disagreement on the probe sketch is near 1* (the theory's
   prediction): it lies inside :data:`SLOPE_BAND`;
 - *1B/C, the output change re-emerges under shift*: P&C's Far/ID ratio of ``||dy|| / ||dh||`` is
-  > 1 (``measured`` gives the ratio without correction beside it);
+  > 1 (``measured`` gives the ratio without correction beside it, over the environments' seed
+  means and over the (environment, seed) pairs);
 - *Theorem 3, per-member bootstrap subsets raise the effective rank*: the median ratio of the
   effective ranks (per-member over shared subset) is > 1.
 
@@ -72,7 +82,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pnc.mujoco.results import DEEP_ENSEMBLE, METHOD_INFO, REFERENCE, SUBSPACE, load
+from pnc.mujoco.results import (
+    DEEP_ENSEMBLE,
+    METHOD_INFO,
+    PER_SIGMA_METHODS,
+    REFERENCE,
+    SUBSPACE,
+    load,
+    per_sigma_choices,
+    sigma_points,
+)
 from pnc.report import stats as st
 from pnc.report.mechanism_table import (
     EVIDENCE_1BC,
@@ -110,22 +129,27 @@ MIN_T = 2.0
 SLOPE_BAND = (0.8, 1.2)
 #: The Far metrics of the OOD claims, in the order ``measured`` lists them.
 FAR_METRICS: tuple[str, ...] = ("nll", "auroc", "spearman")
-#: How the verdicts are decided, in one sentence (printed above the table).
+#: How the verdicts are decided (printed above the table).
 RULE = (
-    "Verdicts follow fixed rules (`pnc/report/claims.py`): a claim holds only when its rule holds "
-    "in every reading and every environment; otherwise it does not hold (in none) or holds "
-    '"partly", with the readings or the number of environments and their names (the shorter '
-    'list: where it holds, or "not" where it fails). A ranking claim is judged in each reading of '
-    "the Deep Ensemble present (draws, mixture), and beside its Wilcoxon test counts the "
-    "environments where P&C's seed mean is better than each baseline's; a mechanism claim "
-    "(`tables/mechanism.csv`) is judged per environment, and a composite one in its parts; "
-    '"cannot be compared" marks a missing input.'
+    'Each verdict follows the rule stated beside it (column "Rule, per environment", from '
+    "`pnc/report/claims.py`), with the count of environments where the rule's per-environment "
+    "reading holds. A ranking claim is judged on the mean ranks, the wins or the Wilcoxon-Holm "
+    "test over the environments' seed means, in each reading of the Deep Ensemble present "
+    "(draws, mixture), so it can hold while P&C is not best in every environment: the count says "
+    "in how many it is. A mechanism claim (`tables/mechanism.csv`) is judged per environment, and "
+    "an environment holds it only when every seed does (3A too: on each seed's Far NLL at the "
+    "configurations chosen per sigma on the seed means; its reading on the seed means stands "
+    'beside it, labelled); a composite claim is judged in its parts. A verdict is "holds" '
+    'when its rule holds in every reading (ranking) or every environment (mechanism), "does not '
+    'hold" when in none, else "partly" with the readings or the environments named (the '
+    'shorter list: where it holds, or "not" where it fails); "cannot be compared" marks a '
+    "missing input."
 )
 
 #: A ranking rule on one reading's Table 1 cells: whether the claim holds, and the numbers.
 Judge = Callable[[Column], tuple[bool, str]]
-#: A mechanism rule on the mechanism table: ``measured`` and ``verdict``.
-MechanismJudge = Callable[[pd.DataFrame], tuple[str, str]]
+#: A mechanism rule on the mechanism table: ``measured``, ``verdict`` and the rule line.
+MechanismJudge = Callable[[pd.DataFrame], tuple[str, str, str]]
 
 
 @dataclass(frozen=True)
@@ -135,6 +159,8 @@ class Claim:
     claim: str
     measured: str
     verdict: str
+    #: The rule the verdict follows, in one line, with its count per environment.
+    rule: str = ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,6 +347,31 @@ def stronger_than_deep_ensemble(column: Column) -> tuple[bool, str]:
     return holds, text
 
 
+def best_count(split: str, metric: str) -> Callable[[Column], str]:
+    """The per-environment count of a ranking claim on ``split``/``metric``: in how many
+    environments P&C's seed mean is the best (its wins, a tie counting)."""
+
+    def count(column: Column) -> tuple[str, str]:
+        pnc = cells_of(column, split, metric)[REFERENCE]
+        return "P&C best in", f"{pnc.wins} of {pnc.n_envs} environments"
+
+    return count
+
+
+def deep_ensemble_count(column: Column) -> tuple[str, str]:
+    """The per-environment count of the Deep Ensemble claim: in how many environments P&C's seed
+    mean is better than the Deep Ensemble's, per Far metric of :data:`FAR_METRICS`."""
+    cells = [cells_of(column, "far", m, need=(DEEP_ENSEMBLE,)) for m in FAR_METRICS]
+    better = [c[DEEP_ENSEMBLE].better for c in cells]
+    n = cells[0][REFERENCE].n_envs
+    if any(b is None for b in better):
+        return "no count per environment", ""
+    return (
+        "P&C better than the Deep Ensemble in",
+        f"{' / '.join(map(str, better))} of {n} environments",
+    )
+
+
 #: The ranking claims in order: the paper's wording (Section 5.3) and the rule.
 RANKING_CLAIMS: tuple[tuple[str, Judge], ...] = (
     ("P&C is competitive on ID RMSE", id_competitive),
@@ -334,6 +385,41 @@ RANKING_CLAIMS: tuple[tuple[str, Judge], ...] = (
     ),
 )
 
+#: Per ranking claim (:data:`RANKING_CLAIMS`, same order): its rule in words, and its count per
+#: environment.
+RANKING_RULES: tuple[tuple[str, Callable[[Column], tuple[str, str]]], ...] = (
+    (
+        "no baseline significantly better than P&C over the environments (no ↓)",
+        best_count("id", "rmse"),
+    ),
+    ("no method with more ID RMSE wins than P&C (a tie counts)", best_count("id", "rmse")),
+    *(
+        (
+            f"no method with a lower mean rank over the environments than P&C on Far "
+            f"{column_label('far', m).split(' ', 1)[1].rstrip(' ↑↓')} (a tie counts)",
+            best_count("far", m),
+        )
+        for m in FAR_METRICS
+    ),
+    (
+        "P&C's mean rank over the environments below the Deep Ensemble's on all three Far metrics",
+        deep_ensemble_count,
+    ),
+)
+
+
+def ranking_rule(claim: str, draws: Column, mixture: Column | None) -> str:
+    """A ranking claim's rule in one line, in each reading present, with its count per
+    environment in each: ``"... in each reading; P&C best in 10 of 11 environments (draws),
+    10 of 11 (mixture)"``."""
+    index = [c for c, _ in RANKING_CLAIMS].index(claim)
+    rule, count = RANKING_RULES[index]
+    words, numbers = count(draws)
+    text = f"{rule}, in each reading; {words} {numbers} (draws)"
+    if mixture is not None:
+        text += f", {count(mixture)[1]} (mixture)"
+    return text
+
 
 def ranking_claim(claim: str, judge: Judge, draws: Column, mixture: Column | None) -> Claim:
     """One ranking claim judged in each reading present (:func:`reading_verdict`)."""
@@ -345,7 +431,8 @@ def ranking_claim(claim: str, judge: Judge, draws: Column, mixture: Column | Non
     else:
         holds_mixture, text = judge(mixture)
         measured += f"; mixture: {text}"
-    return Claim(claim, measured, reading_verdict(holds_draws, holds_mixture))
+    rule = ranking_rule(claim, draws, mixture) if claim in dict(RANKING_CLAIMS) else ""
+    return Claim(claim, measured, reading_verdict(holds_draws, holds_mixture), rule)
 
 
 # --------------------------------------------------------------------------------------------
@@ -367,6 +454,94 @@ def read_mechanism_table(folder: str | Path) -> pd.DataFrame | None:
     if missing:
         raise ValueError(f"{path}: missing column(s) {missing}")
     return frame
+
+
+#: Where a reference folder keeps its pieces' metric tables (:mod:`pnc.report.pieces`): every
+#: configuration and calibration of every (environment, seed), from which 3A is judged per seed.
+PIECE_METRICS = Path("pieces") / "results" / "metrics"
+
+
+def read_piece_metrics(
+    folder: str | Path, methods: Sequence[str] = PER_SIGMA_METHODS
+) -> pd.DataFrame | None:
+    """The metric tables of ``methods`` in a folder's pieces (:data:`PIECE_METRICS`), or ``None``
+    when it holds none."""
+    root = Path(folder) / PIECE_METRICS
+    paths = sorted(p for m in methods for p in root.glob(f"*/seed*/{m}/*.csv"))
+    if not paths:
+        return None
+    return pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+
+
+def seed_3a_rows(metrics: pd.DataFrame, envs: Sequence[str]) -> pd.DataFrame:
+    """3A per seed: per environment and sigma, P&C's Far NLL minus that of P&C w/o Corr on each
+    seed, each at the (configuration, calibration) that the mechanism table's 3A rows compare (the
+    lowest seed-mean validation NLL at that sigma, :func:`pnc.mujoco.results.per_sigma_choices`).
+    Rows in the mechanism table's columns, with ``seed``.
+
+    Raises:
+        ValueError: a chosen configuration lacks a seed's Far NLL, or the two methods' seeds differ.
+    """
+    rows = []
+    far = metrics[(metrics["split"] == "far") & (metrics["metric"] == "nll")]
+    far = far.set_index(["env", "method", "config", "calibration", "seed"])["value"].sort_index()
+    for env in envs:
+        chosen = per_sigma_choices(sigma_points(metrics, env))
+        for sigma in sorted(chosen.loc[chosen["method"] == REFERENCE, "sigma"].unique()):
+            at = chosen[chosen["sigma"] == sigma].set_index("method")
+            if "pnc_nocorr" not in at.index:
+                continue
+            values = []
+            for method in (REFERENCE, "pnc_nocorr"):
+                key = (env, method, at.loc[method, "config"], at.loc[method, "calibration"])
+                try:
+                    values.append(far.loc[key])
+                except KeyError:
+                    raise ValueError(
+                        f"{env}: no Far NLL of {method} {key[2:]} in the pieces"
+                    ) from None
+            pnc, nocorr = values
+            if sorted(pnc.index) != sorted(nocorr.index):
+                raise ValueError(
+                    f"{env} sigma {sigma:g}: P&C has seeds {sorted(pnc.index)}, P&C w/o Corr "
+                    f"{sorted(nocorr.index)}"
+                )
+            for seed in sorted(pnc.index):
+                rows.append({"env": env, "evidence": EVIDENCE_3A, "method": REFERENCE,
+                             "sigma": float(sigma), "estimate": pnc[seed] - nocorr[seed],
+                             "seed": int(seed)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def mechanism_of_folder(folder: str | Path) -> pd.DataFrame | None:
+    """A reference folder's mechanism table (:func:`read_mechanism_table`) with 3A's rows per seed
+    (:func:`seed_3a_rows`) added from the folder's pieces, where the table holds rows per seed and
+    the folder the pieces (3A is then judged on every seed); ``None`` without a table.
+
+    Raises:
+        ValueError: the per-seed rows' means are not the table's 3A rows (pieces and table from
+            different runs).
+    """
+    table = read_mechanism_table(folder)
+    if table is None or not per_seed(table):
+        return table
+    table_3a = table[table["evidence"] == EVIDENCE_3A]
+    if table_3a.empty or table_3a["seed"].notna().any():
+        return table
+    metrics = read_piece_metrics(folder)
+    if metrics is None:
+        return table
+    seeded = seed_3a_rows(metrics, list(dict.fromkeys(table_3a["env"])))
+    means = _seed_means(seeded).set_index(["env", "sigma"])["estimate"]
+    stated = table_3a.set_index(["env", "sigma"])["estimate"]
+    if set(means.index) != set(stated.index) or not np.allclose(
+        means.loc[stated.index].to_numpy(), stated.to_numpy(), rtol=1e-9, atol=1e-9
+    ):
+        raise ValueError(
+            f"{Path(folder) / MECHANISM_FILE}: its 3A rows are not the seed means of the pieces' "
+            f"Far NLL ({Path(folder) / PIECE_METRICS}): rebuild the table from the pieces"
+        )
+    return pd.concat([table, seeded], ignore_index=True)
 
 
 def per_seed(mechanism: pd.DataFrame) -> bool:
@@ -437,60 +612,94 @@ def _env_means(rows: pd.DataFrame, column: str) -> pd.Series:
     return rows.groupby("env", sort=False)[column].mean()
 
 
-def _judged(rows: pd.DataFrame, passes: pd.Series, rule: str) -> tuple[str, str]:
-    """``measured``'s opening (the rule, ``k of n``, the environments named, the seeds counted)
-    and the verdict."""
+def _over(rows: pd.DataFrame) -> str:
+    """What a range of ``rows``' values ranges over: the (environment, seed) pairs, or the
+    environments (one row each)."""
+    return "per (environment, seed) pair" if _several_seeds(rows) else "per environment"
+
+
+def _judged(rows: pd.DataFrame, passes: pd.Series, rule: str) -> tuple[str, str, str]:
+    """``measured``'s opening (the rule, ``k of n``, the environments named, the seeds counted),
+    the verdict and the rule line (the rule per environment and its count)."""
     good, bad = _per_env(rows, passes)
-    text = (
-        f"{rule} in {len(good)} of {len(good) + len(bad)}{_which(good, bad)}{_seeds(rows, passes)}"
-    )
-    return text, environment_verdict(good, bad)
+    n, which = len(good) + len(bad), _which(good, bad)
+    text = f"{rule} in {len(good)} of {n}{which}{_seeds(rows, passes)}"
+    every = " on every seed" if _several_seeds(rows) else ""
+    line = f"an environment holds when {rule}{every}; {len(good)} of {n} environments{which}"
+    return text, environment_verdict(good, bad), line
 
 
-def correction_lowers_far_nll(mechanism: pd.DataFrame) -> tuple[str, str]:
-    """3A: P&C's Far NLL minus that of P&C w/o Corr is negative at every sigma; ``measured`` also
-    names the environments where it is positive at every sigma."""
+def _seed_means(rows: pd.DataFrame) -> pd.DataFrame:
+    """3A's rows averaged over the seeds, one per (environment, sigma), in table order."""
+    return rows.groupby(["env", "sigma"], sort=False, as_index=False)["estimate"].mean()
+
+
+def correction_lowers_far_nll(mechanism: pd.DataFrame) -> tuple[str, str, str]:
+    """3A: P&C's Far NLL minus that of P&C w/o Corr is negative at every sigma; on every seed
+    where the table has 3A rows per seed (:func:`seed_3a_rows`), its reading on the seed means
+    beside it, labelled. ``measured`` also names the environments where it is positive at every
+    sigma (on the seed means)."""
     rows = evidence_rows(mechanism, EVIDENCE_3A, ("sigma", "estimate"))
-    text, verdict = _judged(rows, rows["estimate"] < 0, "negative at every σ")
-    positive, _ = _per_env(rows, rows["estimate"] > 0)
+    rule = "negative at every σ"
+    text, verdict, line = _judged(rows, rows["estimate"] < 0, rule)
+    means = rows
+    if _several_seeds(rows):
+        ok = (rows["estimate"] < 0).groupby([rows["env"], rows["seed"]], sort=False).all()
+        some = ok.groupby(level=0, sort=False).agg(["sum", "size"])
+        partial = some[(some["sum"] > 0) & (some["sum"] < some["size"])]
+        if len(partial):
+            text += (
+                " (seeds passing: "
+                + ", ".join(
+                    f"{e} {int(r['sum'])} of {int(r['size'])}" for e, r in partial.iterrows()
+                )
+                + ")"
+            )
+        means = _seed_means(rows)
+        good, bad = _per_env(means, means["estimate"] < 0)
+        reading = f"{len(good)} of {len(good) + len(bad)}{_which(good, bad)}"
+        text += f"; on the seed means (the mechanism table's reading): {rule} in {reading}"
+        line += f"; on the seed means {reading}"
+    positive, _ = _per_env(means, means["estimate"] > 0)
     if positive:
         text += f", positive at every σ in {', '.join(positive)}"
-    paper = rows[rows["env"] == PAPER_ENV].groupby("sigma")["estimate"].mean()
+    paper = means[means["env"] == PAPER_ENV].groupby("sigma")["estimate"].mean()
     if paper.empty:
         text += f"; no {PAPER_ENV} row"
     else:
         diffs = " / ".join(number(v, signed=True) for v in paper)
         sigmas = " / ".join(f"{s:g}" for s in paper.index)
-        mean = " (means over the seeds)" if _seeds(rows, rows["estimate"] < 0) else ""
-        text += f"; {PAPER_ENV} (the paper's): {diffs} at σ = {sigmas}{mean}"
-    return text, verdict
+        label = " (means over the seeds)" if per_seed(mechanism) else ""
+        text += f"; {PAPER_ENV} (the paper's): {diffs} at σ = {sigmas}{label}"
+    return text, verdict, line
 
 
-def disagreement_grows_with_distance(mechanism: pd.DataFrame) -> tuple[str, str]:
+def disagreement_grows_with_distance(mechanism: pd.DataFrame) -> tuple[str, str, str]:
     """3B: the slope of D on log10 Mahalanobis distance is positive with t > :data:`MIN_T`."""
     rows = evidence_rows(mechanism, EVIDENCE_3B, ("estimate", "t", "spearman"))
     passes = (rows["estimate"] > 0) & (rows["t"] > MIN_T)
-    text, verdict = _judged(rows, passes, f"slope > 0 with t > {MIN_T:g}")
-    return f"{text}; t {span(rows['t'])}, Spearman {span(rows['spearman'])}", verdict
+    text, verdict, line = _judged(rows, passes, f"slope > 0 with t > {MIN_T:g}")
+    ranges = f"t {span(rows['t'])}, Spearman {span(rows['spearman'])} {_over(rows)}"
+    return f"{text}; {ranges}", verdict, line
 
 
-def sketch_ranks_disagreement(mechanism: pd.DataFrame) -> tuple[str, str]:
+def sketch_ranks_disagreement(mechanism: pd.DataFrame) -> tuple[str, str, str]:
     """3C, rank agreement: the probe sketch's Spearman correlation with D is positive."""
     rows = evidence_rows(mechanism, EVIDENCE_3C_PROBE, ("spearman",))
-    text, verdict = _judged(rows, rows["spearman"] > 0, "Spearman > 0")
-    return f"{text} ({span(rows['spearman'])})", verdict
+    text, verdict, line = _judged(rows, rows["spearman"] > 0, "Spearman > 0")
+    return f"{text} ({span(rows['spearman'])} {_over(rows)})", verdict, line
 
 
-def sketch_slope_near_one(mechanism: pd.DataFrame) -> tuple[str, str]:
+def sketch_slope_near_one(mechanism: pd.DataFrame) -> tuple[str, str, str]:
     """3C, the theory's slope: the log-log slope of D on the probe sketch lies in
     :data:`SLOPE_BAND`; ``measured`` names the environments outside it with their slopes."""
     rows = evidence_rows(mechanism, EVIDENCE_3C_PROBE, ("estimate",))
     lo, hi = SLOPE_BAND
     inside = (rows["estimate"] >= lo) & (rows["estimate"] <= hi)
-    text, verdict = _judged(rows, inside, f"inside [{lo:g}, {hi:g}]")
+    text, verdict, line = _judged(rows, inside, f"inside [{lo:g}, {hi:g}]")
     _, outside = _per_env(rows, inside)
     slopes = _env_means(rows, "estimate")
-    text += f"; slope {span(rows['estimate'])}"
+    text += f"; slope {span(rows['estimate'])} {_over(rows)}"
     if outside and _several_seeds(rows):
         # an environment fails when one of its seeds does, though its mean may lie in the band
         kept, count = inside.groupby(rows["env"]).sum(), rows.groupby("env").size()
@@ -500,28 +709,38 @@ def sketch_slope_near_one(mechanism: pd.DataFrame) -> tuple[str, str]:
         )
     elif outside:
         text += ", outside in " + ", ".join(f"{e} ({number(slopes[e])})" for e in outside)
-    return text, verdict
+    return text, verdict, line
 
 
-def output_change_reemerges(mechanism: pd.DataFrame) -> tuple[str, str]:
-    """1B/C: P&C's Far/ID ratio of ``||dy|| / ||dh||`` is above 1; P&C w/o Corr's beside it."""
+def output_change_reemerges(mechanism: pd.DataFrame) -> tuple[str, str, str]:
+    """1B/C: P&C's Far/ID ratio of ``||dy|| / ||dh||`` is above 1; P&C w/o Corr's beside it. Each
+    range is labelled by what it ranges over: the environments' seed means and, with rows per
+    seed, the (environment, seed) pairs."""
     rows = evidence_rows(mechanism, EVIDENCE_1BC, ("estimate",))
     nocorr = evidence_rows(mechanism, EVIDENCE_1BC, ("estimate",), method="pnc_nocorr")
-    text, verdict = _judged(rows, rows["estimate"] > 1, "P&C above 1")
+    text, verdict, line = _judged(rows, rows["estimate"] > 1, "P&C above 1")
     means = _env_means(rows, "estimate")
     lo, hi = means.idxmin(), means.idxmax()
-    text += (
-        f" ({number(means[lo])} {lo} to {number(means[hi])} {hi}); "
-        f"w/o correction {span(_env_means(nocorr, 'estimate'))}"
-    )
-    return text, verdict
+    seeded = _several_seeds(rows)
+    over = "environment means " if seeded else ""
+    text += f" ({over}{number(means[lo])} {lo} to {number(means[hi])} {hi}"
+    if seeded:
+        text += f", per (environment, seed) pair {span(rows['estimate'])}"
+    text += f"); w/o correction {over}{span(_env_means(nocorr, 'estimate'))}"
+    if _several_seeds(nocorr):
+        above = int((nocorr["estimate"] > 1).sum())
+        text += (
+            f", per (environment, seed) pair {span(nocorr['estimate'])}, above 1 in {above} of "
+            f"{len(nocorr)} pairs"
+        )
+    return text, verdict, line
 
 
-def bootstrap_raises_rank(mechanism: pd.DataFrame) -> tuple[str, str]:
+def bootstrap_raises_rank(mechanism: pd.DataFrame) -> tuple[str, str, str]:
     """Theorem 3: the effective rank per-member over shared subset is above 1."""
     rows = evidence_rows(mechanism, EVIDENCE_THM3, ("estimate",))
-    text, verdict = _judged(rows, rows["estimate"] > 1, "above 1")
-    return f"{text} ({span(rows['estimate'])})", verdict
+    text, verdict, line = _judged(rows, rows["estimate"] > 1, "above 1")
+    return f"{text} ({span(rows['estimate'])} {_over(rows)})", verdict, line
 
 
 #: The mechanism claims in order: the claim (Section 5.2, Figures 1 and 3, Theorem 3) and the rule.
@@ -551,8 +770,8 @@ def mechanism_claim(claim: str, judge: MechanismJudge, mechanism: pd.DataFrame |
     """One mechanism claim, or :data:`CANNOT_BE_COMPARED` without a mechanism table."""
     if mechanism is None:
         return Claim(claim, f"no mechanism table ({MECHANISM_FILE})", CANNOT_BE_COMPARED)
-    measured, verdict = judge(mechanism)
-    return Claim(claim, measured, verdict)
+    measured, verdict, rule = judge(mechanism)
+    return Claim(claim, measured, verdict, rule)
 
 
 # --------------------------------------------------------------------------------------------
@@ -573,7 +792,7 @@ def claims_of(
 def claims_of_folder(folder: str | Path) -> list[Claim]:
     """Every claim measured on a reference folder (``results.csv``, ``tables/mechanism.csv``)."""
     draws, mixture = our_readings(load(Path(folder) / "results.csv"))
-    return claims_of(draws, mixture, read_mechanism_table(folder))
+    return claims_of(draws, mixture, mechanism_of_folder(folder))
 
 
 # --------------------------------------------------------------------------------------------
@@ -680,5 +899,5 @@ def moves_markdown(moves: Sequence[Move], variant_label: str) -> str:
 
 def claims_markdown(claims: Sequence[Claim]) -> str:
     """The claims as a Markdown pipe table (:func:`pnc.report.render.markdown_table`)."""
-    rows = [[c.claim, c.measured, c.verdict] for c in claims]
-    return markdown_table(None, ["Claim", "Measured", "Verdict"], rows)
+    rows = [[c.claim, c.measured, c.rule or "-", c.verdict] for c in claims]
+    return markdown_table(None, ["Claim", "Measured", "Rule, per environment", "Verdict"], rows)

@@ -39,7 +39,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pnc.mujoco.results import HEADLINE, METHOD_INFO, RANKED_METHODS, ResultsError, load
+from pnc.mujoco.results import (
+    HEADLINE,
+    METHOD_INFO,
+    RANKED_METHODS,
+    REFERENCE,
+    SUBSPACE,
+    ResultsError,
+    load,
+)
 from pnc.report import claims
 from pnc.report import stats as st
 from pnc.report.render import markdown_table
@@ -52,9 +60,13 @@ from pnc.report.table1 import (  # noqa: F401  (re-exported: the cells are part 
     statistics_of,
 )
 from pnc.report.tables import column_label
+from pnc.report.variant import read_config
 
 #: File name of the comparison inside a reference folder.
 COMPARISON_FILE = "comparison.md"
+#: The repository's study configs, where a variant folder's config is found by the folder's name
+#: (``config/offline_authors.yaml`` for ``docs/results/offline_authors/``; none: no caveat).
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 #: Optional file of a reference folder naming its variants: ``{"FOLDER": "label", ...}``, each
 #: folder a sibling reference folder (e.g. ``{"offline_authors": "authors' settings"}``).
 VARIANTS_FILE = "variants.json"
@@ -221,6 +233,63 @@ def read_variants(folder: str | Path) -> list[tuple[str, Path]]:
     return out
 
 
+def _beats(frame: pd.DataFrame, method: str, other: str = REFERENCE) -> tuple[int, int]:
+    """In how many environments ``method``'s ID RMSE seed mean is lower than ``other``'s, and of
+    how many."""
+    rows = frame[(frame["split"] == "id") & (frame["metric"] == "rmse")]
+    means = rows.groupby(["env", "method"])["value"].mean().unstack()
+    return int((means[method] < means[other]).sum()), len(means)
+
+
+def _rows_of(frame: pd.DataFrame, method: str) -> pd.DataFrame:
+    rows = frame[frame["method"] == method]
+    return rows.sort_values(list(rows.columns)).reset_index(drop=True)
+
+
+def subspace_note(ours: pd.DataFrame, variant: pd.DataFrame, label: str) -> str:
+    """Why Subspace's ID RMSE rank moves in a variant: whether its rows are the same in both
+    folders, and in how many environments its ID RMSE seed mean beats P&C's in each."""
+    sub = METHOD_INFO[SUBSPACE].label
+    k, n = _beats(variant, SUBSPACE)
+    j, _ = _beats(ours, SUBSPACE)
+    counts = (
+        f"{sub}'s ID RMSE seed mean beats P&C's in {k} of {n} environments with the {label} "
+        f"and in {j} of {n} in ours"
+    )
+    if _rows_of(ours, SUBSPACE).equals(_rows_of(variant, SUBSPACE)):
+        return (
+            f"{sub}'s rows are identical in both folders (the variant reuses the reference's "
+            f"pieces of the methods it does not change), so its ID RMSE rank moves only because "
+            f"P&C's ID RMSE moves: {counts}."
+        )
+    return f"{sub}'s rows differ between the two folders; {counts}."
+
+
+def calibration_caveat(where: Path) -> str:
+    """The caveat of a variant whose methods calibrate on the ID pool (``calibration_pool:
+    id_pool``, read from its config, :data:`CONFIG_DIR`), validation rows included; empty when
+    none does or no config is found."""
+    path = CONFIG_DIR / f"{where.name}.yaml"
+    if not path.is_file():
+        return ""
+    methods = read_config(path)["methods"]
+    pooled = [
+        m
+        for m, entry in methods.items()
+        if isinstance(entry, dict) and entry.get("calibration_pool") == "id_pool"
+    ]
+    if not pooled:
+        return ""
+    who = claims.names(pooled)
+    return (
+        f"Caveat: the variant's {who} draws its calibration rows from the whole ID pool "
+        "(`calibration_pool: id_pool`), validation rows included, and those validation rows then "
+        "select its configuration: its validation NLL, the selection's criterion, is partly "
+        "measured on rows its correction fitted (`docs/protocol.md` keeps the train split for "
+        "this reason)."
+    )
+
+
 def variant_columns(variants: Sequence[tuple[str, Path]]) -> list[tuple[str, Column]]:
     """Each variant's Table 1 columns (draws and, when present, mixture)."""
     columns = []
@@ -293,13 +362,24 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
             ),
             label,
         )
+        + "\n"
+        + " ".join(
+            t
+            for t in (
+                subspace_note(ours, load(where / "results.csv"), label),
+                calibration_caveat(where),
+            )
+            if t
+        )
+        + "\n"
         for label, where in variants
     )
-    measured = claims.claims_of(*readings, claims.read_mechanism_table(folder))
+    measured = claims.claims_of(*readings, claims.mechanism_of_folder(folder))
     claims_section = (
         "\n## The paper's claims, measured\n\n"
         "Each claim of the paper's Sections 5.2 and 5.3 beside what this folder measures: the "
-        "ranking claims from the tables above, the mechanism claims from `tables/mechanism.csv`. "
+        "ranking claims from the tables above, the mechanism claims from `tables/mechanism.csv` (and "
+        "3A's Far NLL per seed from the metric tables in `pieces/`, where the folder has them). "
         f"{claims.RULE}\n\n" + claims.claims_markdown(measured)
     )
     return (
