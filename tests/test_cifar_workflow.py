@@ -216,7 +216,7 @@ def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run,
     from test_cifar_methods_contract import TOY_SECTION, Tempered
 
     from pnc.cifar import jobs
-    from pnc.cifar import methods as registry
+    from pnc.methods import ood as registry
 
     config = yaml.safe_load((tiny_run / TINY).read_text())
     scores = tmp_path / "scores"
@@ -286,7 +286,7 @@ def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch
 
 def test_schema_lists_exactly_the_methods_of_the_library():
     from pnc.cifar.data import ID_DATASETS
-    from pnc.cifar.methods import METHOD_IDS
+    from pnc.methods.ood import METHOD_IDS
 
     schema = yaml.safe_load((ROOT / "workflow/schemas/cifar.schema.yaml").read_text())
     assert set(schema["properties"]["methods"]["properties"]) == set(METHOD_IDS)

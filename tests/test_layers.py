@@ -285,7 +285,7 @@ def test_rule_files_that_import_the_package_are_seen():
     """The scan finds the package imports the rules are known to make."""
     found = {p.relative_to(REPO).as_posix(): _imports(p) for p in RULE_FILES}
     assert "pnc.config_schema" in found["workflow/rules/shared.smk"]
-    assert {"pnc.cifar.methods", "pnc.cifar.posthoc"} <= found["workflow/rules/cifar/common.smk"]
+    assert {"pnc.methods.ood", "pnc.methods.ood.contract"} <= found["workflow/rules/cifar/common.smk"]
     assert "pnc.mujoco.config_check" in found["workflow/rules/common.smk"]
 
 
@@ -340,7 +340,7 @@ def test_conv_subpackage_is_core_and_imports_only_core():
 def test_each_method_label_is_written_in_one_module():
     """A method's display label is a string literal in one module only (its class, or the shared
     label table for the methods both studies run); every other module reads it from there."""
-    from pnc.methods import registered
+    from pnc.methods.regression import registered
 
     labels = {method.label for method in registered()}
     where: dict[str, list[str]] = {label: [] for label in labels}

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-import pnc.methods as methods
-from pnc.methods import TrainingSpec
+import pnc.methods.regression as methods
 from pnc.methods.configs import config_id_items
+from pnc.methods.regression import TrainingSpec
 from pnc.mujoco.grid import expand
 
 #: The paper's grids (Appendix Table 3's search space).
@@ -198,8 +198,8 @@ def test_key_ids_pair_pnc_with_its_ablation():
 def test_methods_of_both_studies_have_one_label():
     """A method both studies run has the label of pnc.labels in each registry, and every method
     id the two registries share is in that table."""
-    from pnc.cifar import methods as cifar_methods
     from pnc.labels import SHARED_LABELS
+    from pnc.methods import ood as cifar_methods
 
     shared = set(methods.METHOD_IDS) & set(cifar_methods.METHOD_IDS)
     assert shared == set(SHARED_LABELS)

@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import pnc.methods as methods
+import pnc.methods.regression as methods
 from pnc import Collection, MLPConfig, TrainConfig
-from pnc.methods import TrainingRun
+from pnc.methods.regression import TrainingRun
 from pnc.predictive import epistemic_variance
 
 MODEL = MLPConfig(out_dim=1, hidden=(24, 24))

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from synthetic_results import make_results
 
-from pnc.methods import METHOD_IDS
+from pnc.methods.regression import METHOD_IDS
 from pnc.mujoco import results as vocab
 from pnc.mujoco.evaluate import evaluate_splits
 from pnc.mujoco.selection import METRIC_TABLE_CHECKS

@@ -24,7 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from pnc import methods as registry
+from pnc.methods import regression as registry
 from pnc.mlp import MLPConfig
 from pnc.training import TrainConfig
 
@@ -71,7 +71,7 @@ def benchmark_methods(
 
     Args:
         n_train, n_predict, in_dim, out_dim, hidden, steps, batch_size: problem and training sizes.
-        method_ids: methods to time (default: all of :data:`pnc.methods.METHOD_IDS`).
+        method_ids: methods to time (default: all of :data:`pnc.methods.regression.METHOD_IDS`).
         overrides: per-method config overrides (default: each method's default configuration).
         warm: also time a second post-hoc construction and prediction (compiled code only),
             reported as ``posthoc_warm_s`` / ``predict_warm_s``.

@@ -5,8 +5,8 @@ with the best parameters restored) whose returned parameters are the base model 
 and SWAG. On the schedule ``train_config.collection`` (the authors': every step from step 1,000) it
 also keeps running first and second moments of the flattened iterates and the last ``K`` deviation
 columns ``theta_i - mean_i`` (Maddox et al., 2019); collecting them does not change the trajectory.
-SWAG (:mod:`pnc.methods.swag`) samples from these moments; Subspace Inference
-(:mod:`pnc.methods.subspace`) trains its own shorter run with another schedule through the same
+SWAG (:mod:`pnc.methods.regression.swag`) samples from these moments; Subspace Inference
+(:mod:`pnc.methods.regression.subspace`) trains its own shorter run with another schedule through the same
 function and takes its PCA subspace from the deviations.
 """
 
@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from pnc.methods.runs import TrainingRun, TrainingSpec
+from pnc.methods.regression.runs import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig, Params
 from pnc.training import (
     Collection,
@@ -50,7 +50,7 @@ def base_spec() -> TrainingSpec:
 class OnBaseRun:
     """Mixin for methods built post hoc on the shared ``base`` run (SWAG, Laplace, P&C): their
     :meth:`training_spec` is :func:`base_spec` and :meth:`train` is :func:`train_base`. Put it
-    before :class:`pnc.methods.contract.MethodBase` in the bases, which provides ``_check_config``
+    before :class:`pnc.methods.regression.contract.MethodBase` in the bases, which provides ``_check_config``
     and ``_check_kind``.
 
     A base run whose spec has a ``steps`` option (P&C's own base run, ``base-steps{N}``,
@@ -241,7 +241,7 @@ def snapshot_problems(
     ``rank`` above the kept columns is cut (a warning).
 
     Returns:
-        ``(errors, warnings)`` (see :meth:`pnc.methods.contract.MethodBase.study_problems`).
+        ``(errors, warnings)`` (see :meth:`pnc.methods.regression.contract.MethodBase.study_problems`).
     """
     n_snap = collection.n_snapshots(run_steps)
     if n_snap < 2:

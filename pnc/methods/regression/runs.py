@@ -1,7 +1,7 @@
 """Training runs: what identifies one (:class:`TrainingSpec`) and what it leaves behind
 (:class:`TrainingRun`), with its files.
 
-Every method trains a run of some ``kind``: the shared ``base`` run (:mod:`pnc.methods.base_run`),
+Every method trains a run of some ``kind``: the shared ``base`` run (:mod:`pnc.methods.regression.base_run`),
 which every P&C configuration, SWAG, Laplace and their post-hoc variants reuse, or a run of its
 own (``deep_ensemble``, ``mc_dropout``, ``subspace``). A run is written as ``run.msgpack`` (the
 parameters, the standardisers and the method's extra arrays; never pickled) and ``run.json`` (spec,

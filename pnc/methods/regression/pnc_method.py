@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 import jax
 
 from pnc.labels import SHARED_LABELS
-from pnc.methods.base_run import OnBaseRun
-from pnc.methods.contract import MethodBase
-from pnc.methods.runs import TrainingRun
-from pnc.methods.sampling import check_inputs
+from pnc.methods.regression.base_run import OnBaseRun
+from pnc.methods.regression.contract import MethodBase
+from pnc.methods.regression.runs import TrainingRun
+from pnc.methods.regression.sampling import check_inputs
 from pnc.mlp import Params
 from pnc.perturb_correct import (
     PnCConfig,

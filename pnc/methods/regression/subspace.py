@@ -21,7 +21,7 @@ Samples come from one elliptical slice sampling chain started at ``z = 0`` (the 
 ``burn_in`` steps, keeping every ``thin``-th state (the authors: 100 burn-in, ``thin = 1``).
 
 ``predictive`` turns the ``S`` sampled networks into the predictive
-(:data:`pnc.methods.sampling.PREDICTIVE_RULES`): ``mixture`` of their Gaussians, or ``sample``, one
+(:data:`pnc.methods.regression.sampling.PREDICTIVE_RULES`): ``mixture`` of their Gaussians, or ``sample``, one
 draw from each (the authors' code), seeded by the predict key.
 """
 
@@ -37,12 +37,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from pnc.methods.base_run import snapshot_problems, swag_statistics, train_base
 from pnc.methods.configs import check_choice, check_max_rows, check_positive
-from pnc.methods.contract import MethodBase
-from pnc.methods.ess import elliptical_slice_chain
-from pnc.methods.runs import TrainingRun, TrainingSpec
-from pnc.methods.sampling import (
+from pnc.methods.regression.base_run import snapshot_problems, swag_statistics, train_base
+from pnc.methods.regression.contract import MethodBase
+from pnc.methods.regression.ess import elliptical_slice_chain
+from pnc.methods.regression.runs import TrainingRun, TrainingSpec
+from pnc.methods.regression.sampling import (
     PREDICTIVE_RULES,
     apply_predictive_rule,
     check_inputs,
@@ -72,7 +72,7 @@ class SubspaceConfig:
         thin: keep every ``thin``-th ESS state.
         max_rows: training rows in the likelihood (``None``: all rows; otherwise a fixed random
             subset of that many rows, rescaled to ``N``).
-        predictive: ``mixture`` or ``sample`` (:data:`pnc.methods.sampling.PREDICTIVE_RULES`).
+        predictive: ``mixture`` or ``sample`` (:data:`pnc.methods.regression.sampling.PREDICTIVE_RULES`).
         chunk_size: samples evaluated together in :meth:`SubspaceInference.predict`.
     """
 
@@ -385,7 +385,3 @@ class SubspaceInference(MethodBase):
             chunk_size=posterior.chunk_size,
         )
         return apply_predictive_rule(pred, posterior.predictive, key)
-
-
-#: Earlier name of :class:`SubspaceInference`, kept so that existing imports keep working.
-Subspace = SubspaceInference
