@@ -437,7 +437,7 @@ def test_sweep_table_lists_values_and_selected_per_seed():
 
 
 def test_coordinate_descent_follows_the_paper_order():
-    from pnc.methods.ood.contract import coordinate_descent
+    from pnc.methods.ood.posthoc import coordinate_descent
 
     calls = []
 
@@ -459,7 +459,7 @@ def test_coordinate_descent_follows_the_paper_order():
 
 
 def test_selection_fits_a_temperature_per_configuration_and_keeps_the_lowest_nll():
-    from pnc.methods.ood.contract import Context, select_ensemble
+    from pnc.methods.ood.posthoc import Context, select_ensemble
 
     rng = np.random.default_rng(6)
     y = rng.integers(0, 10, 200)
@@ -626,7 +626,7 @@ def test_method_sections_check_themselves_against_the_study():
     from pnc.conv.resnet import ResNetConfig
     from pnc.methods import ood as registry
     from pnc.methods.ood import method_config
-    from pnc.methods.ood.contract import SectionContext
+    from pnc.methods.ood.posthoc import SectionContext
 
     study = SectionContext(ResNetConfig(widths=(8, 16), blocks_per_stage=(1, 2)), 5, n_train=100)
     grid = {"block": [[1, 1], [2, 0]], "sigma": [1.0], "bootstrap_frac": [0.5]}

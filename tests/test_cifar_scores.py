@@ -13,7 +13,7 @@ import pytest
 
 from pnc.cifar import baselines as B
 from pnc.cifar.ood_tables import method_metrics
-from pnc.methods.ood import contract as P
+from pnc.methods.ood import posthoc as P
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:

@@ -256,7 +256,8 @@ def test_parse_config_id_reads_every_value_type_back():
         ("sigma", "not name=value"),
         ("sigma=big", "sigma must be a number"),
         ("sigma=8,noise=1", "unknown PnCConfig key"),
-        ("sigma=8,subset_per_layer=yes", "True or False"),
+        ("sigma=8,subset_per_layer=yes", "subset_per_layer must be true or false"),
+        ("n_members=True", r"n_members must be an integer \(int\), got True"),
     ):
         with pytest.raises(ValueError, match=match):
             pnc.parse_config_id(bad)

@@ -35,7 +35,7 @@ from pnc.cifar.trained import TrainedNetwork, recipe_for
 from pnc.conv.resnet import ResNetConfig
 from pnc.io import atomic_path, read_json, write_json
 from pnc.methods import ood as registry
-from pnc.methods.ood import contract as P
+from pnc.methods.ood import posthoc as P
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def train_run(
 def context_from_prepared(
     data: D.Prepared, config: ResNetConfig, seed: int, val_size: int, batch_size: int = 500
 ) -> P.Context:
-    """One seed's :class:`pnc.methods.ood.contract.Context`: the seed's train/val split of the
+    """One seed's :class:`pnc.methods.ood.posthoc.Context`: the seed's train/val split of the
     prepared training images (:func:`pnc.cifar.data.train_val_split`), the test and OOD sets."""
     tr, va = D.train_val_split(data.train_x.shape[0], val_size, seed)
     return P.Context(
@@ -174,7 +174,7 @@ def select(
     *, method: str, section: Mapping, validation: Sequence[str | Path], out: str | Path
 ) -> dict:
     """The selection stage of ``method``: from each seed's sweep (the ``validation`` files of
-    :func:`validate`), the configuration :meth:`~pnc.methods.ood.contract.PosthocMethod.choose` picks;
+    :func:`validate`), the configuration :meth:`~pnc.methods.ood.posthoc.PosthocMethod.choose` picks;
     write ``out`` (JSON: ``method`` and, per seed, the sweep with ``selected`` marked)."""
     spec = registry.get(method)
     config = spec.make_config(section)

@@ -16,7 +16,7 @@ and inherits the strict making and naming of a configuration: :meth:`BaseMethod.
 
 - :class:`pnc.methods.regression.contract.MethodBase` (the MuJoCo study): train a run, build a
   posterior, draw Gaussian predictive samples;
-- :class:`pnc.methods.ood.contract.PosthocMethod` (the CIFAR study): build the configurations of
+- :class:`pnc.methods.ood.posthoc.PosthocMethod` (the CIFAR study): build the configurations of
   a grid on trained networks, select one on validation, score every evaluation set.
 
 :func:`pnc.methods.checks.check_method` holds a method of either family to its contract.
@@ -43,8 +43,8 @@ class BaseMethod:
         id_fields: the fields always shown in :meth:`config_id` (the swept ones).
         fixed: values pinned for fields of ``config_cls`` the method does not accept.
 
-    A class that declares ``id`` itself is a method: its declarations are checked when it is
-    defined (a shared base of several methods declares none and is not checked).
+    A class with an ``id`` is a method: its declarations are checked when it is defined (a shared
+    base of several methods declares none and is not checked).
     """
 
     family: ClassVar[str] = "method"
@@ -56,7 +56,7 @@ class BaseMethod:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "id" not in cls.__dict__:
+        if not hasattr(cls, "id"):
             return
         problems = [
             f"no {name} declared" for name in ("label", "config_cls") if not hasattr(cls, name)

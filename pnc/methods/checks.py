@@ -47,7 +47,7 @@ from pnc.cifar.model import Classifier
 from pnc.cifar.trained import RunSpec, TrainedNetwork
 from pnc.conv.resnet import ResNetConfig
 from pnc.methods.base import BaseMethod
-from pnc.methods.ood.contract import Context, SectionContext, finite_or_none, mark_selected
+from pnc.methods.ood.posthoc import Context, SectionContext, finite_or_none, mark_selected
 from pnc.methods.registry import Registry
 from pnc.methods.regression.runs import TrainingRun
 from pnc.mlp import MLPConfig

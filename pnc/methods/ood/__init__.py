@@ -1,5 +1,5 @@
 """The OOD family: the CIFAR study's post-hoc methods, looked up by id; one class per method (the
-contract is :class:`pnc.methods.ood.contract.PosthocMethod`, on
+contract is :class:`pnc.methods.ood.posthoc.PosthocMethod`, on
 :class:`pnc.methods.base.BaseMethod`), one line each in the registry below, in Table 2's order
 (then the extra single-model scores). The workflow's config checks, its post-hoc jobs and the
 tables read the methods, their configs, the training runs they read and their labels from here.
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pnc.methods.ood.contract import Context, MethodSection, PosthocMethod, Runs
+from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs
 from pnc.methods.ood.deep_ensemble_detector import DeepEnsembleDetector
 from pnc.methods.ood.epinet_detector import EpinetDetector
 from pnc.methods.ood.llla_detector import LLLADetector

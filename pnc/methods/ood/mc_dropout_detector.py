@@ -11,7 +11,7 @@ from pnc.cifar import baselines as B
 from pnc.cifar.model import features_and_logits
 from pnc.cifar.trained import dropout_run
 from pnc.labels import SHARED_LABELS
-from pnc.methods.ood.contract import Context, MethodSection, PosthocMethod, Runs
+from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs
 
 
 @dataclasses.dataclass(frozen=True)

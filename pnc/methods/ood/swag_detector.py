@@ -13,7 +13,7 @@ import numpy as np
 
 from pnc.cifar import baselines as B
 from pnc.labels import SHARED_LABELS
-from pnc.methods.ood.contract import Context, MethodSection, PosthocMethod, Runs, SectionContext
+from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs, SectionContext
 
 #: Fixed label of the seeded generator that draws the BN-refresh images from a seed's training
 #: split (a stream label, not a size).

@@ -36,7 +36,7 @@ def _check_across_keys():
     from pnc.cifar.data import ID_DATASETS, tiny_train_images
     from pnc.cifar.jobs import resnet_config
     from pnc.methods import ood as registry
-    from pnc.methods.ood.contract import SectionContext
+    from pnc.methods.ood.posthoc import SectionContext
     from pnc.cifar.recipe import Recipe
 
     known = ID_DATASETS[ID].ood
