@@ -41,8 +41,8 @@ EVERY_METHOD = [(f, m) for f, family in FAMILIES.items() for m in family.METHOD_
 
 def _setting(family: str, method_id: str):
     if family == "regression":
-        return CheckSetting(overrides=dict(CONFIGS[method_id]))
-    return OODCheckSetting(section=SECTIONS[method_id])
+        return CheckSetting(overrides=dict(CONFIGS.get(method_id, {})))
+    return OODCheckSetting(section=SECTIONS.get(method_id, {}))
 
 
 @pytest.mark.parametrize(("family", "method_id"), EVERY_METHOD)
@@ -80,7 +80,7 @@ def test_an_unknown_method_id_raises_the_same_error_listing_the_family_ids(famil
 @pytest.mark.slow
 @pytest.mark.parametrize("method_id", methods.METHOD_IDS)
 def test_every_registered_regression_method_passes_the_contract(method_id):
-    overrides = dict(CONFIGS[method_id])
+    overrides = dict(CONFIGS.get(method_id, {}))  # small ones for the paper's methods
     if method_id == "subspace":  # its own run within the checks' 200 steps
         overrides.update(trajectory_steps=200, collect_start=100, collect_every=25, n_snapshots=4)
         overrides.update(rank=3, burn_in=5)
@@ -129,7 +129,8 @@ def test_a_regression_method_that_breaks_the_contract_is_named_with_the_check(cl
     assert checks_for(method)[0] is check_declarations
 
 
-#: small sections of every method (paper-sized defaults elsewhere)
+#: small sections of the paper's methods (paper-sized defaults elsewhere; a method not listed
+#: runs the contract with its defaults)
 SECTIONS = {
     "mahalanobis": {},
     "react_energy": {"percentile": 80},
@@ -162,15 +163,16 @@ SECTIONS = {
 }
 
 
-def test_every_registered_method_has_a_small_section_here():
-    assert set(SECTIONS) == set(registry.METHOD_IDS)
+def test_every_small_section_is_of_a_registered_method():
+    assert set(SECTIONS) <= set(registry.METHOD_IDS)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method_id", list(SECTIONS))
+@pytest.mark.parametrize("method_id", registry.METHOD_IDS)
 def test_every_registered_ood_method_passes_the_contract(method_id):
-    state = check_method(registry.get(method_id), OODCheckSetting(section=SECTIONS[method_id]))
-    grid = SECTIONS[method_id].get("grid", {})
+    section = SECTIONS.get(method_id, {})  # small ones for the paper's methods
+    state = check_method(registry.get(method_id), OODCheckSetting(section=section))
+    grid = section.get("grid", {})
     # every configuration of an ensemble's grid is tried (P&C: both blocks, then the second sigma
     # at the better one; the Deep Ensemble: its one), the single-model scores have no selection
     tried = int(np.prod([len(v) for v in grid.values()])) if grid else 0
