@@ -285,7 +285,9 @@ def test_rule_files_that_import_the_package_are_seen():
     """The scan finds the package imports the rules are known to make."""
     found = {p.relative_to(REPO).as_posix(): _imports(p) for p in RULE_FILES}
     assert "pnc.config_schema" in found["workflow/rules/shared.smk"]
-    assert {"pnc.methods.ood", "pnc.methods.ood.posthoc"} <= found["workflow/rules/cifar/common.smk"]
+    assert {"pnc.methods.ood", "pnc.methods.ood.posthoc"} <= found[
+        "workflow/rules/cifar/common.smk"
+    ]
     assert "pnc.mujoco.config_check" in found["workflow/rules/common.smk"]
 
 

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs
 from pnc.methods.ood.deep_ensemble_detector import DeepEnsembleDetector
 from pnc.methods.ood.epinet_detector import EpinetDetector
 from pnc.methods.ood.llla_detector import LLLADetector
 from pnc.methods.ood.mc_dropout_detector import MCDropoutDetector
 from pnc.methods.ood.pnc_detector import PnCDetector
+from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs
 from pnc.methods.ood.single_model_detectors import (
     EnergyDetector,
     MahalanobisDetector,
