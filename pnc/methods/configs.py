@@ -148,26 +148,19 @@ def _literal(text: str, annotation: Any) -> Any:
 
 def _parse_value(name: str, text: str, annotation: Any) -> Any:
     """The field value :func:`_format_value` wrote as ``text``, for a field of type ``annotation``
-    (read by :func:`_literal`, then checked by the strict :func:`pnc.methods.coerce.coerce`)."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        if text == "None" and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _parse_value(name, text, arg)
-            except ValueError as err:
-                errors.append(str(err))
-        raise ValueError("; ".join(errors))
-    if origin is tuple:
-        if text == "()":
-            return ()
-        return tuple(_parse_value(name, v, args[0]) for v in text.split("+"))
-    return coerce(name, _literal(text, annotation), annotation)
+    (read by :func:`_literal`, tuples split at ``+``, then checked by the strict
+    :func:`pnc.methods.coerce.coerce`)."""
+    if text == "None":
+        return coerce(name, None, annotation)
+    kind = annotation
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):  # X | None
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    if typing.get_origin(kind) is tuple:
+        item = typing.get_args(kind)[0]
+        value = () if text == "()" else tuple(_literal(v, item) for v in text.split("+"))
+    else:
+        value = _literal(text, kind)
+    return coerce(name, value, annotation)
 
 
 def parse_config_id(

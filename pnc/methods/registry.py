@@ -82,6 +82,17 @@ class Registry(Generic[T]):
         """The registered ids, in registration order."""
         return tuple(self._methods)
 
+    def module_getattr(self, module: str):
+        """A ``__getattr__`` for the family's module: its ``METHOD_IDS`` are :meth:`ids` when
+        read, so a method registered later is among them."""
+
+        def __getattr__(name: str):
+            if name == "METHOD_IDS":
+                return self.ids()
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+        return __getattr__
+
     def __contains__(self, method_id: object) -> bool:
         return method_id in self._methods
 

@@ -59,16 +59,9 @@ REGISTRY: Registry[PosthocMethod] = Registry(
     ),
 )
 
-get = REGISTRY.get
-register = REGISTRY.register
-unregister = REGISTRY.unregister
+get, register, unregister = REGISTRY.get, REGISTRY.register, REGISTRY.unregister
 registered = REGISTRY.registered
-
-
-def __getattr__(name: str):
-    if name == "METHOD_IDS":  # the registered ids, read when asked (a method registered later too)
-        return REGISTRY.ids()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = REGISTRY.module_getattr(__name__)  # METHOD_IDS, read when asked
 
 
 def labels() -> dict[str, str]:

@@ -69,10 +69,9 @@ REGISTRY: Registry[MethodBase] = Registry(
     ),
 )
 
-get = REGISTRY.get
-register = REGISTRY.register
-unregister = REGISTRY.unregister
+get, register, unregister = REGISTRY.get, REGISTRY.register, REGISTRY.unregister
 registered = REGISTRY.registered
+__getattr__ = REGISTRY.module_getattr(__name__)  # METHOD_IDS, read when asked
 
 #: The method of the paper and the baseline its cost and its Far metrics are compared with (the
 #: report's claims, ``pnc.bench.method_costs``), for code that names them.
@@ -80,12 +79,6 @@ PNC_ID: str = PerturbAndCorrect.id
 DEEP_ENSEMBLE_ID: str = DeepEnsemble.id
 #: The id of Subspace Inference, whose ID RMSE rank a paper claim states.
 SUBSPACE_ID: str = SubspaceInference.id
-
-
-def __getattr__(name: str):
-    if name == "METHOD_IDS":  # the registered ids, read when asked (a method registered later too)
-        return REGISTRY.ids()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def train_spec(
