@@ -484,7 +484,7 @@ def test_run_ids_and_the_runs_each_method_reads():
     assert recipe_for("member2", {"epochs": 10}, [1, 2]).swag_starts == ()
     with pytest.raises(ValueError, match="unknown run id 'swag'"):
         recipe_for("swag", {})
-    with pytest.raises(ValueError, match="unknown method 'odin'"):
+    with pytest.raises(ValueError, match="unknown OOD method 'odin'"):
         run_method("odin", {}, None, {})
     with pytest.raises(ValueError, match="grid.rate"):
         runs_of("mc_dropout", {})
@@ -560,7 +560,7 @@ def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
         method_config("msp", {"grid": {}})
     with pytest.raises(ValueError, match=r"methods\.llla\.n_samples = 'many'"):
         method_config("llla", {"n_samples": "many"})
-    with pytest.raises(ValueError, match=r"unknown method 'odin'; known: mahalanobis, react_energy, llla"):  # fmt: skip
+    with pytest.raises(ValueError, match=r"unknown OOD method 'odin'; registered ids: mahalanobis, react_energy, llla"):  # fmt: skip
         method_config("odin", {})
     epinet = method_config("epinet", {"hiddens": [16], "epochs": 2}).network(1.0)
     assert epinet == B.EpinetConfig(prior_scale=1.0, hiddens=(16,), epochs=2)
