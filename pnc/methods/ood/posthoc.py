@@ -1,4 +1,5 @@
-"""The contract of the CIFAR study's post-hoc methods, and what they share: the seed's data
+"""The OOD family's contract (the CIFAR study's post-hoc methods, on the base contract
+:class:`pnc.methods.base.BaseMethod`), and what they share: the seed's data
 (:class:`Context`), a method's config section (:class:`MethodSection`), the study it is checked
 against (:class:`SectionContext`), the base class of a method (:class:`PosthocMethod`), and
 selection (temperature per configuration, :func:`select_ensemble`; P&C's
@@ -22,10 +23,11 @@ plus the selection record (:func:`record`).
 
 A method's config section (``methods.<id>`` of ``config/cifar.yaml``) becomes a frozen dataclass,
 a :class:`MethodSection` (``PnCSection``, ``SWAGSection``, ...; named apart from the MuJoCo
-methods' configs, :mod:`pnc.methods`, which hold one configuration each) by
-:meth:`PosthocMethod.config`: its fixed settings are the fields, whose defaults are stated there
-once (the schema's defaults are checked against them), and its ``grid`` lists the values swept in
-selection; an unknown key fails naming the valid ones.
+methods' configs, :mod:`pnc.methods.regression`, which hold one configuration each) by
+:meth:`PosthocMethod.make_config`: its fixed settings are the fields, whose defaults are stated
+there once (the schema's defaults are checked against them) and whose values the strict
+:func:`pnc.methods.coerce.coerce` converts, and its ``grid`` lists the values swept in selection;
+an unknown key fails naming the valid ones.
 """
 
 from __future__ import annotations
