@@ -174,8 +174,8 @@ def select(
     *, method: str, section: Mapping, validation: Sequence[str | Path], out: str | Path
 ) -> dict:
     """The selection stage of ``method``: from each seed's sweep (the ``validation`` files of
-    :func:`validate`), the configuration :meth:`~pnc.methods.ood.posthoc.PosthocMethod.choose` picks;
-    write ``out`` (JSON: ``method`` and, per seed, the sweep with ``selected`` marked)."""
+    :func:`validate`), the configuration :meth:`~pnc.methods.ood.posthoc.PosthocMethod.choose`
+    picks; write ``out`` (JSON: ``method`` and, per seed, the sweep with ``selected`` marked)."""
     spec = registry.get(method)
     config = spec.make_config(section)
     seeds = {}

@@ -21,8 +21,8 @@ Common checks (:data:`COMMON_CHECKS`, every method):
 Regression checks (:data:`REGRESSION_CHECKS`): ``training`` (``training_spec`` is of the method's
 ``run_kind`` and ``train_spec`` trains it), ``posterior`` (a pytree of arrays; ``build_many`` one
 per configuration), ``prediction`` (finite means, non-negative variances ``[S, N, D]``),
-``input_width`` (inputs of the wrong width refused), ``parameter_samples`` (``[S, ...]`` weight samples and a reference of
-the same structure).
+``input_width`` (inputs of the wrong width refused), ``parameter_samples`` (``[S, ...]`` weight
+samples and a reference of the same structure).
 
 OOD checks (:data:`OOD_CHECKS`): ``section`` (an unknown grid key refused naming the valid ones;
 the training runs read are run ids; the study checks give lines of text), ``scores`` (a finite

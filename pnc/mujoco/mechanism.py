@@ -474,10 +474,10 @@ def mechanism_frame(
         settings: points per split, probes and probe radius.
         validation_dir: the two-phase validation phase's directory of this (env, seed)
             (``results/validation/{env}/seed{seed}``). A method that stores its posteriors
-            (:attr:`pnc.methods.regression.contract.MethodBase.stores_posteriors`: Subspace's chains) is then
-            restored from ``{validation_dir}/{method}/{run_id}.npz`` instead of built again: the
-            same samples, without running the chain a second time. ``None``: every posterior is
-            built (the ``full`` evaluation stores none).
+            (:attr:`pnc.methods.regression.contract.MethodBase.stores_posteriors`: Subspace's
+            chains) is then restored from ``{validation_dir}/{method}/{run_id}.npz`` instead of
+            built again: the same samples, without running the chain a second time. ``None``: every
+            posterior is built (the ``full`` evaluation stores none).
 
     Returns:
         ``(frame, info)``: the table (:data:`pnc.mujoco.results.MECHANISM_COLUMNS`) and a JSON-able

@@ -151,7 +151,8 @@ class MethodInfo:
 
 class RegistryView(Mapping[str, V]):
     """A read-only mapping built from the method registry when it is read, so a method registered
-    after import (:func:`pnc.methods.regression.register`) is seen; rebuilt whenever the registry changed.
+    after import (:func:`pnc.methods.regression.register`) is seen; rebuilt whenever the registry
+    changed.
 
     Args:
         build: returns the mapping from the registered methods.
@@ -764,8 +765,8 @@ MECHANISM_LEVERAGE_PREFIX = "leverage_l"
 #: Names read from the registry when they are used (``results.METHODS``; a ``from ... import``
 #: reads them once, at that import): name -> the function that gives them. ``DEEP_ENSEMBLE`` is
 #: the id of the baseline the paper compares P&C's Far metrics with
-#: (``pnc.methods.regression.DEEP_ENSEMBLE_ID``); ``SUBSPACE`` that of Subspace Inference, whose ID RMSE rank
-#: a paper claim states (``pnc.methods.regression.SUBSPACE_ID``).
+#: (``pnc.methods.regression.DEEP_ENSEMBLE_ID``); ``SUBSPACE`` that of Subspace Inference, whose ID
+#: RMSE rank a paper claim states (``pnc.methods.regression.SUBSPACE_ID``).
 _FROM_REGISTRY: dict[str, Callable[[], Any]] = {
     "DEEP_ENSEMBLE": _deep_ensemble,
     "SUBSPACE": _subspace,

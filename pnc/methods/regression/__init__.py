@@ -31,7 +31,8 @@ Usage::
 
 ``pnc`` and ``pnc_nocorr`` both take :class:`pnc.perturb_correct.PnCConfig` (re-exported here);
 ``pnc_nocorr`` pins ``correct=False, bootstrap_frac=None`` and accepts ``n_members``, ``rank``,
-``sigma`` and ``layers`` only. The shared ``base`` run lives in :mod:`pnc.methods.regression.base_run`.
+``sigma`` and ``layers`` only. The shared ``base`` run lives in
+:mod:`pnc.methods.regression.base_run`.
 """
 
 from __future__ import annotations

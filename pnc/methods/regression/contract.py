@@ -4,11 +4,11 @@
 A method is used in three steps, each a pure function of its inputs and an explicit PRNG key:
 
 1. **train** a :class:`~pnc.methods.regression.runs.TrainingRun` (identified by a
-   :class:`~pnc.methods.regression.runs.TrainingSpec`, :mod:`pnc.methods.regression.runs`). Several method
-   configurations share one run whenever the hyperparameters that differ are post-hoc: every P&C
-   configuration, the SWAG scales, the Subspace temperatures and the Laplace prior precisions all
-   reuse the one ``base`` run (:mod:`pnc.methods.regression.base_run`); Deep Ensembles and each MC-Dropout
-   rate have runs of their own.
+   :class:`~pnc.methods.regression.runs.TrainingSpec`, :mod:`pnc.methods.regression.runs`). Several
+   method configurations share one run whenever the hyperparameters that differ are post-hoc: every
+   P&C configuration, the SWAG scales, the Subspace temperatures and the Laplace prior precisions
+   all reuse the one ``base`` run (:mod:`pnc.methods.regression.base_run`); Deep Ensembles and each
+   MC-Dropout rate have runs of their own.
 2. **build** a posterior from the run (post-hoc construction, e.g. P&C members, the KFAC factors).
    Posteriors are pytrees whose leaves are their arrays, so ``jax.block_until_ready(posterior)``
    waits for the construction.

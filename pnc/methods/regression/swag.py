@@ -1,9 +1,9 @@
 """SWAG (Maddox et al., 2019): a Gaussian fitted to the iterates of the optimiser.
 
-The moments are collected during the shared ``base`` run (:mod:`pnc.methods.regression.base_run`; the
-authors' schedule: every step from step 1,000): running first and second moments of the flattened
-parameters and the last ``K`` deviation columns ``theta_i - mean_i``. With ``diag = clamp(second
-moment - mean^2, 0)`` and ``D`` the ``[K, P]`` deviation matrix, samples are
+The moments are collected during the shared ``base`` run (:mod:`pnc.methods.regression.base_run`;
+the authors' schedule: every step from step 1,000): running first and second moments of the
+flattened parameters and the last ``K`` deviation columns ``theta_i - mean_i``. With ``diag =
+clamp(second moment - mean^2, 0)`` and ``D`` the ``[K, P]`` deviation matrix, samples are
 
     theta = mean + scale * sqrt(1/2) * (diag^{1/2} z1 + D^T z2 / sqrt(K - 1)),
     z1 ~ N(0, I_P), z2 ~ N(0, I_K),
