@@ -1,7 +1,7 @@
 """Display names of the methods that both studies run, so one method has one name in every table.
 
-The MuJoCo method classes (:mod:`pnc.methods`) and the CIFAR study's method classes
-(:mod:`pnc.cifar.methods`) read their label here; a method of one study only keeps its label on
+The MuJoCo method classes (:mod:`pnc.methods.regression`) and the CIFAR study's method classes
+(:mod:`pnc.methods.ood`) read their label here; a method of one study only keeps its label on
 its own class.
 """
 

@@ -150,7 +150,7 @@ def _write_splits(directory, splits):
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     """Splits, a moved copy (other Near/Far targets) and a trained base run."""
-    from pnc.methods.runs import TrainingSpec
+    from pnc.methods.regression.runs import TrainingSpec
     from pnc.mujoco.stages import train_run
 
     rng = np.random.default_rng(0)
@@ -246,7 +246,7 @@ def test_evaluate_run_without_val_names_the_directory(study):
 
 
 def test_ablation_shares_the_keys_of_pnc(study, monkeypatch):
-    from pnc import methods as registry
+    from pnc.methods import regression as registry
     from pnc.mujoco import stages
 
     assert getattr(registry.get("pnc_nocorr"), "key_id", "pnc_nocorr") == "pnc"
@@ -304,8 +304,8 @@ def test_evaluation_tables_through_selection_and_frontier(study, tmp_path):
 def test_construction_sees_the_train_split_only(study, monkeypatch):
     """P&C's calibration pool (and every method's construction data) is the train split: no
     validation (or evaluation) row can enter D_cal."""
-    from pnc import methods as registry
-    from pnc.methods.runs import TrainingRun
+    from pnc.methods import regression as registry
+    from pnc.methods.regression.runs import TrainingRun
 
     method = registry.get("pnc")
     seen = []

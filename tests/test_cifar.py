@@ -437,7 +437,7 @@ def test_sweep_table_lists_values_and_selected_per_seed():
 
 
 def test_coordinate_descent_follows_the_paper_order():
-    from pnc.cifar.posthoc import coordinate_descent
+    from pnc.methods.ood.posthoc import coordinate_descent
 
     calls = []
 
@@ -459,7 +459,7 @@ def test_coordinate_descent_follows_the_paper_order():
 
 
 def test_selection_fits_a_temperature_per_configuration_and_keeps_the_lowest_nll():
-    from pnc.cifar.posthoc import Context, select_ensemble
+    from pnc.methods.ood.posthoc import Context, select_ensemble
 
     rng = np.random.default_rng(6)
     y = rng.integers(0, 10, 200)
@@ -474,7 +474,7 @@ def test_selection_fits_a_temperature_per_configuration_and_keeps_the_lowest_nll
 
 def test_run_ids_and_the_runs_each_method_reads():
     from pnc.cifar.jobs import recipe_for
-    from pnc.cifar.methods import run_method, runs_of
+    from pnc.methods.ood import run_method, runs_of
 
     assert runs_of("deep_ensemble", {"n_models": 3}) == ["base", "member1", "member2"]
     assert runs_of("mc_dropout", {"grid": {"rate": [0.1, 0.5]}}) == ["dropout0.1", "dropout0.5"]
@@ -484,7 +484,7 @@ def test_run_ids_and_the_runs_each_method_reads():
     assert recipe_for("member2", {"epochs": 10}, [1, 2]).swag_starts == ()
     with pytest.raises(ValueError, match="unknown run id 'swag'"):
         recipe_for("swag", {})
-    with pytest.raises(ValueError, match="unknown method 'odin'"):
+    with pytest.raises(ValueError, match="unknown OOD method 'odin'"):
         run_method("odin", {}, None, {})
     with pytest.raises(ValueError, match="grid.rate"):
         runs_of("mc_dropout", {})
@@ -524,7 +524,7 @@ def test_method_configs_state_the_defaults_the_schema_repeats():
 
     import yaml
 
-    from pnc.cifar import methods as registry
+    from pnc.methods import ood as registry
 
     path = Path(__file__).resolve().parents[1] / "workflow/schemas/cifar.schema.yaml"
     schema = yaml.safe_load(path.read_text())["properties"]["methods"]["properties"]
@@ -536,15 +536,15 @@ def test_method_configs_state_the_defaults_the_schema_repeats():
         fields = [f.name for f in dataclasses.fields(method.config_cls) if f.name != "grid"]
         assert set(props) == set(fields), method_id
         assert set(grid) == set(method.config_cls.grid_keys), method_id
-        defaults = method.config({})
+        defaults = method.make_config({})
         for name, spec in props.items():
             value = getattr(defaults, name)
             assert (list(value) if isinstance(value, tuple) else value) == spec["default"], name
 
 
 def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
-    from pnc.cifar import methods as registry
-    from pnc.cifar.methods import method_config
+    from pnc.methods import ood as registry
+    from pnc.methods.ood import method_config
 
     labels = registry.labels()
     assert labels == {m.id: m.label for m in registry.registered()}
@@ -558,9 +558,11 @@ def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
         method_config("swag", {"grid": {"rank": [2]}})
     with pytest.raises(ValueError, match=r"methods\.msp: unknown key\(s\) grid; valid keys: none"):
         method_config("msp", {"grid": {}})
-    with pytest.raises(ValueError, match=r"methods\.llla\.n_samples = 'many'"):
+    with pytest.raises(
+        ValueError, match=r"methods\.llla\.n_samples must be an integer \(int\), got 'many'"
+    ):
         method_config("llla", {"n_samples": "many"})
-    with pytest.raises(ValueError, match=r"unknown method 'odin'; known: mahalanobis, react_energy, llla"):  # fmt: skip
+    with pytest.raises(ValueError, match=r"unknown OOD method 'odin'; registered ids: mahalanobis, react_energy, llla"):  # fmt: skip
         method_config("odin", {})
     epinet = method_config("epinet", {"hiddens": [16], "epochs": 2}).network(1.0)
     assert epinet == B.EpinetConfig(prior_scale=1.0, hiddens=(16,), epochs=2)
@@ -623,10 +625,10 @@ def test_method_sections_check_themselves_against_the_study():
     """P&C's blocks against the network and its calibration images against the tiny training
     split, SWAG's start epochs against the training epochs (each method's ``study_problems``); the
     other methods have no checks."""
-    from pnc.cifar import methods as registry
-    from pnc.cifar.methods import method_config
-    from pnc.cifar.posthoc import SectionContext
     from pnc.conv.resnet import ResNetConfig
+    from pnc.methods import ood as registry
+    from pnc.methods.ood import method_config
+    from pnc.methods.ood.posthoc import SectionContext
 
     study = SectionContext(ResNetConfig(widths=(8, 16), blocks_per_stage=(1, 2)), 5, n_train=100)
     grid = {"block": [[1, 1], [2, 0]], "sigma": [1.0], "bootstrap_frac": [0.5]}
@@ -653,4 +655,4 @@ def test_method_sections_check_themselves_against_the_study():
             section = {"grid": {k: [1] for k in method.config_cls.grid_keys}}
             if not method.config_cls.grid_keys:
                 section = {}
-            assert method.study_problems(method.config(section), study) == []
+            assert method.study_problems(method.make_config(section), study) == []

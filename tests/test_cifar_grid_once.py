@@ -278,8 +278,8 @@ def test_the_expansion_lists_the_configurations_in_the_order_each_method_builds_
     the expansion's, id by id."""
     from test_cifar_configs import OVERLAYS, effective
 
-    from pnc.cifar import methods as registry
     from pnc.cifar.grid import Sweep
+    from pnc.methods import ood as registry
 
     study = effective(OVERLAYS[Path(config_file).name])
     sweeps = study["sweeps"]

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from pnc.cifar import baselines as B
-from pnc.cifar import posthoc as P
 from pnc.cifar.ood_tables import method_metrics
+from pnc.methods.ood import posthoc as P
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:

@@ -243,17 +243,17 @@ def test_tiny_cifar_workflow_end_to_end(tiny_run):
 
 
 def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run, tmp_path):
-    """A method registered outside the package (the toy of tests/test_cifar_methods_contract.py)
+    """A method registered outside the package (the toy of tests/test_methods_contract.py)
     runs through the tiny run's post-hoc jobs (its sweep, the selection stage, its scores) on that
     run's data and training runs, and the tables job reads it beside the configured methods: its
     row in Table 2 and its sweep, under its label."""
     import shutil
 
-    from test_cifar_methods_contract import TOY_SECTION, Tempered
+    from test_methods_contract import TOY_SECTION, Tempered
 
     from pnc.cifar import jobs
-    from pnc.cifar import methods as registry
     from pnc.cifar.grid import expand_sweep
+    from pnc.methods import ood as registry
 
     config = _effective(tiny_run, TINY)
     scores = tmp_path / "scores"
@@ -302,6 +302,106 @@ def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run,
     pd.testing.assert_frame_equal(after[after.method != "tempered"].reset_index(drop=True), before)
 
 
+#: A new CIFAR method's module: the base network's logits scaled by each ``scale`` of its grid,
+#: plus a fixed noise drawn from its key (the toy of tests/test_methods_contract.py).
+NEW_METHOD_MODULE = '''"""Tempered logits: a toy method."""
+
+import dataclasses
+import functools
+from typing import ClassVar
+
+import jax
+import numpy as np
+
+from pnc.cifar import baselines as B
+from pnc.methods.ood.posthoc import MethodSection, PosthocMethod
+
+
+@dataclasses.dataclass(frozen=True)
+class TemperedSection(MethodSection):
+    grid_keys: ClassVar[tuple[str, ...]] = ("scale",)
+    noise: float = 0.0
+
+
+class TemperedDetector(PosthocMethod):
+    id: ClassVar[str] = "tempered"
+    label: ClassVar[str] = "Tempered"
+    config_cls: ClassVar[type[MethodSection]] = TemperedSection
+
+    def candidates(self, config, ctx, runs):
+        v = runs["base"].variables
+
+        def build(scale):
+            draw = jax.random.normal(self.key(ctx, scale), (ctx.config.num_classes,))
+            noise = config.noise * np.asarray(draw)
+            return lambda x: (B.network_logits(v, x, ctx.config, ctx.batch_size) * scale + noise)[None]
+
+        return [({"scale": s}, functools.partial(build, s)) for s in config.values("scale")]
+'''
+
+#: The new method's block of workflow/schemas/cifar.schema.yaml.
+NEW_METHOD_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["grid"],
+    "properties": {
+        "noise": {"type": "number", "minimum": 0, "default": 0.0},
+        "grid": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["scale"],
+            "properties": {"scale": {"type": "array", "minItems": 1, "items": {"type": "number"}}},
+        },
+    },
+}
+
+
+def test_a_new_method_joins_the_tiny_run_with_four_files(tiny_run, tmp_path, monkeypatch):
+    """A new method of the CIFAR study touches four files: its module and one registry line (in a
+    copy of the package, first on the jobs' ``PYTHONPATH``), its schema block and its entry in the
+    config (in a copy of the tiny run's workflow). Snakemake then runs only the new method's jobs
+    and the tables, on the tiny run's data and training runs; the other rows stay as they were."""
+    import shutil
+
+    lib = tmp_path / "lib"
+    shutil.copytree(ROOT / "pnc", lib / "pnc", ignore=shutil.ignore_patterns("__pycache__"))
+    (lib / "pnc/methods/ood/tempered_detector.py").write_text(NEW_METHOD_MODULE)  # 1. its module
+    init = lib / "pnc/methods/ood/__init__.py"  # 2. one registry line (and its import)
+    text = init.read_text()
+    last = "        EnergyDetector(),\n"
+    assert text.count(last) == 1
+    text = text.replace(last, last + "        TemperedDetector(),\n")
+    registry_import = "from pnc.methods.registry import Registry\n"
+    new_import = "from pnc.methods.ood.tempered_detector import TemperedDetector\n"
+    text = text.replace(registry_import, new_import + registry_import)
+    init.write_text(text)
+    work = tmp_path / "work"
+    shutil.copytree(tiny_run, work, symlinks=True)
+    schema_path = work / "workflow/schemas/cifar.schema.yaml"  # 3. its schema block
+    schema = yaml.safe_load(schema_path.read_text())
+    schema["properties"]["methods"]["properties"]["tempered"] = NEW_METHOD_SCHEMA
+    schema_path.write_text(yaml.safe_dump(schema, sort_keys=False))
+    config = yaml.safe_load((work / TINY).read_text())  # 4. its config entry
+    config["methods"]["tempered"] = {"noise": 0.1, "grid": {"scale": [0.5, 2.0]}}
+    (work / TINY).write_text(yaml.safe_dump(config, sort_keys=False))
+
+    monkeypatch.setenv("PYTHONPATH", str(lib))
+    proc = _snakemake(work, "--cores", "2", "--configfile", TINY, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    log = proc.stdout + proc.stderr  # the job stats: only the new method's jobs and the tables
+    counts = dict(re.findall(r"^(cifar\w*)\s+(\d+)$", log, flags=re.M))
+    assert counts == {
+        "cifar_validate": "1", "cifar_select": "1", "cifar_posthoc": "1", "cifar_tables": "1",
+        "cifar": "1",
+    }, log[-3000:]  # fmt: skip
+    table = pd.read_csv(work / "results/cifar/tables/table2.csv")
+    assert table["method"].tolist()[-1] == "tempered"
+    assert "| Tempered |" in (work / "results/cifar/tables/table2.md").read_text()
+    assert "| Tempered | scale | 0.5, 2.0 |" in (work / "results/cifar/tables/sweep.md").read_text()
+    before = pd.read_csv(tiny_run / "results/cifar/tables/table2.csv")
+    pd.testing.assert_frame_equal(table[table.method != "tempered"].reset_index(drop=True), before)
+
+
 @pytest.mark.parametrize(
     ("stage", "command"),
     [("cifar_tiny_data", "tiny-data"), ("cifar_fetch", "fetch"), ("cifar_data", "prepare"),
@@ -324,7 +424,7 @@ def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch
 
 def test_schema_lists_exactly_the_methods_of_the_library():
     from pnc.cifar.data import ID_DATASETS
-    from pnc.cifar.methods import METHOD_IDS
+    from pnc.methods.ood import METHOD_IDS
 
     schema = yaml.safe_load((ROOT / "workflow/schemas/cifar.schema.yaml").read_text())
     assert set(schema["properties"]["methods"]["properties"]) == set(METHOD_IDS)

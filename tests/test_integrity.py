@@ -198,7 +198,7 @@ def run_copy(study, tmp_path):  # noqa: F811
 
 def test_run_records_and_verifies_its_checksum(run_copy):
     from pnc.io import file_sha256
-    from pnc.methods.runs import TrainingRun
+    from pnc.methods.regression.runs import TrainingRun
 
     info = json.loads((run_copy / "run.json").read_text())
     assert info["msgpack_sha256"] == file_sha256(run_copy / "run.msgpack")
@@ -206,7 +206,7 @@ def test_run_records_and_verifies_its_checksum(run_copy):
 
 
 def test_truncated_run_names_the_file(run_copy):
-    from pnc.methods.runs import TrainingRun
+    from pnc.methods.regression.runs import TrainingRun
 
     data = (run_copy / "run.msgpack").read_bytes()
     (run_copy / "run.msgpack").write_bytes(data[: len(data) // 2])
@@ -223,7 +223,7 @@ def test_truncated_run_names_the_file(run_copy):
 
 
 def test_corrupted_run_of_same_length_fails_the_checksum(run_copy):
-    from pnc.methods.runs import TrainingRun
+    from pnc.methods.regression.runs import TrainingRun
 
     data = bytearray((run_copy / "run.msgpack").read_bytes())
     for i in range(len(data) - 40, len(data) - 8):
@@ -234,7 +234,7 @@ def test_corrupted_run_of_same_length_fails_the_checksum(run_copy):
 
 
 def test_truncated_run_json_names_the_file(run_copy):
-    from pnc.methods.runs import TrainingRun
+    from pnc.methods.regression.runs import TrainingRun
 
     text = (run_copy / "run.json").read_text()
     (run_copy / "run.json").write_text(text[: len(text) // 2])

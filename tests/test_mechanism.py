@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from scipy.spatial import distance
 
-import pnc.methods as methods
+import pnc.methods.regression as methods
 from pnc import Collection, MLPConfig, PnCConfig, TrainConfig, build_members, init_params
 from pnc import diagnostics as dg
 from pnc.io import ArtifactError, file_sha256, save_pytree, write_json

@@ -11,7 +11,7 @@ import ast
 import tokenize
 from pathlib import Path
 
-import pnc.methods as methods
+import pnc.methods.regression as methods
 
 ROOT = Path(__file__).resolve().parents[1]
 PNC = {"pnc", "pnc_nocorr"}  # P&C and its ablation
@@ -36,7 +36,7 @@ OTHER_FILES: dict[str, tuple[set[str], str]] = {
     ),
     "pnc/cifar": (
         {"pnc", "deep_ensemble", "mc_dropout", "swag"},
-        "the CIFAR study's method classes (pnc.cifar.methods) and the training runs they read",
+        "the CIFAR study's method classes (pnc.methods.ood) and the training runs they read",
     ),
     "pnc/bench/cifar_costs.py": ({"pnc", "swag"}, "the CIFAR study's cost model, per method"),
     "pnc/bench/peers.py": (

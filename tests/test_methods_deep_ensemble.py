@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import pnc.methods as methods
+import pnc.methods.regression as methods
 from pnc import MLPConfig, mixture
 from pnc.mlp import init_params
 from pnc.predictive import epistemic_variance

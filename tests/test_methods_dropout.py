@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import pnc.methods as methods
+import pnc.methods.regression as methods
 from pnc import MLPConfig
 from pnc.mlp import GaussianMLP, init_params
 from pnc.training import Standardizer, TrainedModel, nll_loss

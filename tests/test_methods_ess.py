@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pnc.methods.ess import elliptical_slice_chain
+from pnc.methods.regression.ess import elliptical_slice_chain
 
 
 def test_ess_recovers_a_gaussian_posterior():

@@ -5,10 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import pnc.methods as methods
+import pnc.methods.regression as methods
 from pnc import MLPConfig, forward, gaussian_nll, init_params
-from pnc.methods import TrainingRun, TrainingSpec
-from pnc.methods.laplace import (
+from pnc.methods.regression import TrainingRun, TrainingSpec
+from pnc.methods.regression.laplace import (
     augmented_layer,
     eigen_factors,
     kfac_factors,

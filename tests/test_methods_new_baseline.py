@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 import yaml
 
-import pnc.methods as methods
+import pnc.methods.regression as methods
 from pnc import MLPConfig, TrainConfig
-from pnc.methods.base_run import OnBaseRun
-from pnc.methods.contract import MethodBase
+from pnc.methods.regression.base_run import OnBaseRun
+from pnc.methods.regression.contract import MethodBase
 from pnc.mujoco import results
 from pnc.predictive import Predictive
 

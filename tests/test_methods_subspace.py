@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
-import pnc.methods as methods
-import pnc.methods.subspace as subspace
+import pnc.methods.regression as methods
+import pnc.methods.regression.subspace as subspace
 from pnc import MLPConfig, forward, gaussian_nll, init_params
-from pnc.methods import TrainingRun, TrainingSpec
+from pnc.methods.regression import TrainingRun, TrainingSpec
 from pnc.training import Standardizer, TrainedModel
 
 CONFIG = MLPConfig(out_dim=2, hidden=(4,))

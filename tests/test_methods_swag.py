@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
-import pnc.methods as methods
+import pnc.methods.regression as methods
 from pnc import MLPConfig, TrainConfig
-from pnc.methods import TrainingRun, TrainingSpec
-from pnc.methods.base_run import base_spec, swag_statistics, train_base
-from pnc.methods.swag import swag_sample
+from pnc.methods.regression import TrainingRun, TrainingSpec
+from pnc.methods.regression.base_run import base_spec, swag_statistics, train_base
+from pnc.methods.regression.swag import swag_sample
 from pnc.mlp import init_params
 from pnc.training import (
     Collection,

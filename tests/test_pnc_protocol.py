@@ -15,7 +15,7 @@ import pytest
 import yaml
 from test_calibration import _write_splits, study  # noqa: F401
 
-from pnc.methods.runs import TrainingRun, TrainingSpec
+from pnc.methods.regression.runs import TrainingRun, TrainingSpec
 from pnc.mujoco import grid
 from pnc.mujoco.config_check import cross_key_problems
 
@@ -149,7 +149,7 @@ def test_own_base_run_is_the_shared_recipe_at_its_own_step_cap(study, tmp_path):
 
 
 def test_a_base_run_rejects_other_options():
-    from pnc import methods
+    from pnc.methods import regression as methods
 
     with pytest.raises(ValueError, match="accepts the option 'steps' only"):
         methods.get("pnc").train(

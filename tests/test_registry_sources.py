@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import pnc.methods as methods
+import pnc.methods.regression as methods
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"

@@ -22,8 +22,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from pnc import methods as registry
 from pnc.bench.command_line import bench_parser, emit
+from pnc.methods import regression as registry
 from pnc.mlp import MLPConfig
 from pnc.training import TrainConfig
 
@@ -70,7 +70,7 @@ def benchmark_methods(
 
     Args:
         n_train, n_predict, in_dim, out_dim, hidden, steps, batch_size: problem and training sizes.
-        method_ids: methods to time (default: all of :data:`pnc.methods.METHOD_IDS`).
+        method_ids: methods to time (default: all of :data:`pnc.methods.regression.METHOD_IDS`).
         overrides: per-method config overrides (default: each method's default configuration).
         warm: also time a second post-hoc construction and prediction (compiled code only),
             reported as ``posthoc_warm_s`` / ``predict_warm_s``.

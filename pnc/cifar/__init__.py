@@ -7,10 +7,10 @@ sources, checksums verified), :mod:`~pnc.cifar.model` (the classifier and its fe
 :mod:`~pnc.cifar.recipe` (the training recipe with per-epoch checkpoints and SWAG moments),
 :mod:`~pnc.cifar.trained` (run ids, and the trained network's files checked against their SHA-256),
 :mod:`~pnc.cifar.baselines` (MSP, Energy, Mahalanobis, ReAct, LLLA, MC Dropout, SWAG, Epinet),
-:mod:`~pnc.cifar.posthoc` (the method contract: a method's config section, its sweep on
+:mod:`~pnc.methods.ood.posthoc` (the method contract: a method's config section, its sweep on
 validation, its selection and its scores; temperature, P&C's coordinate descent),
-:mod:`~pnc.cifar.methods` (the methods, one class each, and their registry; the contract's
-checks, :mod:`~pnc.cifar.methods.detector_checks`), :mod:`~pnc.cifar.grid` (each method's
+:mod:`~pnc.methods.ood` (the methods, one class each, and their registry; the contract's
+checks, :mod:`~pnc.methods.checks`), :mod:`~pnc.cifar.grid` (each method's
 configurations, expanded once by the workflow and read by id), :mod:`~pnc.cifar.ood_metrics`
 (AUROC, FPR@95%TPR, AUPR-In/Out with ID positive; NLL, ECE, Brier), :mod:`~pnc.cifar.ood_tables`
 (Table 2, the calibration and AUPR tables, the sweep table) and :mod:`~pnc.cifar.jobs` (one

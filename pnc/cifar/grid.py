@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pnc.cifar.posthoc import MethodSection
 from pnc.io import atomic_path
+from pnc.methods.ood.posthoc import MethodSection
 
 #: Where the workflow writes a method's sweep (relative to the working directory).
 SWEEP_PATH = "results/cifar/sweeps/{method}.json"
@@ -56,8 +56,8 @@ class Sweep:
     # ------------------------------------------------------------------------------- reading
 
     def config(self) -> MethodSection:
-        """The method's typed section (:meth:`pnc.cifar.posthoc.PosthocMethod.config`)."""
-        from pnc.cifar import methods as registry
+        """The method's typed section (:meth:`pnc.methods.ood.posthoc.PosthocMethod.make_config`)."""
+        from pnc.methods import ood as registry
 
         return registry.method_config(self.method, self.section)
 
@@ -137,7 +137,7 @@ def evaluated_methods(config: Mapping) -> list[str]:
     """The methods a study config runs: ``evaluate`` in its order, or every method configured
     under ``methods`` in the tables' order (the registry's; a merged config's keys come in the
     order of the overlay, which must not reorder the tables), then any other configured id."""
-    from pnc.cifar.methods import METHOD_IDS
+    from pnc.methods.ood import METHOD_IDS
 
     if config.get("evaluate"):
         return list(config["evaluate"])
@@ -168,10 +168,10 @@ def expand_sweep(method: str, section: Mapping | None) -> Sweep:
         ValueError: an unknown method, an invalid section (:meth:`MethodSection.from_section`),
             or an empty grid list.
     """
-    from pnc.cifar import methods as registry
+    from pnc.methods import ood as registry
 
     spec = registry.get(method)
-    config = spec.config(section)
+    config = spec.make_config(section)
     settings = {
         f.name: _plain(getattr(config, f.name))
         for f in dataclasses.fields(config)

@@ -30,14 +30,14 @@ import numpy as np
 import pandas as pd
 
 from pnc.cifar import data as D
-from pnc.cifar import methods as registry
 from pnc.cifar import ood_tables as T
-from pnc.cifar import posthoc as P
 from pnc.cifar.grid import Sweep
 from pnc.cifar.recipe import swag_moments, train, variables_of
 from pnc.cifar.trained import TrainedNetwork, recipe_for
 from pnc.conv.resnet import ResNetConfig
 from pnc.io import atomic_path, read_json, write_json
+from pnc.methods import ood as registry
+from pnc.methods.ood import posthoc as P
 
 log = logging.getLogger(__name__)
 
@@ -117,11 +117,33 @@ def train_run(
     return {k: summary[k] for k in ("seed", "run_id", "seconds", "device")}
 
 
+def context_from_prepared(
+    data: D.Prepared, config: ResNetConfig, seed: int, val_size: int, batch_size: int = 500
+) -> P.Context:
+    """One seed's :class:`pnc.methods.ood.posthoc.Context`: the seed's train/val split of the
+    prepared training images (:func:`pnc.cifar.data.train_val_split`), the test and OOD sets."""
+    tr, va = D.train_val_split(data.train_x.shape[0], val_size, seed)
+    return P.Context(
+        config=config,
+        seed=seed,
+        train_x=data.train_x[tr],
+        train_y=data.train_y[tr],
+        val_x=data.train_x[va],
+        val_y=data.train_y[va],
+        test_x=data.test_x,
+        test_y=data.test_y,
+        ood=dict(data.ood),
+        batch_size=batch_size,
+    )
+
+
 def _seed_context(seed, config, method, data_dir, runs_dir, model, val_size, batch_size):
     data = D.load_prepared(data_dir)
     network = resnet_config(model, data.num_classes)
-    ctx = P.Context.from_prepared(data, network, seed, val_size, batch_size)
-    runs = {r: P.load_run(Path(runs_dir) / r) for r in registry.get(method).runs_of(config)}
+    ctx = context_from_prepared(data, network, seed, val_size, batch_size)
+    runs = {
+        r: TrainedNetwork.load(Path(runs_dir) / r) for r in registry.get(method).runs_of(config)
+    }
     return ctx, runs
 
 
@@ -159,7 +181,7 @@ def validate(
 def select(*, sweep: Sweep | str | Path, validation: Sequence[str | Path], out: str | Path) -> dict:
     """The selection stage of the method of ``sweep``: from each seed's sweep (the
     ``validation`` files of :func:`validate`), the configuration
-    :meth:`~pnc.cifar.posthoc.PosthocMethod.choose` picks; write ``out`` (JSON: ``method`` and,
+    :meth:`~pnc.methods.ood.posthoc.PosthocMethod.choose` picks; write ``out`` (JSON: ``method`` and,
     per seed, the sweep with ``selected`` marked)."""
     table = _sweep(sweep)
     method, config = table.method, table.config()

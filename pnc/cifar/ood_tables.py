@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from pnc.cifar import ood_metrics as M
-from pnc.cifar.methods import labels as method_labels
 from pnc.io import write_csv
+from pnc.methods.ood import labels as method_labels
 from pnc.report.render import fmt, latex_escape, markdown_table, tabular_lines
 
 TABLE2_COLUMNS = ("acc", "near_auroc", "near_fpr95", "far_auroc", "far_fpr95")

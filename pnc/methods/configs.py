@@ -2,9 +2,9 @@
 
 A method's hyperparameters are a frozen dataclass (``config_cls``) whose fields all have defaults.
 A method accepts the fields named in its ``config_keys`` (its ``training_fields`` and
-``posthoc_fields``, :class:`pnc.methods.contract.MethodBase`); every other field of ``config_cls``
-is pinned, to the value in the method's ``fixed`` mapping or else to the field's default. This lets
-two methods share one config class: ``pnc`` and ``pnc_nocorr`` both use
+``posthoc_fields``, :class:`pnc.methods.regression.contract.MethodBase`); every other field of
+``config_cls`` is pinned, to the value in the method's ``fixed`` mapping or else to the field's
+default. This lets two methods share one config class: ``pnc`` and ``pnc_nocorr`` both use
 :class:`pnc.perturb_correct.PnCConfig`, the latter pinning ``correct=False`` and
 ``bootstrap_frac=None`` and not accepting ``ridge``. A workflow turns a YAML grid into configs with
 :func:`make_config` (unknown keys and ill-typed values are rejected with a message naming the key)
@@ -20,58 +20,12 @@ checks the methods' configs share.
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
-
-def _coerce(name: str, value: Any, annotation: Any) -> Any:
-    """Convert ``value`` to the field type ``annotation`` or raise ``ValueError`` naming ``name``."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(name, value, arg)
-            except ValueError as err:
-                errors.append(str(err))
-        raise ValueError("; ".join(errors))
-    if annotation is bool:
-        if isinstance(value, bool | np.bool_):
-            return bool(value)
-        raise ValueError(f"{name} must be true or false, got {value!r}")
-    if annotation is int:
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise ValueError(f"{name} must be an integer, got {value!r}")
-        return int(value)
-    if annotation is float:
-        if isinstance(value, bool):
-            raise ValueError(f"{name} must be a number, got {value!r}")
-        try:
-            out = float(value)  # YAML 1.1 reads "1e-4" as a string
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a number, got {value!r}") from None
-        if not math.isfinite(out):
-            raise ValueError(f"{name} must be finite, got {value!r}")
-        return out
-    if annotation is str:
-        if not isinstance(value, str):
-            raise ValueError(f"{name} must be a string, got {value!r}")
-        return value
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise ValueError(f"{name} must be a list, got {value!r}")
-        return tuple(_coerce(name, v, args[0]) for v in value)
-    raise TypeError(f"unsupported field type {annotation!r} for {name}")
+from pnc.methods.coerce import coerce
 
 
 def field_names(config_cls: type) -> tuple[str, ...]:
@@ -85,6 +39,7 @@ def make_config(
     *,
     keys: tuple[str, ...] | None = None,
     fixed: Mapping[str, Any] | None = None,
+    where: str | None = None,
 ) -> Any:
     """Build a config from its defaults, ``fixed`` values and a mapping of overrides.
 
@@ -94,20 +49,29 @@ def make_config(
             fields' annotated types (``int``, ``float``, ``bool``, ``tuple[...]``, optionals).
         keys: the fields that may be overridden (default: all fields of ``config_cls``).
         fixed: values passed for fields outside ``keys`` (used as given, not coerced).
+        where: the section the overrides come from (``"methods.swag"``): messages name it and
+            its keys as ``<where>.<key>``; ``None``: messages name the class and the bare keys.
 
     Raises:
         ValueError: on a key outside ``keys`` (the message lists the valid ones) or a value of the
-            wrong type or out of range (the message names the key).
+            wrong type (:func:`pnc.methods.coerce.coerce`: the message names the key, the value
+            and the type).
     """
     overrides = dict(overrides or {})
     keys = field_names(config_cls) if keys is None else tuple(keys)
-    unknown = sorted(set(overrides) - set(keys))
-    if unknown:
+    unknown = sorted(set(overrides) - set(keys), key=str)
+    if unknown and where is None:
         raise ValueError(
             f"unknown {config_cls.__name__} key(s) {unknown}; valid keys: {', '.join(keys)}"
         )
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown key(s) {', '.join(map(str, unknown))}; valid keys: "
+            + (", ".join(keys) or "none")
+        )
     hints = typing.get_type_hints(config_cls)
-    kwargs = {k: _coerce(k, v, hints[k]) for k, v in overrides.items()}
+    prefix = "" if where is None else f"{where}."
+    kwargs = {k: coerce(prefix + k, v, hints[k]) for k, v in overrides.items()}
     return config_cls(**kwargs, **dict(fixed or {}))
 
 
@@ -167,43 +131,36 @@ def config_id_items(text: str) -> dict[str, str]:
     return items
 
 
-def _parse_value(name: str, text: str, annotation: Any) -> Any:
-    """The field value :func:`_format_value` wrote as ``text``, for a field of type ``annotation``."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        if text == "None" and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _parse_value(name, text, arg)
-            except ValueError as err:
-                errors.append(str(err))
-        raise ValueError("; ".join(errors))
-    if annotation is bool:
-        if text not in ("True", "False"):
-            raise ValueError(f"{name} must be True or False, got {text!r}")
-        return text == "True"
-    if annotation is int:
-        try:
-            return int(text)
-        except ValueError:
-            raise ValueError(f"{name} must be an integer, got {text!r}") from None
-    if annotation is float:
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError(f"{name} must be a number, got {text!r}") from None
+def _literal(text: str, annotation: Any) -> Any:
+    """The value ``text`` writes (a bool, an integer, a number, else the text itself; for a
+    ``str`` field always the text), before :func:`pnc.methods.coerce.coerce` checks its type."""
     if annotation is str:
         return text
-    if origin is tuple:
-        if text == "()":
-            return ()
-        return tuple(_parse_value(name, v, args[0]) for v in text.split("+"))
-    raise TypeError(f"unsupported field type {annotation!r} for {name}")
+    if text in ("True", "False"):
+        return text == "True"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _parse_value(name: str, text: str, annotation: Any) -> Any:
+    """The field value :func:`_format_value` wrote as ``text``, for a field of type ``annotation``
+    (read by :func:`_literal`, tuples split at ``+``, then checked by the strict
+    :func:`pnc.methods.coerce.coerce`)."""
+    if text == "None":
+        return coerce(name, None, annotation)
+    kind = annotation
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):  # X | None
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    if typing.get_origin(kind) is tuple:
+        item = typing.get_args(kind)[0]
+        value = () if text == "()" else tuple(_literal(v, item) for v in text.split("+"))
+    else:
+        value = _literal(text, kind)
+    return coerce(name, value, annotation)
 
 
 def parse_config_id(

@@ -1,7 +1,7 @@
 """Config checks across keys of the MuJoCo study: :func:`cross_key_problems` checks a study
 config (pools, log-variance bounds, and each method's configurations against the study, by the
-method's own :meth:`~pnc.methods.contract.MethodBase.study_problems`) and returns every problem as
-one line. The schema checks both studies share are :mod:`pnc.config_schema`.
+method's own :meth:`~pnc.methods.regression.contract.MethodBase.study_problems`) and returns every
+problem as one line. The schema checks both studies share are :mod:`pnc.config_schema`.
 """
 
 from __future__ import annotations
@@ -130,8 +130,8 @@ def cross_key_problems(config: Mapping[str, Any], points: Mapping[str, Sequence[
     """Every problem across keys of a schema-validated MuJoCo study config.
 
     :func:`data_problems`, then each method's own check of its configurations against the study
-    (:meth:`pnc.methods.contract.MethodBase.study_problems`: P&C's layers, ranks and calibration size,
-    SWAG's and Subspace's snapshots).
+    (:meth:`pnc.methods.regression.contract.MethodBase.study_problems`: P&C's layers, ranks and
+    calibration size, SWAG's and Subspace's snapshots).
 
     Args:
         config: the config with the schema's defaults filled in.
@@ -141,7 +141,7 @@ def cross_key_problems(config: Mapping[str, Any], points: Mapping[str, Sequence[
     Returns:
         The errors (one line each, without the ``invalid config:`` prefix) and warnings.
     """
-    from pnc import methods as registry
+    from pnc.methods import regression as registry
 
     out = Problems(errors=data_problems(config))
     if out.errors:

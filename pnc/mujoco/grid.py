@@ -29,7 +29,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from pnc.methods.runs import TrainingSpec
+from pnc.methods.regression.runs import TrainingSpec
 
 #: Where P&C's calibration rows come from: the train split, or train + validation rows.
 CALIBRATION_POOLS: tuple[str, ...] = ("train", "id_pool")
@@ -62,7 +62,9 @@ class GridPoint:
 
 
 def _get_method(method_id: str) -> Any:
-    from pnc import methods  # deferred: importing the registry pulls every method in
+    from pnc.methods import (
+        regression as methods,  # deferred: importing the registry pulls every method in
+    )
 
     return methods.get(method_id)
 
@@ -106,7 +108,7 @@ def expand(method_id: str, entry: Mapping[str, Any] | None) -> list[GridPoint]:
     """All configurations of one method's grid entry, in grid order (last key varies fastest).
 
     Args:
-        method_id: a registered method id (``pnc.methods.METHOD_IDS``).
+        method_id: a registered method id (``pnc.methods.regression.METHOD_IDS``).
         entry: ``{"fixed": {...}, "grid": {key: [values, ...]}}``; both parts optional, and the
             method's ``entry_options`` beside them.
 

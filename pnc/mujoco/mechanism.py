@@ -52,7 +52,7 @@ from pnc.io import (
     write_json,
 )
 from pnc.keys import derive_key
-from pnc.methods.runs import TrainingRun
+from pnc.methods.regression.runs import TrainingRun
 from pnc.mlp import Params, forward, hidden_activations
 from pnc.mujoco import grid
 from pnc.mujoco.evaluate import score_parts
@@ -174,7 +174,7 @@ def write_pnc_members(
     Returns:
         The JSON record.
     """
-    from pnc import methods as registry
+    from pnc.methods import regression as registry
 
     method = registry.get("pnc")
     point = selected_point(selection, env, "pnc", method_entry)
@@ -278,7 +278,7 @@ def parameter_samples(method_id: str, posterior: Any, key: jax.Array) -> tuple[P
     Returns:
         ``(samples, reference)``: a parameter pytree with a leading ``[S]`` axis, and one without.
     """
-    from pnc import methods as registry
+    from pnc.methods import regression as registry
 
     if method_id not in MECHANISM_METHODS:
         raise ValueError(
@@ -357,7 +357,7 @@ def _method_posteriors(
     a method trained on its own run (Subspace) reads it from ``run_dir``'s sibling directory.
     With ``validation_dir``, a method that stores its posteriors is restored from the validation
     phase's ``{method}/{run_id}.npz`` (:func:`pnc.mujoco.phases.read_posteriors`), not built."""
-    from pnc import methods as registry
+    from pnc.methods import regression as registry
     from pnc.mujoco.phases import read_posteriors
 
     out = {"pnc": (pnc_members, run.model.params, "")}
@@ -474,10 +474,10 @@ def mechanism_frame(
         settings: points per split, probes and probe radius.
         validation_dir: the two-phase validation phase's directory of this (env, seed)
             (``results/validation/{env}/seed{seed}``). A method that stores its posteriors
-            (:attr:`pnc.methods.contract.MethodBase.stores_posteriors`: Subspace's chains) is then
-            restored from ``{validation_dir}/{method}/{run_id}.npz`` instead of built again: the
-            same samples, without running the chain a second time. ``None``: every posterior is
-            built (the ``full`` evaluation stores none).
+            (:attr:`pnc.methods.regression.contract.MethodBase.stores_posteriors`: Subspace's
+            chains) is then restored from ``{validation_dir}/{method}/{run_id}.npz`` instead of
+            built again: the same samples, without running the chain a second time. ``None``: every
+            posterior is built (the ``full`` evaluation stores none).
 
     Returns:
         ``(frame, info)``: the table (:data:`pnc.mujoco.results.MECHANISM_COLUMNS`) and a JSON-able

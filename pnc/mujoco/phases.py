@@ -8,8 +8,8 @@ study's arithmetic on test rows no selection or figure reads. The two-phase eval
    :data:`VALIDATION_SPLITS`, the validation split and the frontier sample
    (:data:`pnc.mujoco.results.SAMPLED_SPLITS`, at most 1,000 seeded rows of the ID and Far splits,
    read by the ID/OOD frontier figure of every configuration). Methods that store their posteriors
-   (:attr:`pnc.methods.contract.MethodBase.stores_posteriors`: Subspace's chains) write them beside
-   the table (:func:`write_posteriors`).
+   (:attr:`pnc.methods.regression.contract.MethodBase.stores_posteriors`: Subspace's chains) write
+   them beside the table (:func:`write_posteriors`).
 2. **selection**, per env: the selection of :mod:`pnc.mujoco.selection` on the validation rows, as in
    the full evaluation, and the *test plan* (:func:`test_plan`): per method the configurations
    scored on the test splits, each with why (:data:`SELECTED`, :func:`sigma_reason`).
@@ -240,7 +240,7 @@ def evaluate_test(
     Raises:
         pnc.io.ArtifactError: the plan or a validation-phase file is missing, cut or disagrees.
     """
-    from pnc.methods import get as get_method
+    from pnc.methods.regression import get as get_method
     from pnc.mujoco.grid import expand
     from pnc.mujoco.selection import METRIC_TABLE_CHECKS, read_table
     from pnc.mujoco.stages import evaluate_run

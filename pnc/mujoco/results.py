@@ -132,10 +132,10 @@ CALIBRATIONS: tuple[str, ...] = tuple(CALIBRATION_INFO)
 @dataclasses.dataclass(frozen=True)
 class MethodInfo:
     """How a method appears in the results, read from its registered class
-    (:class:`pnc.methods.contract.MethodBase`).
+    (:class:`pnc.methods.regression.contract.MethodBase`).
 
     Attributes:
-        id: the method id (``pnc.methods.METHOD_IDS``).
+        id: the method id (``pnc.methods.regression.METHOD_IDS``).
         label: display name (table rows, figure legends).
         short: abbreviation (table column headers, figure axis ticks).
         ranked: whether the method takes part in ranks and Wilcoxon-Holm tests (ablations do not).
@@ -151,7 +151,8 @@ class MethodInfo:
 
 class RegistryView(Mapping[str, V]):
     """A read-only mapping built from the method registry when it is read, so a method registered
-    after import (:func:`pnc.methods.register`) is seen; rebuilt whenever the registry changed.
+    after import (:func:`pnc.methods.regression.register`) is seen; rebuilt whenever the registry
+    changed.
 
     Args:
         build: returns the mapping from the registered methods.
@@ -164,7 +165,7 @@ class RegistryView(Mapping[str, V]):
         self.__doc__ = doc
 
     def _current(self) -> Mapping[str, V]:
-        from pnc.methods import registered
+        from pnc.methods.regression import registered
 
         key = registered()
         if self._cache[0] != key:
@@ -185,7 +186,7 @@ class RegistryView(Mapping[str, V]):
 
 
 def _method_info() -> dict[str, MethodInfo]:
-    from pnc.methods import registered
+    from pnc.methods.regression import registered
 
     return {
         m.id: MethodInfo(m.id, m.label, m.short_label, m.ranked, dict(m.style))
@@ -196,7 +197,7 @@ def _method_info() -> dict[str, MethodInfo]:
 def _merged(attribute: str, what: str) -> dict[str, str]:
     """The registered methods' ``attribute`` mappings merged in row order; a key given two values
     raises ``ValueError``."""
-    from pnc.methods import registered
+    from pnc.methods.regression import registered
 
     found: dict[str, str] = {}
     for method in sorted(registered(), key=lambda m: m.row):
@@ -208,7 +209,7 @@ def _merged(attribute: str, what: str) -> dict[str, str]:
 
 
 def _hparam_legend() -> dict[str, str]:
-    from pnc.methods.contract import SHARED_HPARAM_LEGEND
+    from pnc.methods.regression.contract import SHARED_HPARAM_LEGEND
 
     return {**_merged("hparam_legend", "abbreviation"), **SHARED_HPARAM_LEGEND}
 
@@ -227,12 +228,12 @@ HPARAM_ABBREVIATIONS: Mapping[str, str] = RegistryView(
 )
 #: The caption text of each abbreviation, in caption order: the methods' own
 #: (``hparam_legend``, in row order), then the shared ones
-#: (:data:`pnc.methods.contract.SHARED_HPARAM_LEGEND`).
+#: (:data:`pnc.methods.regression.contract.SHARED_HPARAM_LEGEND`).
 HPARAM_LEGEND: Mapping[str, str] = RegistryView(_hparam_legend, "abbreviation -> caption text")
 
 
 def _readings() -> dict[str, str]:
-    from pnc.methods import registered
+    from pnc.methods.regression import registered
 
     return {m.reading_of: m.id for m in registered() if m.reading_of is not None}
 
@@ -244,13 +245,13 @@ READINGS: Mapping[str, str] = RegistryView(_readings, "ranked method id -> its s
 
 
 def _deep_ensemble() -> str:
-    from pnc.methods import DEEP_ENSEMBLE_ID
+    from pnc.methods.regression import DEEP_ENSEMBLE_ID
 
     return DEEP_ENSEMBLE_ID
 
 
 def _subspace() -> str:
-    from pnc.methods import SUBSPACE_ID
+    from pnc.methods.regression import SUBSPACE_ID
 
     return SUBSPACE_ID
 
@@ -709,8 +710,8 @@ def mechanism_methods() -> tuple[str, ...]:
     """The methods whose members or samples the mechanism stage compares (Figure 1 B/C): every
     registered method that gives weight samples (``has_parameter_samples``), P&C and its ablation
     first, then the others in the tables' row order (:data:`MECHANISM_METHODS`)."""
-    from pnc.methods import registered
-    from pnc.methods.pnc_method import PerturbAndCorrect
+    from pnc.methods.regression import registered
+    from pnc.methods.regression.pnc_method import PerturbAndCorrect
 
     with_samples = [m for m in registered() if m.has_parameter_samples]
     first = [m for m in with_samples if isinstance(m, PerturbAndCorrect)]
@@ -764,8 +765,8 @@ MECHANISM_LEVERAGE_PREFIX = "leverage_l"
 #: Names read from the registry when they are used (``results.METHODS``; a ``from ... import``
 #: reads them once, at that import): name -> the function that gives them. ``DEEP_ENSEMBLE`` is
 #: the id of the baseline the paper compares P&C's Far metrics with
-#: (``pnc.methods.DEEP_ENSEMBLE_ID``); ``SUBSPACE`` that of Subspace Inference, whose ID RMSE rank
-#: a paper claim states (``pnc.methods.SUBSPACE_ID``).
+#: (``pnc.methods.regression.DEEP_ENSEMBLE_ID``); ``SUBSPACE`` that of Subspace Inference, whose ID
+#: RMSE rank a paper claim states (``pnc.methods.regression.SUBSPACE_ID``).
 _FROM_REGISTRY: dict[str, Callable[[], Any]] = {
     "DEEP_ENSEMBLE": _deep_ensemble,
     "SUBSPACE": _subspace,

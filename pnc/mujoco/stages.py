@@ -12,12 +12,12 @@ The Snakemake workflow calls each stage through a thin entry point (``python -m 
 
 Randomness is a pure function of names (:func:`pnc.keys.derive_key`): training uses
 ``derive_key(env, seed, run_id, "train")`` (every base run, P&C's own included, the shared base
-run's ``"base"``: :attr:`pnc.methods.runs.TrainingSpec.key_id`); construction and sampling use
-``derive_key(env, seed, key_id, "build")`` and ``derive_key(env, seed, key_id, "predict")``, where
-``key_id`` is the method's ``key_id`` (its id, except that the P&C ablation without correction uses
-P&C's, so the two draw identical perturbations). The keys are shared by all configurations of a
-method (common random numbers make the validation comparison between configurations less noisy) and
-by all splits (every split is scored by the same ensemble).
+run's ``"base"``: :attr:`pnc.methods.regression.runs.TrainingSpec.key_id`); construction and
+sampling use ``derive_key(env, seed, key_id, "build")`` and ``derive_key(env, seed, key_id,
+"predict")``, where ``key_id`` is the method's ``key_id`` (its id, except that the P&C ablation
+without correction uses P&C's, so the two draw identical perturbations). The keys are shared by all
+configurations of a method (common random numbers make the validation comparison between
+configurations less noisy) and by all splits (every split is scored by the same ensemble).
 
 Output files are written under a temporary name and renamed into place, so a failed job never leaves
 a partial file behind.
@@ -40,7 +40,7 @@ import pandas as pd
 
 from pnc.io import ArtifactError, rebuild_hint
 from pnc.keys import derive_key
-from pnc.methods.runs import TrainingRun, TrainingSpec
+from pnc.methods.regression.runs import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig
 from pnc.mujoco import grid
 from pnc.mujoco.calibration import check_calibrations, variant_rows
@@ -199,7 +199,7 @@ def train_run(
     Returns:
         A JSON-able summary (run id, sizes, seconds).
     """
-    from pnc import methods as registry
+    from pnc.methods import regression as registry
 
     splits, _ = load_split_arrays(splits_dir)
     x, y = splits["train"]
@@ -378,8 +378,9 @@ def evaluate_run(
         float64; configurations in grid order, then variants in candidate order) and one
         ``{"config", "build_s", "predict_s", "variance_scale", "built_with"}`` dict per
         configuration (``variance_scale`` is ``None`` without ``vcal``; configurations built
-        together, :meth:`pnc.methods.contract.Method.build_groups`, e.g. P&C's ridge values, share one
-        build whose time is split evenly, ``built_with`` of them; 0 for a restored posterior).
+        together, :meth:`pnc.methods.regression.contract.Method.build_groups`, e.g. P&C's ridge
+        values, share one build whose time is split evenly, ``built_with`` of them; 0 for a restored
+        posterior).
 
     Raises:
         ValueError: on unknown calibrations, splits or configurations, a run other than
@@ -388,7 +389,7 @@ def evaluate_run(
         NonFiniteMetricError: a metric value is ``NaN`` or ``inf`` (named with its configuration,
             calibration variant, split and metric; the job fails rather than write it).
     """
-    from pnc import methods as registry
+    from pnc.methods import regression as registry
 
     calibrations = check_calibrations(calibrations)
     points = grid.points_for_run(method_id, method_entry, run_id)

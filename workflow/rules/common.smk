@@ -394,7 +394,7 @@ def mechanism_posteriors(wildcards):
     """The posteriors the two-phase validation phase stored for the mechanism methods that store
     them (Subspace's chains), which the mechanism stage restores instead of running the chains
     again; none in `full` (it stores none)."""
-    from pnc.methods import get as get_method
+    from pnc.methods.regression import get as get_method
     from pnc.mujoco.results import MECHANISM_METHODS
 
     if not TWO_PHASE:

@@ -46,8 +46,8 @@ RES = job_resources(config, "cifar.schema.yaml")
 def _check_across_keys():
     from pnc.cifar.data import ID_DATASETS, tiny_train_images
     from pnc.cifar.jobs import resnet_config
-    from pnc.cifar import methods as registry
-    from pnc.cifar.posthoc import SectionContext
+    from pnc.methods import ood as registry
+    from pnc.methods.ood.posthoc import SectionContext
     from pnc.cifar.recipe import Recipe
 
     missing = [m for m in METHODS if m not in config["methods"]]
@@ -68,7 +68,7 @@ def _check_across_keys():
         epochs = Recipe(**TRAIN).epochs
     except ValueError as err:
         raise WorkflowError(f"invalid config: train: {err}") from None
-    sections = {}  # method -> its config, the defaults filled in (pnc.cifar.methods)
+    sections = {}  # method -> its config, the defaults filled in (pnc.methods.ood)
     for method in METHODS:
         try:
             sections[method] = registry.method_config(method, config["methods"][method])
@@ -109,7 +109,7 @@ SWEEPS = _write_sweeps()
 
 
 def _runs():
-    from pnc.cifar.methods import runs_of
+    from pnc.methods.ood import runs_of
 
     return list(dict.fromkeys(r for m in METHODS for r in runs_of(m, SECTIONS[m])))
 
@@ -118,7 +118,7 @@ RUNS = _runs()
 
 
 def _selecting():
-    from pnc.cifar.methods import get
+    from pnc.methods.ood import get
 
     return [m for m in METHODS if get(m).selects]
 
@@ -146,7 +146,7 @@ def data_input(wildcards):
 
 
 def runs_for(wildcards):
-    from pnc.cifar.methods import runs_of
+    from pnc.methods.ood import runs_of
 
     return [
         f"results/cifar/runs/seed{wildcards.seed}/{run}/run.msgpack"

@@ -1,7 +1,7 @@
 """The single-model scores of the CIFAR study: MSP, Energy, Mahalanobis and ReAct+Energy, each
 read off the base network with no selection (no candidates, an empty sweep: each overrides
-:meth:`~pnc.cifar.posthoc.PosthocMethod.score` only; a family in one module: they share their
-outputs, :func:`pnc.cifar.posthoc.single_score`)."""
+:meth:`~pnc.methods.ood.posthoc.PosthocMethod.score` only; a family in one module: they share their
+outputs, :func:`pnc.methods.ood.posthoc.single_score`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from pnc.cifar import baselines as B
 from pnc.cifar.model import features_and_logits
-from pnc.cifar.posthoc import Context, MethodSection, PosthocMethod, Runs, single_score
+from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs, single_score
 
 
 @dataclasses.dataclass(frozen=True)

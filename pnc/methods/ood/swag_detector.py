@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from pnc.cifar import baselines as B
-from pnc.cifar.posthoc import Context, MethodSection, PosthocMethod, Runs, SectionContext
 from pnc.labels import SHARED_LABELS
+from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs, SectionContext
 
 #: Fixed label of the seeded generator that draws the BN-refresh images from a seed's training
 #: split (a stream label, not a size).

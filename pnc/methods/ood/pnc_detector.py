@@ -1,6 +1,6 @@
 """Convolutional P&C in the CIFAR study (:mod:`pnc.conv`): members built on the base run from
 calibration images drawn once per seed; block, ``sigma`` and ``bootstrap_frac`` selected by
-coordinate descent on validation (:func:`pnc.cifar.posthoc.coordinate_descent`)."""
+coordinate descent on validation (:func:`pnc.methods.ood.posthoc.coordinate_descent`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from typing import ClassVar
 import numpy as np
 
 from pnc.cifar.model import normalize
-from pnc.cifar.posthoc import (
+from pnc.conv import ConvPnCConfig, build_members, calibration_cache, predict_logits
+from pnc.labels import SHARED_LABELS
+from pnc.methods.ood.posthoc import (
     Context,
     MethodSection,
     PosthocMethod,
@@ -23,8 +25,6 @@ from pnc.cifar.posthoc import (
     sweep_nll,
     validate_candidate,
 )
-from pnc.conv import ConvPnCConfig, build_members, calibration_cache, predict_logits
-from pnc.labels import SHARED_LABELS
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,8 @@ and data orders; each member contributes one predictive sample, so ``S = M``.
 
 The members are trained together with ``jax.vmap`` over keys of :func:`pnc.training.fit` (one
 jitted program); the paper uses ``M = 5`` (Appendix C). ``predictive`` says how the members'
-Gaussians ``N(mu_m(x), var_m(x))`` are combined (:data:`pnc.methods.sampling.PREDICTIVE_RULES`):
+Gaussians ``N(mu_m(x), var_m(x))`` are combined
+(:data:`pnc.methods.regression.sampling.PREDICTIVE_RULES`):
 
 - ``mixture`` (the paper: Lakshminarayanan et al.'s rule): the ``M`` Gaussians themselves, whose
   moment-matched mixture has mean ``mean_m mu_m`` and variance ``mean_m var_m + var_m mu_m``;
@@ -27,9 +28,14 @@ import numpy as np
 
 from pnc.labels import SHARED_LABELS
 from pnc.methods.configs import check_choice, check_positive
-from pnc.methods.contract import MethodBase
-from pnc.methods.runs import TrainingRun, TrainingSpec
-from pnc.methods.sampling import PREDICTIVE_RULES, apply_predictive_rule, check_inputs, standardise
+from pnc.methods.regression.contract import MethodBase
+from pnc.methods.regression.runs import TrainingRun, TrainingSpec
+from pnc.methods.regression.sampling import (
+    PREDICTIVE_RULES,
+    apply_predictive_rule,
+    check_inputs,
+    standardise,
+)
 from pnc.mlp import MLPConfig, Params, forward
 from pnc.predictive import Predictive
 from pnc.training import TrainConfig, TrainedModel, fit, fit_summary, standardized_validation

@@ -9,9 +9,9 @@ from typing import ClassVar
 import numpy as np
 
 from pnc.cifar import baselines as B
-from pnc.cifar.posthoc import Context, MethodSection, PosthocMethod, Runs
 from pnc.cifar.trained import ensemble_runs
 from pnc.labels import SHARED_LABELS
+from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs
 
 
 @dataclasses.dataclass(frozen=True)

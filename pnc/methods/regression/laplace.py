@@ -22,12 +22,12 @@ draws per input; the authors: one), i.e. the Monte Carlo estimate of the true Fi
 mean-and-variance head (not the empirical Fisher of the observed targets). ``A`` and ``G`` average
 over the ``n`` rows used (and the draws).
 
-**Posterior.** The layer's posterior precision is ``n (A_l (x) G_l) + delta I`` with ``n`` the number
-of rows the factors were estimated on (all ``N`` training rows, or ``max_rows`` of them when
+**Posterior.** The layer's posterior precision is ``n (A_l (x) G_l) + delta I`` with ``n`` the
+number of rows the factors were estimated on (all ``N`` training rows, or ``max_rows`` of them when
 subsampled: the authors' ``data_size`` is the subset size) and ``delta`` the prior precision (post
 hoc; grid {1e1, ..., 1e5}, paper Appendix C). With ``A = Q_A diag(a) Q_A^T`` and
-``G = Q_G diag(g) Q_G^T`` it is exactly ``(Q_A (x) Q_G) diag(n a (x) g + delta) (Q_A (x) Q_G)^T``, so
-a sample is
+``G = Q_G diag(g) Q_G^T`` it is exactly ``(Q_A (x) Q_G) diag(n a (x) g + delta) (Q_A (x) Q_G)^T``,
+so a sample is
 
     W = W_MAP + Q_A (Z / sqrt(n a g^T + delta)) Q_G^T,   Z ~ N(0, I) of shape [d_in + 1, d_out].
 
@@ -44,11 +44,11 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
-from pnc.methods.base_run import OnBaseRun
 from pnc.methods.configs import check_max_rows, check_positive
-from pnc.methods.contract import MethodBase
-from pnc.methods.runs import TrainingRun
-from pnc.methods.sampling import check_inputs, sample_predictive
+from pnc.methods.regression.base_run import OnBaseRun
+from pnc.methods.regression.contract import MethodBase
+from pnc.methods.regression.runs import TrainingRun
+from pnc.methods.regression.sampling import check_inputs, sample_predictive
 from pnc.mlp import MLPConfig, Params, forward, gaussian_nll, split_head
 from pnc.predictive import Predictive
 from pnc.training import TrainedModel
@@ -178,7 +178,8 @@ def eigen_factors(factors: dict[str, tuple[Array, Array]]) -> dict[str, dict[str
 
 
 def layer_offset(eigen: dict[str, Array], n_data: Array, delta: Array, z: Array) -> Array:
-    """``W - W_MAP = Q_A (Z / sqrt(n a g^T + delta)) Q_G^T`` for standard normal ``z [d_in+1, d_out]``.
+    """``W - W_MAP = Q_A (Z / sqrt(n a g^T + delta)) Q_G^T`` for standard normal ``z [d_in+1,
+    d_out]``.
 
     Maps ``N(0, I)`` to ``N(0, (n A (x) G + delta I)^{-1})`` (row-major ``vec``; module docstring).
     """

@@ -7,8 +7,8 @@ x {1e-4, 1e-2}, ``K = 20``, ``M = 50``) and pins ``correct=True``. ``pnc_nocorr`
 random low-rank perturbations without the least-squares correction and sweeps ``sigma`` only: it
 pins ``correct=False`` and ``bootstrap_frac=None`` and accepts ``n_members``, ``rank``, ``sigma``,
 ``layers`` and ``perturbation_norm`` (the correction's fields stay at their defaults, unused without
-correction); in the study it shares P&C's keys (``key_id``), so both apply identical perturbations. Members are built by
-:func:`pnc.perturb_correct.build_members` and evaluated by
+correction); in the study it shares P&C's keys (``key_id``), so both apply identical perturbations.
+Members are built by :func:`pnc.perturb_correct.build_members` and evaluated by
 :func:`pnc.perturb_correct.predict_members`, so ``S = M``.
 """
 
@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 import jax
 
 from pnc.labels import SHARED_LABELS
-from pnc.methods.base_run import OnBaseRun
-from pnc.methods.contract import MethodBase
-from pnc.methods.runs import TrainingRun
-from pnc.methods.sampling import check_inputs
+from pnc.methods.regression.base_run import OnBaseRun
+from pnc.methods.regression.contract import MethodBase
+from pnc.methods.regression.runs import TrainingRun
+from pnc.methods.regression.sampling import check_inputs
 from pnc.mlp import Params
 from pnc.perturb_correct import (
     PnCConfig,
@@ -104,9 +104,9 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
     def study_problems(self, config: PnCConfig, study) -> tuple[list[str], list[str]]:
         """``layers`` against ``model.hidden``; ``rank`` against the kernel ``d_in x d_out`` of
         every perturbed layer (layer 0's ``d_in`` is each environment's observation + action,
-        layer ``l``'s is ``model.hidden[l-1]``); ``calibration_size`` against the rows of its calibration pool (the train rows, or the whole
-        ID pool for ``calibration_pool: id_pool``, which the study check passes in
-        ``max_train_rows``)."""
+        layer ``l``'s is ``model.hidden[l-1]``); ``calibration_size`` against the rows of its
+        calibration pool (the train rows, or the whole ID pool for ``calibration_pool: id_pool``,
+        which the study check passes in ``max_train_rows``)."""
         hidden = list(study.hidden)
         try:
             layers = config.perturbed_layers(len(hidden))

@@ -11,7 +11,7 @@ import numpy as np
 
 from pnc.cifar import baselines as B
 from pnc.cifar.model import features_and_logits
-from pnc.cifar.posthoc import Context, MethodSection, PosthocMethod, Runs
+from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs
 
 
 @dataclasses.dataclass(frozen=True)

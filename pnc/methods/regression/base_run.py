@@ -5,9 +5,9 @@ with the best parameters restored) whose returned parameters are the base model 
 and SWAG. On the schedule ``train_config.collection`` (the authors': every step from step 1,000) it
 also keeps running first and second moments of the flattened iterates and the last ``K`` deviation
 columns ``theta_i - mean_i`` (Maddox et al., 2019); collecting them does not change the trajectory.
-SWAG (:mod:`pnc.methods.swag`) samples from these moments; Subspace Inference
-(:mod:`pnc.methods.subspace`) trains its own shorter run with another schedule through the same
-function and takes its PCA subspace from the deviations.
+SWAG (:mod:`pnc.methods.regression.swag`) samples from these moments; Subspace Inference
+(:mod:`pnc.methods.regression.subspace`) trains its own shorter run with another schedule through
+the same function and takes its PCA subspace from the deviations.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from pnc.methods.runs import TrainingRun, TrainingSpec
+from pnc.methods.regression.runs import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig, Params
 from pnc.training import (
     Collection,
@@ -50,8 +50,8 @@ def base_spec() -> TrainingSpec:
 class OnBaseRun:
     """Mixin for methods built post hoc on the shared ``base`` run (SWAG, Laplace, P&C): their
     :meth:`training_spec` is :func:`base_spec` and :meth:`train` is :func:`train_base`. Put it
-    before :class:`pnc.methods.contract.MethodBase` in the bases, which provides ``_check_config``
-    and ``_check_kind``.
+    before :class:`pnc.methods.regression.contract.MethodBase` in the bases, which provides
+    ``_check_config`` and ``_check_kind``.
 
     A base run whose spec has a ``steps`` option (P&C's own base run, ``base-steps{N}``,
     :mod:`pnc.mujoco.grid`) trains with ``train_config.steps`` replaced by it; the only option a
@@ -144,9 +144,9 @@ def fit_swag(
     key: Array,
     validation: tuple[Array, Array] | None = None,
 ) -> FitResult:
-    """:func:`pnc.training.fit` that also collects SWAG moments (``result.observed``) on the schedule
-    ``train_config.collection``; pure and jittable. Collecting does not change the trajectory, so
-    the parameters equal those of :func:`pnc.training.fit` with the same key.
+    """:func:`pnc.training.fit` that also collects SWAG moments (``result.observed``) on the
+    schedule ``train_config.collection``; pure and jittable. Collecting does not change the
+    trajectory, so the parameters equal those of :func:`pnc.training.fit` with the same key.
 
     ``observed.deviations`` holds ``min(K, n)`` valid columns (ring buffer, collection order modulo
     ``K``), ``n = observed.n`` the snapshots taken (fewer than scheduled after an early stop).
@@ -236,12 +236,13 @@ def swag_statistics(run: TrainingRun) -> dict[str, Array]:
 def snapshot_problems(
     method_id: str, collection, run_steps: int, where: str, rank: int | None
 ) -> tuple[list[str], list[str]]:
-    """A run's collected iterates (:class:`pnc.training.Collection` over ``run_steps``) checked for a
-    snapshot method (SWAG, Subspace): it needs >= 2 when the run goes to its step cap, and a
+    """A run's collected iterates (:class:`pnc.training.Collection` over ``run_steps``) checked for
+    a snapshot method (SWAG, Subspace): it needs >= 2 when the run goes to its step cap, and a
     ``rank`` above the kept columns is cut (a warning).
 
     Returns:
-        ``(errors, warnings)`` (see :meth:`pnc.methods.contract.MethodBase.study_problems`).
+        ``(errors, warnings)`` (see
+        :meth:`pnc.methods.regression.contract.MethodBase.study_problems`).
     """
     n_snap = collection.n_snapshots(run_steps)
     if n_snap < 2:

@@ -22,9 +22,9 @@ import numpy as np
 
 from pnc.labels import SHARED_LABELS
 from pnc.methods.configs import check_positive
-from pnc.methods.contract import MethodBase
-from pnc.methods.runs import TrainingRun, TrainingSpec
-from pnc.methods.sampling import check_inputs, sample_predictive, standardise
+from pnc.methods.regression.contract import MethodBase
+from pnc.methods.regression.runs import TrainingRun, TrainingSpec
+from pnc.methods.regression.sampling import check_inputs, sample_predictive, standardise
 from pnc.mlp import GaussianMLP, MLPConfig, Params
 from pnc.predictive import Predictive
 from pnc.training import TrainedModel, fit, fit_summary, standardized_validation

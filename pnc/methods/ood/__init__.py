@@ -1,5 +1,6 @@
-"""The CIFAR study's post-hoc methods, looked up by id: one class per method (the contract is
-:class:`pnc.cifar.posthoc.PosthocMethod`), one line each in the registry below, in Table 2's order
+"""The OOD family: the CIFAR study's post-hoc methods, looked up by id; one class per method (the
+contract is :class:`pnc.methods.ood.posthoc.PosthocMethod`, on
+:class:`pnc.methods.base.BaseMethod`), one line each in the registry below, in Table 2's order
 (then the extra single-model scores). The workflow's config checks, its post-hoc jobs and the
 tables read the methods, their configs, the training runs they read and their labels from here.
 
@@ -25,23 +26,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pnc.cifar.methods.deep_ensemble_detector import DeepEnsembleDetector
-from pnc.cifar.methods.epinet_detector import EpinetDetector
-from pnc.cifar.methods.llla_detector import LLLADetector
-from pnc.cifar.methods.mc_dropout_detector import MCDropoutDetector
-from pnc.cifar.methods.pnc_detector import PnCDetector
-from pnc.cifar.methods.single_model_detectors import (
+from pnc.methods.ood.deep_ensemble_detector import DeepEnsembleDetector
+from pnc.methods.ood.epinet_detector import EpinetDetector
+from pnc.methods.ood.llla_detector import LLLADetector
+from pnc.methods.ood.mc_dropout_detector import MCDropoutDetector
+from pnc.methods.ood.pnc_detector import PnCDetector
+from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs
+from pnc.methods.ood.single_model_detectors import (
     EnergyDetector,
     MahalanobisDetector,
     MSPDetector,
     ReActEnergyDetector,
 )
-from pnc.cifar.methods.swag_detector import SWAGDetector
-from pnc.cifar.posthoc import Context, MethodSection, PosthocMethod, Runs
+from pnc.methods.ood.swag_detector import SWAGDetector
+from pnc.methods.registry import Registry
 
-_REGISTRY: dict[str, PosthocMethod] = {
-    m.id: m
-    for m in (
+#: The registry of the OOD family, in the tables' order (a new method adds one line).
+REGISTRY: Registry[PosthocMethod] = Registry(
+    "OOD",
+    PosthocMethod,
+    (
         MahalanobisDetector(),
         ReActEnergyDetector(),
         LLLADetector(),
@@ -52,81 +56,40 @@ _REGISTRY: dict[str, PosthocMethod] = {
         MCDropoutDetector(),
         MSPDetector(),
         EnergyDetector(),
-    )
-}
+    ),
+)
 
-#: The registered method ids, in the tables' order.
-METHOD_IDS: tuple[str, ...] = tuple(_REGISTRY)
-
-
-def get(method: str) -> PosthocMethod:
-    """The method registered under ``method``.
-
-    Raises:
-        ValueError: an unknown id (the message lists the valid ones).
-    """
-    try:
-        return _REGISTRY[method]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHOD_IDS)}") from None
-
-
-def register(method: PosthocMethod) -> PosthocMethod:
-    """Add ``method`` under its id, after the registered ones (a new method of the package adds
-    one line above instead). Returns ``method``.
-
-    Raises:
-        ValueError: the id is already registered.
-        TypeError: ``method`` is not a :class:`pnc.cifar.posthoc.PosthocMethod`.
-    """
-    global METHOD_IDS
-    if not isinstance(method, PosthocMethod):
-        raise TypeError(f"{method!r} is not a CIFAR method (pnc.cifar.posthoc.PosthocMethod)")
-    if method.id in _REGISTRY:
-        raise ValueError(f"method {method.id!r} is already registered")
-    _REGISTRY[method.id] = method
-    METHOD_IDS = tuple(_REGISTRY)
-    return method
-
-
-def unregister(method: str) -> None:
-    """Remove the method ``method`` added by :func:`register` (unknown ids raise)."""
-    global METHOD_IDS
-    get(method)
-    del _REGISTRY[method]
-    METHOD_IDS = tuple(_REGISTRY)
-
-
-def registered() -> tuple[PosthocMethod, ...]:
-    """Every registered method, in the tables' order (:data:`METHOD_IDS`)."""
-    return tuple(_REGISTRY.values())
+get, register, unregister = REGISTRY.get, REGISTRY.register, REGISTRY.unregister
+registered = REGISTRY.registered
+__getattr__ = REGISTRY.module_getattr(__name__)  # METHOD_IDS, read when asked
 
 
 def labels() -> dict[str, str]:
     """Method id -> label in the tables, in the tables' order (read when called, so a method
     registered later is included)."""
-    return {m.id: m.label for m in _REGISTRY.values()}
+    return {m.id: m.label for m in REGISTRY.registered()}
 
 
 def method_config(method: str, section: Mapping | None) -> MethodSection:
     """The config of ``method`` from its section (defaults filled in; unknown keys raise)."""
-    return get(method).config(section)
+    return get(method).make_config(section)
 
 
 def run_method(method: str, section: Mapping, ctx: Context, runs: Runs) -> tuple[dict, dict]:
     """``(outputs, record)`` of ``method`` on ``ctx`` from its training ``runs`` (run id -> run)."""
     spec = get(method)
-    return spec.run(spec.config(section), ctx, runs)
+    return spec.run(spec.make_config(section), ctx, runs)
 
 
 def runs_of(method: str, section: Mapping) -> list[str]:
     """The training runs (ids) ``method`` reads."""
     spec = get(method)
-    return spec.runs_of(spec.config(section))
+    return spec.runs_of(spec.make_config(section))
 
 
 __all__ = [
     "METHOD_IDS",
+    "REGISTRY",
     "DeepEnsembleDetector",
     "EnergyDetector",
     "EpinetDetector",

@@ -1,11 +1,12 @@
 """Training runs: what identifies one (:class:`TrainingSpec`) and what it leaves behind
 (:class:`TrainingRun`), with its files.
 
-Every method trains a run of some ``kind``: the shared ``base`` run (:mod:`pnc.methods.base_run`),
-which every P&C configuration, SWAG, Laplace and their post-hoc variants reuse, or a run of its
-own (``deep_ensemble``, ``mc_dropout``, ``subspace``). A run is written as ``run.msgpack`` (the
-parameters, the standardisers and the method's extra arrays; never pickled) and ``run.json`` (spec,
-model config, metadata and the SHA-256 of ``run.msgpack``, checked when the run is read back).
+Every method trains a run of some ``kind``: the shared ``base`` run
+(:mod:`pnc.methods.regression.base_run`), which every P&C configuration, SWAG, Laplace and their
+post-hoc variants reuse, or a run of its own (``deep_ensemble``, ``mc_dropout``, ``subspace``). A
+run is written as ``run.msgpack`` (the parameters, the standardisers and the method's extra arrays;
+never pickled) and ``run.json`` (spec, model config, metadata and the SHA-256 of ``run.msgpack``,
+checked when the run is read back).
 """
 
 from __future__ import annotations

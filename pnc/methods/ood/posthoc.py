@@ -1,8 +1,9 @@
-"""The contract of the CIFAR study's post-hoc methods, and what they share: the seed's data
+"""The OOD family's contract (the CIFAR study's post-hoc methods, on the base contract
+:class:`pnc.methods.base.BaseMethod`), and what they share: the seed's data
 (:class:`Context`), a method's config section (:class:`MethodSection`), the study it is checked
 against (:class:`SectionContext`), the base class of a method (:class:`PosthocMethod`), and
 selection (temperature per configuration, :func:`select_ensemble`; P&C's
-:func:`coordinate_descent`). The methods themselves are classes in :mod:`pnc.cifar.methods`, one
+:func:`coordinate_descent`). The methods themselves are classes in :mod:`pnc.methods.ood`, one
 module per method (the single-model scores share one), registered there.
 
 Selection (paper, Appendix D.2): per method, on the 5,000-image ID validation split only; every
@@ -22,10 +23,11 @@ plus the selection record (:func:`record`).
 
 A method's config section (``methods.<id>`` of ``config/cifar.yaml``) becomes a frozen dataclass,
 a :class:`MethodSection` (``PnCSection``, ``SWAGSection``, ...; named apart from the MuJoCo
-methods' configs, :mod:`pnc.methods`, which hold one configuration each) by
-:meth:`PosthocMethod.config`: its fixed settings are the fields, whose defaults are stated there
-once (the schema's defaults are checked against them), and its ``grid`` lists the values swept in
-selection; an unknown key fails naming the valid ones.
+methods' configs, :mod:`pnc.methods.regression`, which hold one configuration each) by
+:meth:`PosthocMethod.make_config`: its fixed settings are the fields, whose defaults are stated
+there once (the schema's defaults are checked against them) and whose values the strict
+:func:`pnc.methods.coerce.coerce` converts, and its ``grid`` lists the values swept in selection;
+an unknown key fails naming the valid ones.
 """
 
 from __future__ import annotations
@@ -34,21 +36,20 @@ import dataclasses
 import logging
 import math
 import types
-import typing
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.cifar.data import Prepared, train_val_split
 from pnc.cifar.model import features_and_logits
 from pnc.cifar.trained import RunSpec, TrainedNetwork
 from pnc.conv.classification import entropy, fit_temperature, mixture_nll, mixture_probabilities
 from pnc.conv.resnet import ResNetConfig
 from pnc.keys import derive_key
+from pnc.methods.base import BaseMethod
+from pnc.methods.configs import field_names, make_config
 
 log = logging.getLogger(__name__)
 
@@ -71,30 +72,8 @@ class Context:
     ood: dict[str, np.ndarray]
     batch_size: int = 500
 
-    @classmethod
-    def from_prepared(cls, data: Prepared, config, seed: int, val_size: int, batch_size: int = 500):
-        tr, va = train_val_split(data.train_x.shape[0], val_size, seed)
-        return cls(
-            config=config,
-            seed=seed,
-            train_x=data.train_x[tr],
-            train_y=data.train_y[tr],
-            val_x=data.train_x[va],
-            val_y=data.train_y[va],
-            test_x=data.test_x,
-            test_y=data.test_y,
-            ood=dict(data.ood),
-            batch_size=batch_size,
-        )
-
     def eval_sets(self) -> dict[str, np.ndarray]:
         return {"test": self.test_x, **self.ood}
-
-
-def load_run(path: str | Path) -> TrainedNetwork:
-    """A training run (its directory or ``run.msgpack``), checked against the SHA-256 its
-    ``run.json`` records (:meth:`pnc.cifar.trained.TrainedNetwork.load`)."""
-    return TrainedNetwork.load(path)
 
 
 def method_key(ctx: Context, method: str, *parts) -> jax.Array:
@@ -200,9 +179,8 @@ class MethodSection:
                 f"{where}: unknown grid key(s) {', '.join(map(str, unknown))}; valid grid keys: "
                 + ", ".join(cls.grid_keys)
             )
-        hints = typing.get_type_hints(cls)
-        values = {k: _coerce(f"{where}.{k}", v, hints[k]) for k, v in section.items()}
-        return cls(grid=types.MappingProxyType(grid), **values)
+        fixed = {"grid": types.MappingProxyType(grid)}
+        return make_config(cls, section, keys=tuple(names), fixed=fixed, where=where)
 
     def study_problems(self, study: SectionContext, method: str) -> list[str]:
         """This section checked against the study it runs in (``study``), one line per problem
@@ -215,22 +193,6 @@ class MethodSection:
         if not values:
             raise ValueError(f"methods: grid.{name} must list at least one value")
         return list(values)
-
-
-def _coerce(where: str, value: Any, annotation: Any) -> Any:
-    """``value`` converted to the field type ``annotation`` (``int``, ``float``, ``str``, a tuple
-    of one of them, or an optional one) as the settings were always read (``int(value)``, ...)."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        if value is None:
-            return None
-        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
-    try:
-        if typing.get_origin(annotation) is tuple:
-            return tuple(typing.get_args(annotation)[0](v) for v in value)
-        return annotation(value)
-    except (TypeError, ValueError):
-        kind = getattr(annotation, "__name__", annotation)
-        raise ValueError(f"{where} = {value!r}: not a valid {kind}") from None
 
 
 def _base_features(ctx: Context, variables, names=("train", "val", "eval")) -> dict:
@@ -277,9 +239,9 @@ def coordinate_descent(grids: Mapping[str, list], score: Callable[[dict], float]
 # ----------------------------------------------------------------------------- the contract
 
 
-class PosthocMethod:
-    """A method of the CIFAR study (a subclass per method, one instance in the registry,
-    :mod:`pnc.cifar.methods`).
+class PosthocMethod(BaseMethod):
+    """The OOD family's contract (the CIFAR study) on :class:`pnc.methods.base.BaseMethod`: a
+    subclass per method, one instance in the registry (:mod:`pnc.methods.ood`).
 
     Class attributes (declared by every method, checked when its class is defined):
         id: the method id (``methods.<id>`` in the config, ``--method`` of its jobs).
@@ -298,29 +260,29 @@ class PosthocMethod:
     run) and :meth:`study_problems` (its section checked against the study; default: none).
     """
 
-    id: ClassVar[str]
-    label: ClassVar[str]
+    family: ClassVar[str] = "OOD"
     config_cls: ClassVar[type[MethodSection]]
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "id" not in cls.__dict__:  # a shared base of several methods declares no id
-            return
-        problems = [
-            f"no {name} declared" for name in ("label", "config_cls") if not hasattr(cls, name)
-        ]
-        if not problems and not (
-            isinstance(cls.config_cls, type) and issubclass(cls.config_cls, MethodSection)
-        ):
-            problems.append(f"config_cls {cls.config_cls!r} is not a MethodSection")
-        if not isinstance(cls.id, str) or not cls.id.isidentifier():
-            problems.append(f"id {cls.id!r} is not a name")
-        if problems:
-            raise TypeError(f"CIFAR method {cls.__name__}: " + "; ".join(problems))
+    @classmethod
+    def _declaration_problems(cls) -> list[str]:
+        if not issubclass(cls.config_cls, MethodSection):
+            return [f"config_cls {cls.config_cls!r} is not a MethodSection"]
+        if set(cls.config_cls.grid_keys) & set(field_names(cls.config_cls)):
+            return [f"grid keys {list(cls.config_cls.grid_keys)} must not be fields"]
+        return []
 
-    def config(self, section: Mapping | None) -> MethodSection:
-        """Its config from its section (see :meth:`MethodSection.from_section`)."""
-        return self.config_cls.from_section(section, self.id)
+    @property
+    def config_keys(self) -> tuple[str, ...]:
+        """The settings of its section (the fields of :attr:`config_cls` but ``grid``)."""
+        return tuple(name for name in field_names(self.config_cls) if name != "grid")
+
+    @property
+    def config_where(self) -> str:
+        return f"methods.{self.id}"
+
+    def make_config(self, overrides: Mapping | None = None) -> MethodSection:
+        """Its config from its section, ``grid`` included (:meth:`MethodSection.from_section`)."""
+        return self.config_cls.from_section(overrides, self.id)
 
     def runs_of(self, config: MethodSection) -> list[str]:
         """The ids of the training runs it reads (:class:`pnc.cifar.trained.RunSpec`)."""
@@ -415,9 +377,6 @@ class PosthocMethod:
     def key(self, ctx: Context, *parts) -> jax.Array:
         """The key of its draws on ``ctx``'s seed (:func:`method_key` with its id)."""
         return method_key(ctx, self.id, *parts)
-
-    def __repr__(self) -> str:
-        return f"<CIFAR method {self.id}>"
 
 
 def sweep_nll(rec: Mapping) -> float:

@@ -3,12 +3,12 @@
 
 A method is used in three steps, each a pure function of its inputs and an explicit PRNG key:
 
-1. **train** a :class:`~pnc.methods.runs.TrainingRun` (identified by a
-   :class:`~pnc.methods.runs.TrainingSpec`, :mod:`pnc.methods.runs`). Several method
-   configurations share one run whenever the hyperparameters that differ are post-hoc: every P&C
-   configuration, the SWAG scales, the Subspace temperatures and the Laplace prior precisions all
-   reuse the one ``base`` run (:mod:`pnc.methods.base_run`); Deep Ensembles and each MC-Dropout
-   rate have runs of their own.
+1. **train** a :class:`~pnc.methods.regression.runs.TrainingRun` (identified by a
+   :class:`~pnc.methods.regression.runs.TrainingSpec`, :mod:`pnc.methods.regression.runs`). Several
+   method configurations share one run whenever the hyperparameters that differ are post-hoc: every
+   P&C configuration, the SWAG scales, the Subspace temperatures and the Laplace prior precisions
+   all reuse the one ``base`` run (:mod:`pnc.methods.regression.base_run`); Deep Ensembles and each
+   MC-Dropout rate have runs of their own.
 2. **build** a posterior from the run (post-hoc construction, e.g. P&C members, the KFAC factors).
    Posteriors are pytrees whose leaves are their arrays, so ``jax.block_until_ready(posterior)``
    waits for the construction.
@@ -19,20 +19,20 @@ training statistics stored in ``run.model``).
 
 A method's hyperparameters are a frozen dataclass; how a grid point becomes one and how it is named
 is :mod:`pnc.methods.configs`. The helpers the methods share around prediction (standardisers,
-input checks, chunked sampling, predictive rules) are :mod:`pnc.methods.sampling`.
+input checks, chunked sampling, predictive rules) are :mod:`pnc.methods.regression.sampling`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import jax
 
-from pnc.methods.configs import config_id, field_names, make_config, parse_config_id
-from pnc.methods.runs import TrainingRun, TrainingSpec
+from pnc.methods.base import BaseMethod
+from pnc.methods.configs import field_names, parse_config_id
+from pnc.methods.regression.runs import TrainingRun, TrainingSpec
 from pnc.mlp import MLPConfig
 from pnc.predictive import Predictive
 from pnc.training import TrainConfig
@@ -152,8 +152,9 @@ SHARED_HPARAM_LEGEND: Mapping[str, str] = types.MappingProxyType(
 )
 
 
-class MethodBase:
-    """Shared behaviour of the registered methods (configs, ids); subclasses set the ClassVars.
+class MethodBase(BaseMethod):
+    """The regression family's contract on :class:`pnc.methods.base.BaseMethod` (which gives the
+    strict configs and ids); subclasses set the ClassVars.
 
     Attributes:
         id: the method id.
@@ -212,9 +213,10 @@ class MethodBase:
     #: rather than build them again from the same keys: set where a build costs far more than its
     #: arrays take to store (Subspace's chains). Other methods are built again, bit for bit.
     stores_posteriors: ClassVar[bool] = False
+    family: ClassVar[str] = "regression"
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
+    @classmethod
+    def _declaration_problems(cls) -> list[str]:
         names = set(field_names(cls.config_cls))
         accepted = set(cls.training_fields) | set(cls.posthoc_fields)
         problems = []
@@ -239,16 +241,13 @@ class MethodBase:
                 f"none of the shared {', '.join(SHARED_HPARAM_LEGEND)}"
             )
         missing = [
-            name
-            for name in ("run_kind", "label", "short_label", "row", "style")
-            if not hasattr(cls, name)
+            name for name in ("run_kind", "short_label", "row", "style") if not hasattr(cls, name)
         ]
         if missing:
             problems.append(f"no {', '.join(missing)} declared")
         elif set(cls.style) != set(STYLE_KEYS):
             problems.append(f"style must set exactly {', '.join(STYLE_KEYS)}")
-        if problems:
-            raise TypeError(f"method {cls.__name__}: " + "; ".join(problems))
+        return problems
 
     @property
     def key_id(self) -> str:
@@ -265,15 +264,6 @@ class MethodBase:
         accepted = set(self.training_fields) | set(self.posthoc_fields)
         return tuple(name for name in field_names(self.config_cls) if name in accepted)
 
-    def make_config(self, overrides: Mapping[str, Any] | None = None) -> Any:
-        """Config from the defaults, :attr:`fixed` and ``overrides`` (see :func:`make_config`)."""
-        return make_config(self.config_cls, overrides, keys=self.config_keys, fixed=self.fixed)
-
-    def config_id(self, config: Any) -> str:
-        """Readable id of ``config`` over the accepted keys (see :func:`config_id`)."""
-        self._check_config(config)
-        return config_id(config, self.id_fields, self.config_keys)
-
     def parse_config_id(self, text: str) -> Any:
         """The configuration whose :meth:`config_id` is ``text`` (see :func:`parse_config_id`).
 
@@ -281,20 +271,6 @@ class MethodBase:
             ValueError: a malformed id, a key the method does not accept or a bad value.
         """
         return parse_config_id(text, self.config_cls, keys=self.config_keys, fixed=self.fixed)
-
-    def _check_config(self, config: Any) -> None:
-        if not isinstance(config, self.config_cls):
-            raise TypeError(
-                f"{self.id} expects a {self.config_cls.__name__}, got {type(config).__name__}"
-            )
-        accepted = set(self.config_keys)
-        for field in dataclasses.fields(config):
-            if field.name in accepted:
-                continue
-            pinned = self.fixed.get(field.name, field.default)
-            value = getattr(config, field.name)
-            if value != pinned:
-                raise ValueError(f"{self.id} fixes {field.name}={pinned!r}, got {value!r}")
 
     def study_problems(self, config: Any, study: Any) -> tuple[list[str], list[str]]:
         """This configuration checked against the study it runs in, before any job runs.

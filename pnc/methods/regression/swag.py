@@ -1,9 +1,9 @@
 """SWAG (Maddox et al., 2019): a Gaussian fitted to the iterates of the optimiser.
 
-The moments are collected during the shared ``base`` run (:mod:`pnc.methods.base_run`; the
-authors' schedule: every step from step 1,000): running first and second moments of the flattened
-parameters and the last ``K`` deviation columns ``theta_i - mean_i``. With ``diag = clamp(second
-moment - mean^2, 0)`` and ``D`` the ``[K, P]`` deviation matrix, samples are
+The moments are collected during the shared ``base`` run (:mod:`pnc.methods.regression.base_run`;
+the authors' schedule: every step from step 1,000): running first and second moments of the
+flattened parameters and the last ``K`` deviation columns ``theta_i - mean_i``. With ``diag =
+clamp(second moment - mean^2, 0)`` and ``D`` the ``[K, P]`` deviation matrix, samples are
 
     theta = mean + scale * sqrt(1/2) * (diag^{1/2} z1 + D^T z2 / sqrt(K - 1)),
     z1 ~ N(0, I_P), z2 ~ N(0, I_K),
@@ -34,11 +34,11 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from pnc.labels import SHARED_LABELS
-from pnc.methods.base_run import OnBaseRun, snapshot_problems, swag_statistics
 from pnc.methods.configs import check_choice, check_positive
-from pnc.methods.contract import MethodBase
-from pnc.methods.runs import TrainingRun
-from pnc.methods.sampling import check_inputs, sample_predictive
+from pnc.methods.regression.base_run import OnBaseRun, snapshot_problems, swag_statistics
+from pnc.methods.regression.contract import MethodBase
+from pnc.methods.regression.runs import TrainingRun
+from pnc.methods.regression.sampling import check_inputs, sample_predictive
 from pnc.mlp import MLPConfig, Params, forward
 from pnc.predictive import Predictive
 from pnc.swag_gaussian import swag_sample

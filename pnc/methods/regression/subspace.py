@@ -4,12 +4,12 @@ As the authors ran it, the trajectory comes from a separate, shorter run (2,000 
 like every run, 20 iterates collected every 50 steps from step 1,000; the ``subspace`` training
 run, :meth:`SubspaceInference.train`), not from the shared base run.
 
-The subspace is ``theta(z) = theta_SWA + z^T B`` with ``theta_SWA`` the SWA mean and ``B`` the top-``k``
-principal directions of the SWAG deviation matrix ``D`` (``[K, P]``), scaled by their singular values
-divided by ``sqrt(K - 1)``: ``D = U diag(s) V^T``, ``B = diag(s_{1..k} / sqrt(K - 1)) V^T_{1..k}``
-(as the authors' PCA subspace: components ``U S / sqrt(n - 1)`` of the ``n`` deviation columns). The
-prior on the coordinates is ``z ~ N(0, I_k)`` (so the prior in weight space is the SWAG low-rank
-Gaussian restricted to the subspace). The tempered log-likelihood is
+The subspace is ``theta(z) = theta_SWA + z^T B`` with ``theta_SWA`` the SWA mean and ``B`` the
+top-``k`` principal directions of the SWAG deviation matrix ``D`` (``[K, P]``), scaled by their
+singular values divided by ``sqrt(K - 1)``: ``D = U diag(s) V^T``, ``B = diag(s_{1..k} / sqrt(K -
+1)) V^T_{1..k}`` (as the authors' PCA subspace: components ``U S / sqrt(n - 1)`` of the ``n``
+deviation columns). The prior on the coordinates is ``z ~ N(0, I_k)`` (so the prior in weight space
+is the SWAG low-rank Gaussian restricted to the subspace). The tempered log-likelihood is
 
     log L(z) = -(1 / T^2) (N / n) sum_{i in rows} sum_d NLL(y_id | theta(z), x_i),
 
@@ -21,8 +21,8 @@ Samples come from one elliptical slice sampling chain started at ``z = 0`` (the 
 ``burn_in`` steps, keeping every ``thin``-th state (the authors: 100 burn-in, ``thin = 1``).
 
 ``predictive`` turns the ``S`` sampled networks into the predictive
-(:data:`pnc.methods.sampling.PREDICTIVE_RULES`): ``mixture`` of their Gaussians, or ``sample``, one
-draw from each (the authors' code), seeded by the predict key.
+(:data:`pnc.methods.regression.sampling.PREDICTIVE_RULES`): ``mixture`` of their Gaussians, or
+``sample``, one draw from each (the authors' code), seeded by the predict key.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from pnc.methods.base_run import snapshot_problems, swag_statistics, train_base
 from pnc.methods.configs import check_choice, check_max_rows, check_positive
-from pnc.methods.contract import MethodBase
-from pnc.methods.ess import elliptical_slice_chain
-from pnc.methods.runs import TrainingRun, TrainingSpec
-from pnc.methods.sampling import (
+from pnc.methods.regression.base_run import snapshot_problems, swag_statistics, train_base
+from pnc.methods.regression.contract import MethodBase
+from pnc.methods.regression.ess import elliptical_slice_chain
+from pnc.methods.regression.runs import TrainingRun, TrainingSpec
+from pnc.methods.regression.sampling import (
     PREDICTIVE_RULES,
     apply_predictive_rule,
     check_inputs,
@@ -72,8 +72,9 @@ class SubspaceConfig:
         thin: keep every ``thin``-th ESS state.
         max_rows: training rows in the likelihood (``None``: all rows; otherwise a fixed random
             subset of that many rows, rescaled to ``N``).
-        predictive: ``mixture`` or ``sample`` (:data:`pnc.methods.sampling.PREDICTIVE_RULES`).
-        chunk_size: samples evaluated together in :meth:`SubspaceInference.predict`.
+        predictive: ``mixture`` or ``sample``
+        (:data:`pnc.methods.regression.sampling.PREDICTIVE_RULES`). chunk_size: samples evaluated
+        together in :meth:`SubspaceInference.predict`.
     """
 
     temperature: float = 1.0
@@ -385,7 +386,3 @@ class SubspaceInference(MethodBase):
             chunk_size=posterior.chunk_size,
         )
         return apply_predictive_rule(pred, posterior.predictive, key)
-
-
-#: Earlier name of :class:`SubspaceInference`, kept so that existing imports keep working.
-Subspace = SubspaceInference
