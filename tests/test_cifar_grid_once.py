@@ -1,4 +1,4 @@
-"""Each CIFAR sweep is expanded once: ``pnc.cifar.grid.expand_sweep``, called only by the
+"""Each CIFAR sweep is expanded once: ``pnc.cifar.sweep.expand_sweep``, called only by the
 workflow (workflow/rules/cifar/common.smk), and a configuration id is a key into its table, never
 text to parse. An AST scan of every module under ``pnc/`` that belongs to the CIFAR study fails on
 a second expansion (``itertools.product``; a comprehension or nested loops over two independent
@@ -24,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PNC = ROOT / "pnc"
-GRID_MODULE = "pnc/cifar/grid.py"
+GRID_MODULE = "pnc/cifar/sweep.py"
 EXPANSION = "expand_sweep"
 
 #: str methods and ``re`` functions that read an id's text
@@ -216,7 +216,7 @@ def test_only_the_workflow_calls_the_expansion():
             "nested loops",
         ),
         (
-            "from pnc.cifar.grid import expand_sweep\n\ndef again(section):\n"
+            "from pnc.cifar.sweep import expand_sweep\n\ndef again(section):\n"
             "    return expand_sweep('pnc', section)\n",
             "expand_sweep",
         ),
@@ -278,7 +278,7 @@ def test_the_expansion_lists_the_configurations_in_the_order_each_method_builds_
     the expansion's, id by id."""
     from test_cifar_configs import OVERLAYS, effective
 
-    from pnc.cifar.grid import Sweep
+    from pnc.cifar.sweep import Sweep
     from pnc.methods import ood as registry
 
     study = effective(OVERLAYS[Path(config_file).name])

@@ -252,7 +252,7 @@ def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run,
     from test_methods_contract import TOY_SECTION, Tempered
 
     from pnc.cifar import jobs
-    from pnc.cifar.grid import expand_sweep
+    from pnc.cifar.sweep import expand_sweep
     from pnc.methods import ood as registry
 
     config = _effective(tiny_run, TINY)

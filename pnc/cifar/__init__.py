@@ -10,7 +10,7 @@ sources, checksums verified), :mod:`~pnc.cifar.model` (the classifier and its fe
 :mod:`~pnc.methods.ood.posthoc` (the method contract: a method's config section, its sweep on
 validation, its selection and its scores; temperature, P&C's coordinate descent),
 :mod:`~pnc.methods.ood` (the methods, one class each, and their registry; the contract's
-checks, :mod:`~pnc.methods.checks`), :mod:`~pnc.cifar.grid` (each method's
+checks, :mod:`~pnc.methods.checks`), :mod:`~pnc.cifar.sweep` (each method's
 configurations, expanded once by the workflow and read by id), :mod:`~pnc.cifar.ood_metrics`
 (AUROC, FPR@95%TPR, AUPR-In/Out with ID positive; NLL, ECE, Brier), :mod:`~pnc.cifar.ood_tables`
 (Table 2, the calibration and AUPR tables, the sweep table) and :mod:`~pnc.cifar.jobs` (one

@@ -12,7 +12,7 @@
 - :func:`select`: the selection stage of one method: from every seed's sweep, the configuration
   it chooses.
 - :func:`posthoc`: one method on one seed at the chosen configuration (read by its id from the
-  method's sweep, :class:`pnc.cifar.grid.Sweep`), built again: confidences on the test set and
+  method's sweep, :class:`pnc.cifar.sweep.Sweep`), built again: confidences on the test set and
   every OOD dataset (``scores.npz``) and ``selection.json``.
 - :func:`tables`: ``metrics.csv``, Table 2 and the sweep table from every method's outputs.
 """
@@ -31,7 +31,7 @@ import pandas as pd
 
 from pnc.cifar import data as D
 from pnc.cifar import ood_tables as T
-from pnc.cifar.grid import Sweep
+from pnc.cifar.sweep import Sweep
 from pnc.cifar.recipe import swag_moments, train, variables_of
 from pnc.cifar.trained import TrainedNetwork, recipe_for
 from pnc.conv.resnet import ResNetConfig

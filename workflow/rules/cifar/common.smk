@@ -4,7 +4,7 @@
 # study's common.smk includes too); checks across keys follow (OOD names, P&C blocks against the
 # network, SWAG start epochs against the training epochs, the Deep Ensemble and calibration sizes
 # against the training split). Every error names the key. Each method's sweep is then expanded,
-# once (pnc.cifar.grid.expand_sweep), and written keyed by configuration id to
+# once (pnc.cifar.sweep.expand_sweep), and written keyed by configuration id to
 # results/cifar/sweeps/<method>.json: every post-hoc job reads its method's configurations there.
 
 import json
@@ -24,7 +24,7 @@ SEEDS = [int(s) for s in config["seeds"]]
 
 
 def _methods():
-    from pnc.cifar.grid import evaluated_methods
+    from pnc.cifar.sweep import evaluated_methods
 
     return evaluated_methods(config)
 
@@ -97,7 +97,7 @@ def sweep_path(method):
 def _write_sweeps():
     """Each method's configurations, expanded here once and written keyed by id (a file that
     holds them already is kept as it is, so no job reruns)."""
-    from pnc.cifar.grid import expand_sweep
+    from pnc.cifar.sweep import expand_sweep
 
     sweeps = {m: expand_sweep(m, SECTIONS[m]) for m in METHODS}
     for method, sweep in sweeps.items():
