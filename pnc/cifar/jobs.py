@@ -31,8 +31,8 @@ import pandas as pd
 
 from pnc.cifar import data as D
 from pnc.cifar import ood_tables as T
-from pnc.cifar.sweep import Sweep
 from pnc.cifar.recipe import swag_moments, train, variables_of
+from pnc.cifar.sweep import Sweep
 from pnc.cifar.trained import TrainedNetwork, recipe_for
 from pnc.conv.resnet import ResNetConfig
 from pnc.io import atomic_path, read_json, write_json
