@@ -44,9 +44,13 @@ import numpy as np
 from pnc.conv.patches import kernel_from_matrix, kernel_matrix, unfold
 from pnc.perturb_correct import (
     PnCConfig,
-    _perturbation,
+    bootstrap_rows,
     calibration_indices,
-    perturbation_basis,
+    check_member_chunk,
+    ensemble_keys,
+    layer_bases,
+    map_members,
+    perturb_and_correct,
     ridge_correction,
 )
 
@@ -455,9 +459,9 @@ class Ensemble:
     def member_variables(self, m: int):
         """The base variable tree with member ``m``'s layers substituted (a corrected layer
         without a bias keeps its kernel here; its new bias is in ``members[path]["bias"]``)."""
-        return _substitute(
-            self.base, self._plan.infos, jax.tree.map(lambda a: a[m], self.members)
-        )[0]
+        return _substitute(self.base, self._plan.infos, jax.tree.map(lambda a: a[m], self.members))[
+            0
+        ]
 
     def __call__(self, x) -> Any:
         """Member outputs for a batch ``x``: the model's output pytree with a leading ``[M]``.
@@ -588,8 +592,7 @@ def ensemble(
     stream_ids = tuple(int(s) for s in stream_ids)
     if len(stream_ids) != len(perturb) or len(set(stream_ids)) != len(stream_ids):
         raise ValueError(f"stream_ids must be {len(perturb)} distinct integers, got {stream_ids}")
-    if member_chunk is not None and member_chunk < 1:
-        raise ValueError(f"member_chunk must be >= 1 or None, got {member_chunk}")
+    check_member_chunk(member_chunk)
 
     x_np = np.asarray(x_cal)
     if x_np.ndim < 1 or x_np.shape[0] < 1:
@@ -619,9 +622,7 @@ def ensemble(
                 raise ValueError(f"layer {c_info.path!r} cannot correct itself")
 
             def correct_input(kernel, p_info=p_info, c_info=c_info):
-                tree = _set(
-                    adapter.tree, p_info.keys + ("kernel",), kernel
-                )
+                tree = _set(adapter.tree, p_info.keys + ("kernel",), kernel)
                 return adapter.apply(tree, probe, frozenset([c_info.path]))[1][c_info.path]
 
             if not _depends(correct_input, _get(adapter.tree, p_info.keys + ("kernel",))):
@@ -642,15 +643,13 @@ def ensemble(
     rows = calibration_indices(key, x_cal.shape[0], config)
     if rows is not None:
         x_cal = x_cal[rows]
-    k_basis, k_members = jax.random.split(key)
-    bases = tuple(
-        perturbation_basis(jax.random.fold_in(k_basis, s), info.kernel_shape, config.rank)
-        for s, info in zip(stream_ids, p_infos, strict=True)
-    )
+    k_basis, member_keys = ensemble_keys(key, config.n_members)
+    shapes = {s: info.kernel_shape for s, info in zip(stream_ids, p_infos, strict=True)}
+    bases = layer_bases(k_basis, shapes, config.rank)
     static = dataclasses.replace(config, ridge=0.0, calibration_size=None)
     members = _build(
-        adapter.tree, bases, x_cal, jax.random.split(k_members, config.n_members),
-        np.float32(config.ridge), plan=plan, config=static, stream_ids=stream_ids,
+        adapter.tree, bases, x_cal, member_keys, np.float32(config.ridge), plan=plan,
+        config=static, stream_ids=stream_ids,
     )  # fmt: skip
     return Ensemble(members, adapter.tree, plan)
 
@@ -667,31 +666,27 @@ def _build(tree, bases, x_cal, member_keys, ridge, *, plan: _Plan, config, strea
     def subset(k_sub, s):
         if not bootstrap:
             return x_cal
-        k = jax.random.fold_in(k_sub, s) if per_layer else k_sub
-        return x_cal[jax.random.randint(k, (n_sub,), 0, n_cal)]
+        return x_cal[bootstrap_rows(k_sub, s, n_cal, n_sub, per_stream=per_layer)]
 
-    corrected = frozenset(c.path for c in plan.correct or ())
+    refit_paths = frozenset(c.path for c in plan.correct or ())
 
     def layers_of(current, offsets):
         return {
-            info.path: _layer(current, info, offsets if info.path in corrected else None)
+            info.path: _layer(current, info, offsets if info.path in refit_paths else None)
             for info in infos
         }
 
-    def member(mkey):
-        k_sub, k_z = jax.random.split(mkey)
-        if config.sigma == 0.0:
-            return layers_of(tree, {})
+    def uncorrected(dws):
         current = tree
-        dws = [
-            _perturbation(k_z, s, bases[i], config, plan.perturb[i].kernel_shape)
-            for i, s in enumerate(stream_ids)
-        ]
+        for s, info in zip(stream_ids, plan.perturb, strict=True):
+            keys = info.keys + ("kernel",)
+            current = _set(current, keys, _get(current, keys) + dws[s])
+        return layers_of(current, {})
+
+    def corrected(k_sub, dws):
         if plan.correct is None:
-            for i, info in enumerate(plan.perturb):
-                keys = info.keys + ("kernel",)
-                current = _set(current, keys, _get(current, keys) + dws[i])
-            return layers_of(current, {})
+            return uncorrected(dws)
+        current = tree
         targets = frozenset(c.path for c in plan.correct)
         offsets = {}
         xs = {}
@@ -703,7 +698,7 @@ def _build(tree, bases, x_cal, member_keys, ridge, *, plan: _Plan, config, strea
             xs[i], base_inputs[i] = x, base[plan.correct[i].path]
         for i, (p_info, c_info) in enumerate(zip(plan.perturb, plan.correct, strict=True)):
             keys = p_info.keys + ("kernel",)
-            current = _set(current, keys, _get(current, keys) + dws[i])
+            current = _set(current, keys, _get(current, keys) + dws[stream_ids[i]])
             record = frozenset([c_info.path])
             pert_in = adapter.apply(current, xs[i], record, offsets)[1][c_info.path]
             refit = _refit(
@@ -715,7 +710,9 @@ def _build(tree, bases, x_cal, member_keys, ridge, *, plan: _Plan, config, strea
             current = _set(current, c_info.keys, dict(_get(current, c_info.keys), **refit))
         return layers_of(current, offsets)
 
-    chunk = plan.member_chunk
-    if chunk is None or chunk >= member_keys.shape[0]:
-        return jax.vmap(member)(member_keys)
-    return jax.lax.map(member, member_keys, batch_size=chunk)
+    shapes = {s: info.kernel_shape for s, info in zip(stream_ids, plan.perturb, strict=True)}
+    member = functools.partial(
+        perturb_and_correct, config=config, bases=bases, shapes=shapes,
+        unperturbed=lambda: layers_of(tree, {}), uncorrected=uncorrected, corrected=corrected,
+    )  # fmt: skip
+    return map_members(member, member_keys, plan.member_chunk)

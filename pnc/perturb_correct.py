@@ -18,6 +18,18 @@ refitting the *next* affine layer on calibration activations (ridge least square
 Members are parameter pytrees with a leading member axis ``[M, ...]``; they are built with ``vmap``
 over member keys inside one ``jit`` (:func:`build_members`), for several ridge values at once with
 :func:`build_members_ridge_path`, and evaluated with :func:`predict_members`.
+
+The engine. Every P&C build (this MLP's, the ResNet blocks' of :mod:`pnc.conv`, any Flax model's
+of :mod:`pnc.any_model`) is made of the steps defined here, once: the key split
+(:func:`ensemble_keys`, :func:`member_streams`), the shared bases (:func:`layer_bases`), the
+perturbation with its norm convention (:func:`perturbation`), the calibration rows
+(:func:`calibration_indices`) and bootstrap subsets (:func:`bootstrap_rows`), the ridge
+correction towards its centre (:func:`ridge_correction`, split into :func:`correction_system` and
+:func:`solve_correction` for ridge paths; :func:`ridge_solve` for the convolutional form), and one
+member's skeleton and the member loop (:func:`perturb_and_correct`, :func:`map_members`). A
+builder supplies only what depends on the model: how it computes the corrected layer's inputs on
+a subset (hidden activations, a model's recorded layer inputs, unfolded ``Conv_2`` patches) and
+how it writes the refit layer back.
 """
 
 from __future__ import annotations
@@ -25,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -224,11 +236,11 @@ def ridge_correction(
     Returns:
         ``(kernel_new [d, q], bias_new [q])``.
     """
-    system = _correction_system(h_cal, h_cal_perturbed, kernel, bias, center=center)
-    return _solve_correction(system, kernel, bias, ridge, center=center)
+    system = correction_system(h_cal, h_cal_perturbed, kernel, bias, center=center)
+    return solve_correction(system, kernel, bias, ridge, center=center)
 
 
-def _correction_system(
+def correction_system(
     h_cal: Array, h_cal_perturbed: Array, kernel: Array, bias: Array, *, center: str = "original"
 ) -> tuple[Array, Array, Array]:
     """The ridge-independent part of :func:`ridge_correction`: ``(X_v, Gram, right-hand side)``.
@@ -236,7 +248,7 @@ def _correction_system(
     Primal (``B > d + 1``): ``Gram = X_v^T X_v`` ``[d+1, d+1]`` and ``X_v^T E`` ``[d+1, q]``.
     Dual (``B <= d + 1``): ``Gram = X_v X_v^T`` ``[B, B]`` and ``E`` (``center="original"``) or
     ``X Theta`` (``center="zero"``), ``[B, q]``. ``X_v = [1, h_pert]`` is ``[B, d+1]``. Solve with
-    :func:`_solve_correction` for any number of ridge values.
+    :func:`solve_correction` for any number of ridge values.
     """
     _check_choice("center", center, RIDGE_CENTERS)
     if h_cal.ndim != 2 or h_cal.shape != h_cal_perturbed.shape:
@@ -270,7 +282,7 @@ def _correction_system(
     return x_v, gram, target
 
 
-def _solve_correction(
+def solve_correction(
     system: tuple[Array, Array, Array],
     kernel: Array,
     bias: Array,
@@ -278,7 +290,7 @@ def _solve_correction(
     *,
     center: str = "original",
 ) -> tuple[Array, Array]:
-    """Finish :func:`ridge_correction` from :func:`_correction_system` for one ``ridge``.
+    """Finish :func:`ridge_correction` from :func:`correction_system` for one ``ridge``.
 
     One Cholesky factorisation of ``Gram + ridge I``. ``kernel [d, q]`` and ``bias [q]`` are the
     layer before correction, ``center`` must be the one the system was formed with.
@@ -295,12 +307,28 @@ def _solve_correction(
         if center == "zero":
             theta = jnp.concatenate([bias[None, :], kernel], axis=0).astype(dtype)
             rhs = rhs - ridge * theta
-        delta = spd_solve(gram + ridge * jnp.eye(d1, dtype=dtype), rhs)  # [d+1, q]
+        delta = ridge_solve(gram, rhs, ridge)  # [d+1, q]
     else:
-        delta = x_v.T @ spd_solve(gram + ridge * jnp.eye(n_rows, dtype=dtype), rhs)
+        delta = x_v.T @ ridge_solve(gram, rhs, ridge)
         if center == "zero":  # delta is Theta' itself
             return delta[1:].astype(kernel.dtype), delta[0].astype(bias.dtype)
     return kernel + delta[1:].astype(kernel.dtype), bias + delta[0].astype(bias.dtype)
+
+
+def ridge_solve(gram: Array, rhs: Array, ridge: float | Array) -> Array:
+    """``(Gram + ridge I)^{-1} rhs``: the ridge system every correction ends in (Lemma 1; the
+    convolutional correction's eq. conv-ridge-soln), by the SPD solver of :mod:`pnc._linalg`.
+
+    Args:
+        gram: symmetric positive semi-definite ``[n, n]``.
+        rhs: ``[n, q]``.
+        ridge: ``lambda >= 0`` (scalar, may be traced), cast to ``gram``'s dtype.
+
+    Returns:
+        ``[n, q]``.
+    """
+    ridge = jnp.asarray(ridge, gram.dtype)
+    return spd_solve(gram + ridge * jnp.eye(gram.shape[0], dtype=gram.dtype), rhs)
 
 
 # ----------------------------------------------------------------------------- perturbations
@@ -328,21 +356,43 @@ def perturbation_basis(key: Array, shape: tuple[int, ...], rank: int) -> Array:
     return q * jnp.where(jnp.diagonal(r) < 0, -1.0, 1.0)[None, :]
 
 
-def _layer_bases(key: Array, params: Params, layers: tuple[int, ...], rank: int) -> dict:
+def layer_bases(key: Array, shapes: Mapping[int, tuple[int, ...]], rank: int) -> dict:
+    """The bases ``U_s`` of several perturbed kernels, shared by all members (Section 3).
+
+    ``U_s`` is :func:`perturbation_basis` of ``fold_in(key, s)`` for every stream id ``s`` (a
+    hidden-layer index for the MLP, a block index for a ResNet, a chosen id for any model).
+
+    Args:
+        key: the basis key (the first of :func:`ensemble_keys`).
+        shapes: ``{stream id: kernel shape}``, in the order the bases are drawn.
+        rank: ``K``.
+
+    Returns:
+        ``{stream id: U_s [prod(shape), K]}``.
+    """
     return {
-        i: perturbation_basis(
-            jax.random.fold_in(key, i), params[f"hidden_{i}"]["kernel"].shape, rank
-        )
-        for i in layers
+        s: perturbation_basis(jax.random.fold_in(key, s), shape, rank)
+        for s, shape in shapes.items()
     }
 
 
-def _perturbation(key: Array, layer: int, basis: Array, config: PnCConfig, shape) -> Array:
-    """``sigma * reshape(U z)`` with ``z ~ N(0, I_K)`` drawn from ``fold_in(key, layer)``.
+def perturbation(key: Array, stream: int, basis: Array, config, shape) -> Array:
+    """``dW = sigma * reshape(U z)`` with ``z ~ N(0, I_K)`` drawn from ``fold_in(key, stream)``.
 
-    With ``config.perturbation_norm == "radius"`` the coefficients are rescaled to ``z / ||z||``.
+    With ``config.perturbation_norm == "radius"`` the coefficients are rescaled to ``z / ||z||``,
+    so that ``||dW||_F = sigma``.
+
+    Args:
+        key: the member's coefficient key (the second of :func:`member_streams`).
+        stream: the layer's stream id (as in :func:`layer_bases`).
+        basis: ``U [prod(shape), K]``.
+        config: any P&C configuration (``sigma``, ``perturbation_norm``).
+        shape: the kernel's shape.
+
+    Returns:
+        ``dW`` of shape ``shape``.
     """
-    z = jax.random.normal(jax.random.fold_in(key, layer), (basis.shape[1],), jnp.float32)
+    z = jax.random.normal(jax.random.fold_in(key, stream), (basis.shape[1],), jnp.float32)
     if config.perturbation_norm == "radius":
         z = z * jax.lax.rsqrt(jnp.sum(jnp.square(z)))
     return (config.sigma * (basis @ z)).reshape(shape)
@@ -358,7 +408,11 @@ def perturbation_bases(
     For diagnostics that probe the same directions as an ensemble (:mod:`pnc.diagnostics`).
     """
     layers = config.perturbed_layers(mlp_config.n_hidden)
-    return _layer_bases(jax.random.split(key)[0], params, layers, config.rank)
+    return layer_bases(jax.random.split(key)[0], _kernel_shapes(params, layers), config.rank)
+
+
+def _kernel_shapes(params: Params, layers: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
+    return {i: params[f"hidden_{i}"]["kernel"].shape for i in layers}
 
 
 # ----------------------------------------------------------------------------- members
@@ -396,6 +450,93 @@ def calibration_indices(key: Array, n_rows: int, config: PnCConfig) -> Array | N
     return perm[:size]
 
 
+def ensemble_keys(key: Array, n_members: int) -> tuple[Array, Array]:
+    """``(basis key, member keys [M])``: the first split of every P&C build's ``key``.
+
+    The basis key draws the shared bases (:func:`layer_bases`); member ``m``'s key is the ``m``-th
+    of ``M`` splits of the second half, and :func:`member_streams` splits it further.
+    """
+    k_basis, k_members = jax.random.split(key)
+    return k_basis, jax.random.split(k_members, n_members)
+
+
+def member_streams(member_key: Array) -> tuple[Array, Array]:
+    """``(subset key, coefficient key)`` of one member: its correction subsets are drawn from the
+    first (:func:`bootstrap_rows`), its coefficients ``z`` from the second (:func:`perturbation`),
+    so the ablation without correction perturbs exactly as P&C with the same key."""
+    k_sub, k_z = jax.random.split(member_key)
+    return k_sub, k_z
+
+
+def bootstrap_rows(
+    subset_key: Array, stream: int, n_cal: int, n_sub: int, *, per_stream: bool
+) -> Array:
+    """A member's correction subset ``S_m`` (Section 3, "Bootstrapped correction").
+
+    ``n_sub`` rows of ``D_cal`` drawn uniformly with replacement from ``fold_in(subset_key,
+    stream)`` when every corrected layer has its own subset (``per_stream``), else from
+    ``subset_key`` itself (one subset shared by the member's corrections).
+
+    Returns:
+        int32 indices into ``D_cal``, ``[n_sub]``.
+    """
+    key = jax.random.fold_in(subset_key, stream) if per_stream else subset_key
+    return jax.random.randint(key, (n_sub,), 0, n_cal)
+
+
+def perturb_and_correct(
+    member_key: Array,
+    config,
+    bases: Mapping[int, Array],
+    shapes: Mapping[int, tuple[int, ...]],
+    *,
+    unperturbed: Callable[[], object],
+    uncorrected: Callable[[dict], object],
+    corrected: Callable[[Array, dict], object],
+):
+    """One member of any P&C build: its keys, its perturbations, and the model's correction.
+
+    The member key is split by :func:`member_streams`; with ``sigma = 0`` the member is
+    ``unperturbed()`` (the base model); otherwise ``dW_s`` is drawn for every stream ``s`` of
+    ``bases`` (:func:`perturbation`, in the order of ``bases``) and the member is
+    ``uncorrected(dws)`` (``config.correct = False``: the perturbations without refit) or
+    ``corrected(subset_key, dws)`` (the model's chain of perturbations and ridge corrections).
+
+    Args:
+        member_key: one of :func:`ensemble_keys`'s member keys.
+        config: any P&C configuration (``sigma``, ``perturbation_norm``, ``correct``).
+        bases: ``{stream id: U_s}`` (:func:`layer_bases`).
+        shapes: ``{stream id: kernel shape}``.
+        unperturbed, uncorrected, corrected: the model's member for each case.
+
+    Returns:
+        What the chosen callable returns.
+    """
+    subset_key, coefficient_key = member_streams(member_key)
+    if config.sigma == 0.0:  # no perturbation; the correction of Y_v = Y is the identity
+        return unperturbed()
+    dws = {
+        s: perturbation(coefficient_key, s, basis, config, shapes[s]) for s, basis in bases.items()
+    }
+    if not config.correct:
+        return uncorrected(dws)
+    return corrected(subset_key, dws)
+
+
+def map_members(member: Callable, member_keys: Array, member_chunk: int | None):
+    """``member`` over every member key: ``vmap`` at once, or ``member_chunk`` at a time (``vmap``
+    within a ``lax.map``). Leaves get a leading ``[M]`` axis."""
+    if member_chunk is None or member_chunk >= member_keys.shape[0]:
+        return jax.vmap(member)(member_keys)
+    return jax.lax.map(member, member_keys, batch_size=member_chunk)
+
+
+def check_member_chunk(member_chunk: int | None) -> None:
+    """Raise ``ValueError`` unless ``member_chunk`` is ``None`` or ``>= 1``."""
+    if member_chunk is not None and member_chunk < 1:
+        raise ValueError(f"member_chunk must be >= 1 or None, got {member_chunk}")
+
+
 def member_subsets(key: Array, n_cal: int, config: PnCConfig) -> Array | None:
     """The rows of ``D_cal`` each member of :func:`build_members` corrects on (with the same key).
 
@@ -416,15 +557,13 @@ def member_subsets(key: Array, n_cal: int, config: PnCConfig) -> Array | None:
     if config.bootstrap_frac is None:
         return None
     n_sub = config.subset_size(n_cal)
-    member_keys = jax.random.split(jax.random.split(key)[1], config.n_members)
+    stream = config.layers[0] if config.layers else 0
 
     def draw(mkey):
-        k_sub = jax.random.split(mkey)[0]
-        if config.subset_per_layer:
-            k_sub = jax.random.fold_in(k_sub, config.layers[0] if config.layers else 0)
-        return jax.random.randint(k_sub, (n_sub,), 0, n_cal)
+        subset_key = member_streams(mkey)[0]
+        return bootstrap_rows(subset_key, stream, n_cal, n_sub, per_stream=config.subset_per_layer)
 
-    return jax.vmap(draw)(member_keys)
+    return jax.vmap(draw)(ensemble_keys(key, config.n_members)[1])
 
 
 def build_members(
@@ -527,17 +666,16 @@ def _build_from(params, mlp_config, x_cal, config, ridges, key, member_chunk) ->
     if x_cal.shape[1] != in_dim:
         raise ValueError(f"x_cal has {x_cal.shape[1]} columns, the network expects {in_dim}")
     layers = config.perturbed_layers(mlp_config.n_hidden)
-    if member_chunk is not None and member_chunk < 1:
-        raise ValueError(f"member_chunk must be >= 1 or None, got {member_chunk}")
+    check_member_chunk(member_chunk)
     rows = calibration_indices(key, x_cal.shape[0], config)
     if rows is not None:
         x_cal = x_cal[rows]
-    k_basis, k_members = jax.random.split(key)
-    bases = _layer_bases(k_basis, params, layers, config.rank)
+    k_basis, member_keys = ensemble_keys(key, config.n_members)
+    bases = layer_bases(k_basis, _kernel_shapes(params, layers), config.rank)
     # the static part of the configuration: ridge is traced, the calibration rows are applied
     static = dataclasses.replace(config, ridge=0.0, calibration_size=None)
     return _build(
-        params, bases, x_cal, jax.random.split(k_members, config.n_members), ridges,
+        params, bases, x_cal, member_keys, ridges,
         mlp_config=mlp_config, config=static, layers=layers, member_chunk=member_chunk,
     )  # fmt: skip
 
@@ -571,8 +709,7 @@ def _build(params, bases, x_cal, member_keys, ridges, *, mlp_config, config, lay
         """Rows ``x_S`` and the base network's post-activations on them for layer ``layer``."""
         if not bootstrap:
             return x_cal, base_full
-        k = jax.random.fold_in(k_sub, layer) if per_layer else k_sub
-        idx = jax.random.randint(k, (n_sub,), 0, n_cal)
+        idx = bootstrap_rows(k_sub, layer, n_cal, n_sub, per_stream=per_layer)
         x = x_cal[idx]
         if shared_base:
             return x, [hb[idx] for hb in base_full]
@@ -592,30 +729,25 @@ def _build(params, bases, x_cal, member_keys, ridges, *, mlp_config, config, lay
     def broadcast(p):
         return jax.tree.map(lambda a: jnp.broadcast_to(a, (n_ridges,) + a.shape), p)
 
-    def member(mkey):
-        """One member for every ridge value, ``[R, ...]``."""
-        k_sub, k_z = jax.random.split(mkey)
+    def uncorrected(dws):
         p = dict(params)  # shallow copy; layers are replaced, never mutated
-        if config.sigma == 0.0:  # no perturbation; the correction of Y_v = Y is the identity
-            return broadcast(p)
-        dws = {
-            i: _perturbation(k_z, i, bases[i], config, params[names[i]]["kernel"].shape)
-            for i in layers
-        }
-        if not config.correct:
-            for i in layers:
-                p = perturb(p, dws, i)
-            return broadcast(p)
+        for i in layers:
+            p = perturb(p, dws, i)
+        return broadcast(p)
+
+    def corrected(k_sub, dws):
+        """The chain of local repairs for every ridge value, ``[R, ...]``."""
+        p = dict(params)
         # ridge-independent: subsets, base activations, the first perturbed layer and its system
         first = layers[0]
         subsets = {i: subset(k_sub, i) for i in (layers if per_layer else layers[:1])}
         x, base = subsets[first]
         p, h = propagate(p, x, 0, first, dws)
         nxt = params[names[first + 1]]
-        system = _correction_system(base[first], h, nxt["kernel"], nxt["bias"], center=center)
+        system = correction_system(base[first], h, nxt["kernel"], nxt["bias"], center=center)
 
         def chain(ridge):  # the ridge-dependent rest of the chain
-            kernel_new, bias_new = _solve_correction(
+            kernel_new, bias_new = solve_correction(
                 system, nxt["kernel"], nxt["bias"], ridge, center=center
             )
             q = dict(p, **{names[first + 1]: {"kernel": kernel_new, "bias": bias_new}})
@@ -635,10 +767,12 @@ def _build(params, bases, x_cal, member_keys, ridges, *, mlp_config, config, lay
 
         return jax.lax.map(chain, ridges)
 
-    if member_chunk is None or member_chunk >= member_keys.shape[0]:
-        out = jax.vmap(member)(member_keys)
-    else:
-        out = jax.lax.map(member, member_keys, batch_size=member_chunk)
+    shapes = _kernel_shapes(params, layers)
+    member = functools.partial(
+        perturb_and_correct, config=config, bases=bases, shapes=shapes,
+        unperturbed=lambda: broadcast(dict(params)), uncorrected=uncorrected, corrected=corrected,
+    )  # fmt: skip
+    out = map_members(member, member_keys, member_chunk)
     if scalar:
         return jax.tree.map(lambda a: a[:, 0], out)
     return jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), out)

@@ -1,6 +1,8 @@
+import ast
 import dataclasses
 import functools
 import re
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -8,20 +10,21 @@ import numpy as np
 import pytest
 
 import pnc
+import pnc.perturb_correct as PC
 from pnc import MLPConfig, TrainConfig, forward, hidden_activations, init_params
 from pnc.conv import ConvPnCConfig
 from pnc.perturb_correct import (
     PnCConfig,
     _build,
-    _correction_system,
-    _solve_correction,
     build_members,
     build_members_ridge_path,
     calibration_indices,
+    correction_system,
     member_subsets,
     perturbation_bases,
     perturbation_basis,
     predict_members,
+    solve_correction,
 )
 from pnc.perturb_correct import ridge_correction as _ridge_correction
 
@@ -875,10 +878,10 @@ def test_correction_system_is_the_documented_system_in_the_input_precision(b, d,
     h, hv, kernel, bias = _problem(b=b, d=d, q=q, seed=5)
     reference = _system_reference(h, hv, kernel, bias, center)
     with jax.enable_x64(True):
-        system = _correction_system(h, hv, kernel, bias, center=center)
+        system = correction_system(h, hv, kernel, bias, center=center)
         _assert_system(system, reference, jnp.float32, 1e-5)
         wide = [np.asarray(a, np.float64) for a in (h, hv, kernel, bias)]
-        system = _correction_system(*wide, center=center)
+        system = correction_system(*wide, center=center)
         _assert_system(system, reference, jnp.float64, 1e-12)
 
 
@@ -891,24 +894,24 @@ def test_correction_system_precision_is_the_widest_of_activations_and_kernel():
     with jax.enable_x64(True):
         # float32 values are exact in float64: a float64 system matches to float64 rounding
         for hv_, kernel_ in ((hv, f64(kernel)), (f64(hv), kernel)):
-            _assert_system(_correction_system(h, hv_, kernel_, bias), reference, jnp.float64, 1e-12)
+            _assert_system(correction_system(h, hv_, kernel_, bias), reference, jnp.float64, 1e-12)
         half = [np.asarray(a, np.float16) for a in (h, hv, kernel, bias)]
         reference = _system_reference(*half, "original")
-        _assert_system(_correction_system(*half), reference, jnp.float32, 1e-5)
+        _assert_system(correction_system(*half), reference, jnp.float32, 1e-5)
 
 
 def test_correction_pieces_default_to_the_original_centre_and_check_it():
     for b in (60, 5):  # primal and dual
         h, hv, kernel, bias = _problem(b=b)
-        k_new, b_new = _solve_correction(_correction_system(h, hv, kernel, bias), kernel, bias, 0.3)
+        k_new, b_new = solve_correction(correction_system(h, hv, kernel, bias), kernel, bias, 0.3)
         k_ref, b_ref = _normal_equations(h, hv, kernel, bias, 0.3, "original")
         np.testing.assert_allclose(k_new, k_ref, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(b_new, b_ref, rtol=1e-4, atol=1e-4)
-        system = _correction_system(h, hv, kernel, bias, center="zero")
+        system = correction_system(h, hv, kernel, bias, center="zero")
         with pytest.raises(
             ValueError, match="^center must be one of 'original', 'zero', got 'Zero'$"
         ):
-            _solve_correction(system, kernel, bias, 0.3, center="Zero")
+            solve_correction(system, kernel, bias, 0.3, center="Zero")
 
 
 def _trace_dtypes(jaxpr) -> set:
@@ -1007,3 +1010,80 @@ def test_calibration_sizes_with_the_same_rows_share_one_compilation(net):
     unreduced = dataclasses.replace(config, calibration_size=None)
     build_members(params, CFG, x_cal[:90], unreduced, key=jax.random.key(1))
     assert _build._cache_size() == compiled
+
+
+# ----------------------------------------------------------------------------- one engine
+
+
+def test_the_builders_draw_no_randomness_of_their_own():
+    """The conv-block and any-model builders take every key split, basis, coefficient and
+    bootstrap draw from the engine in :mod:`pnc.perturb_correct` (no ``jax.random`` of theirs)."""
+    root = Path(pnc.__file__).parent
+    for path in [root / "any_model.py", *sorted((root / "conv").glob("*.py"))]:
+        tree = ast.parse(path.read_text())
+        uses = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and node.attr == "random"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "jax"
+        ]
+        assert not uses, f"{path.name} draws random numbers itself (lines {uses})"
+        engine = {
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "pnc.perturb_correct"
+            for alias in node.names
+        }
+        if path.name in ("any_model.py", "block_pnc.py"):
+            assert {"ensemble_keys", "layer_bases", "perturb_and_correct", "map_members"} <= engine
+
+
+def test_the_three_builders_perturb_alike_from_one_key():
+    """For one key, the MLP, any-model and conv-block builders draw the same ``dW`` for a layer
+    with the same stream id (bit for bit), and the engine's functions reproduce it."""
+    from pnc import conv as C
+
+    key = jax.random.key(11)
+    mlp_cfg = MLPConfig(hidden=(8, 8), out_dim=1)
+    params = init_params(mlp_cfg, 3, jax.random.key(0))
+    x = jax.random.normal(jax.random.key(1), (20, 3))
+    cfg = PnCConfig(n_members=4, rank=3, sigma=0.7, bootstrap_frac=0.5, layers=(1,), correct=False)
+    mlp = build_members(params, mlp_cfg, x, cfg, key=key)
+    ens = pnc.ensemble(
+        pnc.GaussianMLP(mlp_cfg), x, variables={"params": params}, perturb=["hidden_1"],
+        correct=None, config=dataclasses.replace(cfg, layers=None), key=key, stream_ids=[1],
+    )  # fmt: skip
+    np.testing.assert_array_equal(ens.members["hidden_1"]["kernel"], mlp["hidden_1"]["kernel"])
+
+    rcfg = C.ResNetConfig(num_classes=2, widths=(4,), blocks_per_stage=(2,))
+    variables = C.init_variables(rcfg, jax.random.key(2), (6, 6, 2))
+    images = jax.random.normal(jax.random.key(3), (5, 6, 6, 2))
+    ccfg = C.ConvPnCConfig(n_members=4, rank=3, sigma=0.7, blocks=((0, 1),), correct=False)
+    block = rcfg.block_specs()[rcfg.block_index(0, 1)].name
+    conv = C.build_members(variables, rcfg, images, ccfg, key=key)
+    ens = pnc.ensemble(
+        C.PreActResNet(rcfg), images, variables=variables, perturb=[f"{block}/conv1"],
+        correct=None, config=PnCConfig(n_members=4, rank=3, sigma=0.7,
+                                       perturbation_norm="radius"),
+        key=key, stream_ids=[rcfg.block_index(0, 1)],
+    )  # fmt: skip
+    np.testing.assert_array_equal(
+        ens.members[f"{block}/conv1"]["kernel"], conv[block]["conv1"]["kernel"]
+    )
+
+    # the engine's own draws, one member at a time (unbatched): W + sigma U z in float32 differs
+    # from the build's (batched) result by at most the rounding of the K-term sums U z, twice,
+    # and of the final addition: 2 K eps sigma |U| |z| + eps |W + dW|, elementwise
+    eps = np.finfo(np.float32).eps
+    k_basis, member_keys = PC.ensemble_keys(key, cfg.n_members)
+    shape = params["hidden_1"]["kernel"].shape
+    basis = PC.layer_bases(k_basis, {1: shape}, cfg.rank)[1]
+    for m in range(cfg.n_members):
+        k_z = PC.member_streams(member_keys[m])[1]
+        expected = params["hidden_1"]["kernel"] + PC.perturbation(k_z, 1, basis, cfg, shape)
+        z = jax.random.normal(jax.random.fold_in(k_z, 1), (cfg.rank,), jnp.float32)
+        sums = (cfg.sigma * (jnp.abs(basis) @ jnp.abs(z))).reshape(shape)
+        bound = 2 * cfg.rank * eps * sums + eps * jnp.abs(expected)
+        assert bool(jnp.all(jnp.abs(mlp["hidden_1"]["kernel"][m] - expected) <= bound))

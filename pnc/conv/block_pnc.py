@@ -44,10 +44,14 @@ from pnc.conv.correction import (
 )
 from pnc.conv.patches import kernel_matrix
 from pnc.perturb_correct import (
-    _perturbation,
+    bootstrap_rows,
     check_ensemble_fields,
+    check_member_chunk,
     correction_subset_size,
-    perturbation_basis,
+    ensemble_keys,
+    layer_bases,
+    map_members,
+    perturb_and_correct,
 )
 
 Array = jax.Array
@@ -178,8 +182,7 @@ def build_members(
         [M, 3, 3, C, C], "bias": [M, C]}}}``.
     """
     indices = config.block_indices(resnet_config)
-    if member_chunk is not None and member_chunk < 1:
-        raise ValueError(f"member_chunk must be >= 1 or None, got {member_chunk}")
+    check_member_chunk(member_chunk)
     if cache is None:
         x_cal = jnp.asarray(x_cal, jnp.float32)
         if x_cal.ndim != 4 or x_cal.shape[0] < 1:
@@ -187,16 +190,10 @@ def build_members(
         cache = calibration_cache(variables, x_cal, resnet_config, indices)
     specs = resnet_config.block_specs()
     parts = {i: resnet.block_parts(variables, specs[i].name) for i in indices}
-    k_basis, k_members = jax.random.split(key)
-    bases = {
-        i: perturbation_basis(
-            jax.random.fold_in(k_basis, i), parts[i][0]["conv1"]["kernel"].shape, config.rank
-        )
-        for i in indices
-    }
+    k_basis, member_keys = ensemble_keys(key, config.n_members)
+    bases = layer_bases(k_basis, _conv1_shapes(parts), config.rank)
     return _build(
-        parts, bases, {i: cache[i] for i in indices},
-        jax.random.split(k_members, config.n_members), np.float32(config.ridge),
+        parts, bases, {i: cache[i] for i in indices}, member_keys, np.float32(config.ridge),
         resnet_config=resnet_config, config=dataclasses.replace(config, ridge=0.0),
         indices=indices, member_chunk=member_chunk,
     )  # fmt: skip
@@ -217,7 +214,7 @@ def _build(
         if config.bootstrap_frac is None:
             rows = jnp.arange(n_sub)
         else:
-            rows = jax.random.randint(jax.random.fold_in(k_sub, i), (n_sub,), 0, n_cal)
+            rows = bootstrap_rows(k_sub, i, n_cal, n_sub, per_stream=True)
         index, mask = stack_chunks(n_sub, config.chunk_size)
         select = rows[index]  # [C, b] calibration images of each chunk
         design = lambda s: resnet.conv2_input(params, stats, a[s], spec)
@@ -233,26 +230,33 @@ def _build(
         )
         return ridge_solution(gram, beta, w2, ridge)
 
-    def member(mkey):
-        k_sub, k_z = jax.random.split(mkey)
+    def uncorrected(dws):
+        """``W_1 + dW_1`` (the base ``W_1`` for ``dws = {}``), ``W_2`` kept with a zero bias."""
+        out = {}
+        for i in indices:
+            w1, w2 = parts[i][0]["conv1"]["kernel"], parts[i][0]["conv2"]["kernel"]
+            w1 = w1 + dws[i] if dws else w1
+            out[specs[i].name] = _block_members(w1, w2, jnp.zeros(w2.shape[3], w2.dtype))
+        return out
+
+    def blocks_corrected(k_sub, dws):
         out = {}
         for i in indices:
             params, stats = parts[i]
-            w1, w2 = params["conv1"]["kernel"], params["conv2"]["kernel"]
-            if config.sigma == 0.0:  # the base block exactly
-                out[specs[i].name] = _block_members(w1, w2, jnp.zeros(w2.shape[3], w2.dtype))
-                continue
-            w1 = w1 + _perturbation(k_z, i, bases[i], config, w1.shape)
-            if not config.correct:
-                out[specs[i].name] = _block_members(w1, w2, jnp.zeros(w2.shape[3], w2.dtype))
-                continue
+            w1 = params["conv1"]["kernel"] + dws[i]
             perturbed = dict(params, conv1={"kernel": w1})
             out[specs[i].name] = _block_members(w1, *corrected(i, perturbed, stats, k_sub))
         return out
 
-    if member_chunk is None or member_chunk >= member_keys.shape[0]:
-        return jax.vmap(member)(member_keys)
-    return jax.lax.map(member, member_keys, batch_size=member_chunk)
+    member = functools.partial(
+        perturb_and_correct, config=config, bases=bases, shapes=_conv1_shapes(parts),
+        unperturbed=lambda: uncorrected({}), uncorrected=uncorrected, corrected=blocks_corrected,
+    )  # fmt: skip
+    return map_members(member, member_keys, member_chunk)
+
+
+def _conv1_shapes(parts) -> dict[int, tuple[int, ...]]:
+    return {i: parts[i][0]["conv1"]["kernel"].shape for i in sorted(parts)}
 
 
 def _block_members(w1, w2, b2) -> dict:

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 
 from pnc._linalg import spd_solve
 from pnc.conv.patches import Padding, kernel_from_matrix, kernel_matrix, unfold, with_ones
+from pnc.perturb_correct import ridge_solve
 
 Array = jax.Array
 
@@ -125,8 +126,7 @@ def ridge_solution(
     Returns:
         ``(W_2 + reshape(delta[1:]) [k, k, C_in, C_out], delta[0] [C_out])``.
     """
-    eye = jnp.eye(gram.shape[0], dtype=gram.dtype)
-    delta = spd_solve(gram + jnp.asarray(ridge, gram.dtype) * eye, beta)
+    delta = ridge_solve(gram, beta, ridge)
     return kernel2 + kernel_from_matrix(delta[1:], kernel2.shape), delta[0]
 
 
