@@ -1,7 +1,8 @@
 """Config checks across keys of the MuJoCo study: :func:`cross_key_problems` checks a study
 config (pools, log-variance bounds, and each method's configurations against the study, by the
 method's own :meth:`~pnc.methods.contract.MethodBase.study_problems`) and returns every problem as
-one line. The schema checks both studies share are :mod:`pnc.config_schema`.
+one line; :func:`run_methods` reads which methods run. The schema checks both studies share are
+:mod:`pnc.config_schema`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,29 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+
+def run_methods(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``methods`` entries of the methods that run: config ``run_methods`` (default: every
+    method of ``methods``, in its order), in that order.
+
+    config.yaml names every method; a config given with ``--configfile`` is merged into it key by
+    key, so its ``methods`` entries change only what they name and ``run_methods`` says which run.
+
+    Raises:
+        ValueError: ``run_methods`` names a method without an entry in ``methods`` (named, with
+            the entries).
+    """
+    methods = config["methods"]
+    names = list(config.get("run_methods") or methods)
+    missing = [m for m in names if m not in methods]
+    if missing:
+        raise ValueError(
+            f"run_methods names {missing}, which have no entry in `methods` (entries: "
+            f"{', '.join(methods)})"
+        )
+    return {m: methods[m] for m in names}
+
 
 # ----------------------------------------------------------------------------- across keys
 

@@ -1,0 +1,92 @@
+"""Config overlays: config.yaml holds the defaults and every other config is merged into it key by
+key, as Snakemake merges a ``--configfile`` into the Snakefile's ``configfile:``
+(``snakemake.utils.update_config``). Each overlay must give exactly the study its stand-alone file
+gave before the files became overlays: the configurations (ids, order, typed values, training runs,
+calibration pools) and every other key after the schema's defaults. The expected values are
+tests/data/grid_expansions.json, dumped from the stand-alone files before they were cut."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+from study_config import study_config as study
+
+from pnc.config_schema import schema_problems
+from pnc.mujoco import grid
+from pnc.mujoco.config_check import run_methods
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+EXPECTED = json.loads((ROOT / "tests" / "data" / "grid_expansions.json").read_text())
+OVERLAYS = ("config/quick.yaml", "config/offline.yaml", "config/offline_authors.yaml",
+            ".test/config.yaml")  # fmt: skip
+
+
+def _defaults() -> dict:
+    return yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+@pytest.mark.parametrize("overlay", [None, *OVERLAYS])
+def test_overlay_gives_the_stand_alone_study(overlay):
+    config = study(overlay)
+    want = EXPECTED["config.yaml" if overlay is None else overlay]
+    points = grid.expand_all(config["methods"])
+    assert list(points) == want["methods"]  # the methods that run, in their order
+    for method, pts in points.items():
+        table = json.loads(grid.table_text(pts))
+        assert list(table) == list(want["grid"][method]), method  # ids, in grid order
+        assert table == want["grid"][method], method  # typed values, runs, calibration pools
+    rest = {k: v for k, v in config.items() if k not in ("methods", "run_methods")}
+    assert rest == want["config"]
+
+
+def test_overlays_name_no_methods_block_copy():
+    """An overlay repeats no value of config.yaml's methods (it names only what it changes)."""
+    defaults = _defaults()["methods"]
+    for overlay in OVERLAYS:
+        methods = yaml.safe_load((ROOT / overlay).read_text()).get("methods") or {}
+        for method, entry in methods.items():
+            for part in ("fixed", "grid"):
+                for key, value in (entry.get(part) or {}).items():
+                    same = (defaults[method].get(part) or {}).get(key) == value
+                    assert not same, f"{overlay}: methods.{method}.{part}.{key} copies config.yaml"
+
+
+def test_schema_defaults_do_not_shadow_config_yaml():
+    """Validation fills in the schema's defaults only where config.yaml is silent."""
+    raw = _defaults()
+    filled = copy.deepcopy(raw)
+    validate(filled, str(SCHEMA))
+
+    def check(a, b, path):
+        for key, value in a.items():
+            if isinstance(value, dict):
+                check(value, b[key], f"{path}{key}.")
+            else:
+                assert b[key] == value, f"{path}{key}: schema default shadows config.yaml"
+
+    check(raw, filled, "")
+
+
+def test_run_methods_default_and_order():
+    assert list(study(None)["methods"]) == list(_defaults()["methods"])
+    config = _defaults()
+    config["run_methods"] = ["swag", "pnc"]
+    assert list(run_methods(config)) == ["swag", "pnc"]
+
+
+def test_unknown_run_method_is_named():
+    config = _defaults()
+    config["run_methods"] = ["pnc", "swagg"]
+    problems = schema_problems(config, yaml.safe_load(SCHEMA.read_text()))
+    assert len(problems) == 1 and "run_methods[1] = 'swagg'" in problems[0]
+    assert "swag" in problems[0]  # the valid ids are listed
+    del config["methods"]["laplace"]
+    config["run_methods"] = ["pnc", "laplace"]
+    with pytest.raises(ValueError, match=r"run_methods names \['laplace'\], which have no entry"):
+        run_methods(config)
