@@ -13,6 +13,8 @@
 #
 # Every job runs `python -m pnc.workflow STAGE --threads {threads} ...` (see pnc/workflow/commands.py).
 
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -23,7 +25,7 @@ min_version("9.0")
 # study's config names only what it changes, and which methods run (`run_methods`).
 
 
-configfile: "config.yaml"
+configfile: os.path.join(workflow.basedir, "config.yaml")  # beside this file, whatever --directory
 
 
 report: "workflow/report/workflow.rst"

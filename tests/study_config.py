@@ -19,7 +19,7 @@ SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 def study_config(
     overlay: str | Path | None = None, root: Path = ROOT, change: Callable | None = None
 ) -> dict:
-    """The study config of ``overlay`` (a path relative to ``root``; ``None``: config.yaml);
+    """The study config of ``overlay`` (relative to ``root``, or absolute; ``None``: config.yaml);
     ``change(config)`` edits the merged config before the schema's defaults are filled in."""
     config = yaml.safe_load((root / "config.yaml").read_text())
     if overlay is not None and Path(overlay) != Path("config.yaml"):

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from snakemake.utils import validate
+from snakemake.utils import update_config, validate
 from study_config import study_config as study
 
 from pnc.config_schema import schema_problems
 from pnc.mujoco import grid
+from pnc.mujoco.config_check import overlay as overlay_config
 from pnc.mujoco.config_check import run_methods
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,3 +91,13 @@ def test_unknown_run_method_is_named():
     config["run_methods"] = ["pnc", "laplace"]
     with pytest.raises(ValueError, match=r"run_methods names \['laplace'\], which have no entry"):
         run_methods(config)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_merges_as_snakemake_does(overlay):
+    """pnc.mujoco.config_check.overlay (read by pnc.report.variant) is Snakemake's merge."""
+    defaults, changes = _defaults(), yaml.safe_load((ROOT / overlay).read_text())
+    merged = overlay_config(defaults, changes)
+    update_config(defaults, changes)
+    assert merged == defaults
+    assert json.dumps(merged) == json.dumps(defaults)  # the same key order too

@@ -7,9 +7,23 @@ one line; :func:`run_methods` reads which methods run. The schema checks both st
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+
+def overlay(defaults: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` merged into a copy of ``defaults`` as Snakemake merges a ``--configfile`` into
+    the Snakefile's ``configfile:`` (``snakemake.utils.update_config``): mappings merged key by key
+    (the defaults' keys keep their order, new keys follow), any other value replaced."""
+    out = copy.deepcopy(dict(defaults))
+    for key, value in config.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = overlay(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def run_methods(config: Mapping[str, Any]) -> dict[str, Any]:

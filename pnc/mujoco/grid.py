@@ -9,7 +9,10 @@ A method's entry in the workflow config (``methods:`` in ``config.yaml``) is
       grid: {sigma: [8, 16, 32], ridge: [0.0001, 0.01]}   # cross product, in key order
 
 Each grid point becomes one configuration of the method (``method.make_config(fixed | point)``),
-named by ``method.config_id(config)``. Configurations whose differing hyperparameters are post-hoc
+named by ``method.config_id(config)``. The workflow expands the grids once, while it builds the DAG
+(:func:`expand_all`), and writes each method's configurations, typed and keyed by id, to its grid
+table (:func:`write_table`); the jobs read them back by id (:func:`points_by_id`,
+:func:`points_from_table`, :func:`config_field`), and nothing reads a value out of an id. Configurations whose differing hyperparameters are post-hoc
 share one training run (``method.training_spec(config).run_id``): all P&C, SWAG, Laplace and Subspace
 configurations use the ``base`` run of an (env, seed); each MC-Dropout rate has its own run
 (paper, Appendix C).

@@ -626,7 +626,6 @@ def select_candidate(candidates: Mapping[K, float]) -> K:
 PER_SIGMA_METHODS: tuple[str, ...] = ("pnc", "pnc_nocorr")
 
 
-
 #: The seed-mean columns of :func:`sigma_points`: (split, metric) -> column.
 SIGMA_POINT_COLUMNS: dict[tuple[str, str], str] = {
     (SELECTION_SPLIT, SELECTION_METRIC): "val_nll",
