@@ -22,8 +22,8 @@ import re
 import shlex
 
 from pnc.mujoco import grid as pnc_grid
-from pnc.mujoco.results import PER_SIGMA_METHODS
 from pnc.mujoco.config_check import cross_key_problems, run_methods
+from pnc.mujoco.results import PER_SIGMA_METHODS
 
 
 include: "shared.smk"
@@ -56,10 +56,6 @@ def _check_methods():
 
 RUN_METHODS = _run_methods()
 GRID_POINTS = _check_methods()
-# each method's grid table: its configurations, typed and keyed by id, in grid order
-GRID_TABLE = "results/grid/{method}.json"
-for _method, _points in GRID_POINTS.items():
-    pnc_grid.write_table(GRID_TABLE.format(method=_method), _points)
 ENVS = [str(e) for e in config["envs"]]
 SEEDS = [int(s) for s in config["seeds"]]
 DATA = config["data"]
@@ -79,6 +75,11 @@ def _check_across_keys(points):
 
 
 _check_across_keys(GRID_POINTS)
+# each method's grid table, once the config has passed every check: its configurations, typed and
+# keyed by id, in grid order
+GRID_TABLE = "results/grid/{method}.json"
+for _method, _points in GRID_POINTS.items():
+    pnc_grid.write_table(GRID_TABLE.format(method=_method), _points)
 METHODS = list(GRID_POINTS)
 # distinct training runs (run_id -> spec) and evaluation jobs (method, run_id)
 TRAINING_RUNS = {p.run_id: p.spec for pts in GRID_POINTS.values() for p in pts}
