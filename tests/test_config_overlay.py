@@ -18,8 +18,8 @@ from study_config import study_config as study
 
 from pnc.config_schema import schema_problems
 from pnc.mujoco import grid
+from pnc.mujoco.config_check import ordered_like, run_methods
 from pnc.mujoco.config_check import overlay as overlay_config
-from pnc.mujoco.config_check import run_methods
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -95,9 +95,26 @@ def test_unknown_run_method_is_named():
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_overlay_merges_as_snakemake_does(overlay):
-    """pnc.mujoco.config_check.overlay (read by pnc.report.variant) is Snakemake's merge."""
+    """pnc.mujoco.config_check.overlay (read by pnc.report.variant) is Snakemake's merge of an
+    overlay into the defaults, in the defaults' key order."""
     defaults, changes = _defaults(), yaml.safe_load((ROOT / overlay).read_text())
     merged = overlay_config(defaults, changes)
     update_config(defaults, changes)
     assert merged == defaults
     assert json.dumps(merged) == json.dumps(defaults)  # the same key order too
+
+
+def test_the_defaults_key_order_is_restored_after_snakemakes_merge():
+    """Snakemake starts the config from the --configfile overlay and merges config.yaml into it,
+    so a merged mapping lists the overlay's keys first (the quick default's methods would run
+    with the Deep Ensemble last, which reorders every table); common.smk restores config.yaml's
+    order (ordered_like), which the expansions above were compared in."""
+    defaults, changes = _defaults(), yaml.safe_load((ROOT / "config/quick.yaml").read_text())
+    merged = copy.deepcopy(changes)
+    update_config(merged, defaults)
+    update_config(merged, changes)
+    assert list(merged["methods"]) != list(defaults["methods"])  # Snakemake's order
+    assert list(ordered_like(merged, defaults)["methods"]) == list(defaults["methods"])
+    swapped = {"methods": {"pnc": {"grid": {"ridge": [0.01], "sigma": [8.0]}}}}
+    grid_order = ordered_like(overlay_config(defaults, swapped), defaults)["methods"]["pnc"]["grid"]
+    assert list(grid_order) == ["sigma", "bootstrap_frac", "ridge"]  # the cross product's order

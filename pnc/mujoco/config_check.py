@@ -26,6 +26,20 @@ def overlay(defaults: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str,
     return out
 
 
+def ordered_like(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with every mapping's keys in ``defaults``' order (keys the defaults lack follow,
+    in their order). Snakemake starts the config from the ``--configfile`` overlay and merges the
+    defaults into it, so a merged mapping lists the overlay's keys first; a method's grid is a cross
+    product in key order and the methods' order orders the tables, so both must be the defaults'."""
+    if not isinstance(defaults, Mapping):
+        return dict(config)
+    keys = [k for k in defaults if k in config] + [k for k in config if k not in defaults]
+    return {
+        k: ordered_like(config[k], defaults.get(k)) if isinstance(config[k], Mapping) else config[k]
+        for k in keys
+    }
+
+
 def run_methods(config: Mapping[str, Any]) -> dict[str, Any]:
     """The ``methods`` entries of the methods that run: config ``run_methods`` (default: every
     method of ``methods``, in its order), in that order.

@@ -22,13 +22,26 @@ import re
 import shlex
 
 from pnc.mujoco import grid as pnc_grid
-from pnc.mujoco.config_check import cross_key_problems, run_methods
+from pnc.mujoco.config_check import cross_key_problems, ordered_like, run_methods
 from pnc.mujoco.results import PER_SIGMA_METHODS
 
 
 include: "shared.smk"
 
 
+def _defaults_order():
+    """Every mapping of `config` in config.yaml's key order (pnc.mujoco.config_check.ordered_like):
+    Snakemake merges config.yaml into a --configfile overlay, which puts the overlay's keys first.
+    """
+    import yaml
+
+    with open(os.path.join(workflow.basedir, "config.yaml")) as f:
+        ordered = ordered_like(config, yaml.safe_load(f))
+    config.clear()
+    config.update(ordered)
+
+
+_defaults_order()
 check_config(config, "config.schema.yaml")
 allocator(config)
 
