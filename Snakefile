@@ -13,16 +13,19 @@
 #
 # Every job runs `python -m pnc.workflow STAGE --threads {threads} ...` (see pnc/workflow/commands.py).
 
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-# The paper's protocol unless --configfile names another config (which then replaces it entirely,
-# rather than being merged key by key into config.yaml).
-if not workflow.overwrite_configfiles:
+# config.yaml holds the defaults (the paper's protocol); a config given with --configfile is an
+# overlay that Snakemake merges into it key by key (mappings merged, any other value replaced), so a
+# study's config names only what it changes, and which methods run (`run_methods`).
 
-    configfile: "config.yaml"
+
+configfile: os.path.join(workflow.basedir, "config.yaml")  # beside this file, whatever --directory
 
 
 report: "workflow/report/workflow.rst"

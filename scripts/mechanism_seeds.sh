@@ -48,7 +48,7 @@ source scripts/venv.sh
 python="$(ready_python . snakemake)" || exit 2  # $PYTHON, else .venv (set up when missing)
 export PATH="$(dirname "$python"):$PATH"       # workflow jobs run `python -m pnc...`
 
-[ -n "$envs" ] || envs="$("$python" -c 'import sys, yaml; print(" ".join(yaml.safe_load(open(sys.argv[1]))["envs"]))' "$config")"
+[ -n "$envs" ] || envs="$("$python" -c 'import sys; from pnc.report.variant import read_config; print(" ".join(read_config(sys.argv[1])["envs"]))' "$config")"
 mkdir -p "$study"
 "$python" -m pnc.report restore-pieces "$store" --study "$study"
 evaluation="$("$python" -c 'import sys; from pnc.report.variant import store_evaluation; print(store_evaluation(sys.argv[1]))' "$store")"

@@ -65,8 +65,8 @@ if [ -n "$reuse" ]; then
     config="$variant"
 fi
 
-read_list() {  # read_list KEY: the config's list KEY, space-separated
-    "$python" -c 'import sys, yaml; print(" ".join(str(v) for v in yaml.safe_load(open(sys.argv[1]))[sys.argv[2]]))' "$config" "$1"
+read_list() {  # read_list KEY: the config's list KEY (merged into config.yaml), space-separated
+    "$python" -c 'import sys; from pnc.report.variant import read_config; print(" ".join(str(v) for v in read_config(sys.argv[1])[sys.argv[2]]))' "$config" "$1"
 }
 [ -n "$envs" ] || envs="$(read_list envs)"
 [ -n "$seeds" ] || seeds="$(read_list seeds)"

@@ -77,7 +77,7 @@ fi
 "$python" -m pnc.report restore-pieces "$store" --study "$study"
 # the evaluation the pieces were made with (the stored reference: full)
 evaluation="$("$python" -c 'import sys; from pnc.report.variant import store_evaluation; print(store_evaluation(sys.argv[1]))' "$store")"
-envs="$("$python" -c 'import sys, yaml; print(" ".join(yaml.safe_load(open(sys.argv[1]))["envs"]))' "$config")"
+envs="$("$python" -c 'import sys; from pnc.report.variant import read_config; print(" ".join(read_config(sys.argv[1])["envs"]))' "$config")"
 figures=(figures/frontier_all.png)
 for env in $envs; do figures+=("figures/frontier/$env.png" "figures/metrics/$env.png"); done
 "$python" -m snakemake -s Snakefile -d "$study" --configfile "$config" \

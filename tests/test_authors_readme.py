@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
+from study_config import study_config
 
 from pnc.mujoco.results import load
 from pnc.report import claims, compare
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "docs" / "results" / "offline_authors"
 OFFLINE = ROOT / "docs" / "results" / "offline"
 PAPER = ROOT / "docs" / "results" / "paper"
-CONFIG = yaml.safe_load((ROOT / "config" / "offline_authors.yaml").read_text())
+CONFIG = study_config("config/offline_authors.yaml")  # the overlay merged into config.yaml
 
 
 def _readme_text() -> str:

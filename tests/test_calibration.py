@@ -177,9 +177,18 @@ def study(tmp_path_factory):
 PNC_GRID = {"fixed": {"n_members": 4, "rank": 2}, "grid": {"sigma": [1.0, 4.0]}}
 
 
+def grid_table(method: str, entry) -> dict:
+    """The grid table the workflow writes for ``entry`` (pnc.mujoco.grid.write_table)."""
+    from pnc.mujoco import grid
+
+    return json.loads(grid.table_text(grid.expand(method, entry)))
+
+
 def _evaluate(study, data="splits", method="pnc", grid=PNC_GRID, **kwargs):
+    from pnc.mujoco.grid import points_from_table
     from pnc.mujoco.stages import evaluate_run
 
+    points = points_from_table(method, grid_table(method, grid))
     return evaluate_run(
         env="Toy",
         seed=0,
@@ -187,7 +196,7 @@ def _evaluate(study, data="splits", method="pnc", grid=PNC_GRID, **kwargs):
         run_id="base",
         run_dir=study / "run",
         splits_dir=study / data,
-        method_entry=grid,
+        points=[p for p in points if p.run_id == "base"],
         **kwargs,
     )
 

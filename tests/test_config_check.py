@@ -7,8 +7,7 @@ import copy
 from pathlib import Path
 
 import pytest
-import yaml
-from snakemake.utils import validate
+from study_config import study_config
 
 from pnc.mujoco import grid
 from pnc.mujoco.config_check import cross_key_problems, data_problems, study_context
@@ -18,11 +17,8 @@ SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def _config(name: str = ".test/config.yaml", change=None) -> dict:
-    config = yaml.safe_load((ROOT / name).read_text())
-    if change is not None:
-        change(config)
-    validate(config, str(SCHEMA))  # fills in the schema's defaults
-    return config
+    """config.yaml with ``name`` merged in, as the workflow sees it (study_config)."""
+    return study_config(name, change=change)
 
 
 def _problems(change=None, name=".test/config.yaml"):

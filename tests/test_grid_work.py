@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
+from study_config import study_config
 
 from pnc.mujoco import grid
 
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _points(path: str = "config/offline.yaml"):
-    return grid.expand_all(yaml.safe_load((ROOT / path).read_text())["methods"])
+    return grid.expand_all(study_config(path)["methods"])
 
 
 def test_evaluation_work_counts_networks_and_the_chain():

@@ -9,12 +9,13 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from test_calibration import PNC_GRID, _evaluate, _write_splits, study  # noqa: F401
+from test_calibration import PNC_GRID, _evaluate, _write_splits, grid_table, study  # noqa: F401
 
 from pnc.io import ArtifactError, read_json, rebuild_hint, write_csv, write_json
 from pnc.mujoco.selection import select_and_write
 
 CALIBRATIONS = ("raw", "vcal")
+PNC_TABLE = {"pnc": grid_table("pnc", PNC_GRID)}  # the methods' grid tables, as the workflow's
 
 
 def _strict(text: str):
@@ -52,7 +53,7 @@ def _cut(source, target, n_rows):
 
 
 def test_complete_tables_select_and_write_strict_json(table, tmp_path):
-    _select(tmp_path, [table], methods={"pnc": PNC_GRID}, calibrations=CALIBRATIONS)
+    _select(tmp_path, [table], methods=PNC_TABLE, calibrations=CALIBRATIONS)
     record = _strict((tmp_path / "selection.json").read_text())
     assert record["Toy"]["pnc"]["finite"] is True
     assert all(isinstance(v, float) for v in record["Toy"]["pnc"]["candidates"].values())
@@ -62,7 +63,7 @@ def test_complete_tables_select_and_write_strict_json(table, tmp_path):
 def test_cut_table_fails_selection_naming_rows_and_file(table, tmp_path, grid_known):
     n = len(table.read_text().splitlines()) - 1
     cut = _cut(table, tmp_path / "results/metrics/Toy/seed0/pnc/base.csv", 14)
-    kwargs = {"methods": {"pnc": PNC_GRID}, "calibrations": CALIBRATIONS} if grid_known else {}
+    kwargs = {"methods": PNC_TABLE, "calibrations": CALIBRATIONS} if grid_known else {}
     with pytest.raises(ArtifactError) as info:
         _select(tmp_path, [cut], **kwargs)
     message = str(info.value)
@@ -80,9 +81,9 @@ def test_missing_configuration_is_found_from_the_grid(table, tmp_path):
     write_csv(frame[frame["config"] != config], path)
     _select(tmp_path, [path])  # the tables alone cannot tell a whole configuration is gone
     with pytest.raises(ArtifactError) as info:
-        _select(tmp_path, [path], methods={"pnc": PNC_GRID}, calibrations=CALIBRATIONS)
+        _select(tmp_path, [path], methods=PNC_TABLE, calibrations=CALIBRATIONS)
     assert str(path) in str(info.value) and f"config {config!r} (raw): all" in str(info.value)
-    other = {"pnc": {**PNC_GRID, "grid": {"sigma": [2.0]}}}
+    other = {"pnc": grid_table("pnc", {**PNC_GRID, "grid": {"sigma": [2.0]}})}
     with pytest.raises(ArtifactError, match="not in the grid"):
         _select(tmp_path, [table], methods=other, calibrations=CALIBRATIONS)
 
@@ -95,7 +96,7 @@ def test_missing_table_is_named(table, tmp_path):
             all_configs_path=str(tmp_path / "a.csv"),
             results_path=str(tmp_path / "r.csv"),
             selection_path=str(tmp_path / "s.json"),
-            methods={"pnc": PNC_GRID},
+            methods=PNC_TABLE,
             calibrations=CALIBRATIONS,
         )
 

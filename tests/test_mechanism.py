@@ -252,17 +252,18 @@ def test_subspace_chain_is_restored_from_the_validation_phase_not_run_again(
     the same parameter samples as building it, no chain run; a stored file without the selected
     configuration stops naming the file."""
     from pnc.keys import derive_key
-    from pnc.mujoco.grid import expand
+    from pnc.mujoco import grid
     from pnc.mujoco.phases import write_posteriors
 
     run, xs, ys = base_run
     entry = {"subspace": {"fixed": {"n_samples": 7, "rank": 3, "burn_in": 3, "max_rows": 100},
                           "grid": {"temperature": [1.0, 10.0]}}}  # fmt: skip
-    points = expand("subspace", entry["subspace"])
+    points = grid.expand("subspace", entry["subspace"])
     point = points[1]
     run.save(tmp_path / "runs" / point.run_id)
     selection = {"Ant": {"subspace": {"config": point.config_id}}}
-    args = ("Ant", 0, run, selection, entry, PnCConfig(n_members=2), None, xs, ys,
+    tables = {"subspace": grid.table_of(points)}  # the grid table the workflow writes
+    args = ("Ant", 0, run, selection, tables, PnCConfig(n_members=2), None, xs, ys,
             tmp_path / "runs" / "base")  # fmt: skip
     built = sm._method_posteriors(*args)["subspace"]
     method = methods.get("subspace")
@@ -445,13 +446,16 @@ def test_frontier_verdicts_per_sigma():
     frame = pd.DataFrame(
         rows, columns=["env", "method", "config", "calibration", "seed", "split", "metric", "value"]
     )
-    verdicts = rm.frontier_verdicts(frame, "Ant").set_index("sigma")
+    sigmas = {("pnc", "sigma=8,bootstrap_frac=0.1,ridge=0.0001"): 8.0,
+              ("pnc", "sigma=8,bootstrap_frac=0.3,ridge=0.0001"): 8.0,
+              ("pnc", "sigma=32,bootstrap_frac=0.1,ridge=0.0001"): 32.0,
+              ("pnc_nocorr", "sigma=8"): 8.0}  # the grid tables' typed sigma  # fmt: skip
+    verdicts = rm.frontier_verdicts(frame, "Ant", sigmas).set_index("sigma")
     # sigma 8: the bootstrap 0.3 configuration has the lower validation NLL; no-corr's vcal variant
     assert verdicts.loc[8.0, "pnc_config"] == "sigma=8,bootstrap_frac=0.3,ridge=0.0001|raw"
     assert verdicts.loc[8.0, "nocorr_config"] == "sigma=8|vcal"
     assert verdicts.loc[8.0, "pnc_far_nll"] == pytest.approx(3.005)
     assert verdicts.loc[8.0, "verdict"] == "correction better on both"
     assert verdicts.loc[32.0, "verdict"] == "no P&C w/o Corr at this sigma"
-    assert rm.config_sigma("bootstrap_frac=0.1,sigma=16,ridge=1") == 16.0
-    with pytest.raises(ValueError, match="no sigma"):
-        rm.config_sigma("scale=1")
+    with pytest.raises(ValueError, match=r"no sigma for \[\('pnc_nocorr', 'sigma=8'\)\]"):
+        rm.frontier_verdicts(frame, "Ant", {k: v for k, v in sigmas.items() if k[0] == "pnc"})

@@ -67,9 +67,18 @@ def _all_configs(envs=("Ant", "Hopper")) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+#: Each configuration's sigma, as the grid tables give it.
+SIGMAS = {
+    ("pnc", "sigma=8,bootstrap_frac=0.1,ridge=0.01"): 8.0,
+    ("pnc", "sigma=16,bootstrap_frac=0.1,ridge=0.01"): 16.0,
+    ("pnc_nocorr", "sigma=8"): 8.0,
+    ("pnc_nocorr", "sigma=16"): 16.0,
+}
+
+
 @pytest.fixture(scope="module")
 def stats() -> pd.DataFrame:
-    return rm.mechanism_stats(_frame(), _all_configs())
+    return rm.mechanism_stats(_frame(), _all_configs(), SIGMAS)
 
 
 def test_several_seeds_give_each_seeds_rows_and_their_mean_and_spread(stats):
@@ -94,7 +103,7 @@ def test_several_seeds_give_each_seeds_rows_and_their_mean_and_spread(stats):
 
 
 def test_one_seed_keeps_the_pooled_table_without_seed_columns():
-    one = rm.mechanism_stats(_frame(seeds={0: 2.0}), _all_configs())
+    one = rm.mechanism_stats(_frame(seeds={0: 2.0}), _all_configs(), SIGMAS)
     assert list(one.columns) == rm.STATS_COLUMNS
     assert one[one.evidence == rm.EVIDENCE_3B].estimate.iloc[0] == pytest.approx(2.0, abs=0.05)
 

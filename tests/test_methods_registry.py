@@ -5,7 +5,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-import yaml
+from study_config import study_config
 
 import pnc.methods.regression as methods
 from pnc.methods.configs import config_id_items
@@ -215,7 +215,7 @@ CONFIGS = ("config.yaml", "config/quick.yaml", "config/offline.yaml", ".test/con
 def _workflow_grids():
     root = Path(__file__).resolve().parents[1]
     for name in CONFIGS:
-        for method_id, entry in yaml.safe_load((root / name).read_text())["methods"].items():
+        for method_id, entry in study_config(name, root)["methods"].items():
             yield name, method_id, entry
 
 

@@ -51,7 +51,13 @@ def test_plan_names_the_selected_and_the_per_sigma_configurations():
             ("swag", "scale=1.0"): [3.0, 3.5],
         }
     )
-    plan = phases.test_plan(frame, select(frame))["Ant"]
+    # each configuration's sigma, as the grid tables give it (typed, never read from the id)
+    sigmas = {(m, c): float(s) for m, c, s in (
+        ("pnc", PNC.format(8, 0.1), 8), ("pnc", PNC.format(8, 0.3), 8),
+        ("pnc", PNC.format(16, 0.1), 16), ("pnc", PNC.format(16, 0.3), 16),
+        ("pnc_nocorr", "sigma=8", 8), ("pnc_nocorr", "sigma=16", 16),
+    )}  # fmt: skip
+    plan = phases.test_plan(frame, select(frame), sigmas)["Ant"]
     sigma = phases.sigma_reason
     assert plan == {
         "pnc": {
@@ -62,13 +68,17 @@ def test_plan_names_the_selected_and_the_per_sigma_configurations():
         "swag": {"scale=1.0": [phases.SELECTED]},
     }
     assert list(plan["pnc_nocorr"]) == ["sigma=8", "sigma=16"]  # grid order
-    points = sigma_points(frame, "Ant")
+    points = sigma_points(frame, "Ant", sigmas)
     assert points[["id_rmse", "far_nll"]].isna().all().all()  # validation rows only
     chosen = per_sigma_choices(points)
     assert list(zip(chosen.method, chosen.sigma, chosen.calibration, strict=True)) == [
         ("pnc", 8.0, "raw"), ("pnc", 16.0, "raw"), ("pnc_nocorr", 8.0, "raw"),
         ("pnc_nocorr", 16.0, "raw"),
     ]  # fmt: skip
+    # a configuration the grid tables lack is named, not guessed from its id
+    del sigmas[("pnc_nocorr", "sigma=16")]
+    with pytest.raises(ValueError, match=r"no sigma for \[\('pnc_nocorr', 'sigma=16'\)\]"):
+        sigma_points(frame, "Ant", sigmas)
 
 
 def test_stored_posteriors_round_trip_and_a_cut_file_is_named(tmp_path):

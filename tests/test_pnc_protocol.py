@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from test_calibration import _write_splits, study  # noqa: F401
+from study_config import study_config
+from test_calibration import _write_splits, grid_table, study  # noqa: F401
 
 from pnc.methods.regression.runs import TrainingRun, TrainingSpec
 from pnc.mujoco import grid
@@ -175,6 +176,7 @@ def test_calibration_pool_rows_are_train_then_validation():
 def _evaluate(study, method, entry, data="splits"):  # noqa: F811
     from pnc.mujoco.stages import evaluate_run
 
+    points = grid.points_from_table(method, grid_table(method, entry))
     frame, _ = evaluate_run(
         env="Toy",
         seed=0,
@@ -182,7 +184,7 @@ def _evaluate(study, method, entry, data="splits"):  # noqa: F811
         run_id="base",
         run_dir=study / "run",
         splits_dir=study / data,
-        method_entry=entry,
+        points=[p for p in points if p.run_id == "base"],
     )
     return frame
 
@@ -209,7 +211,7 @@ def test_members_record_their_pool(study, tmp_path):  # noqa: F811
     selection = {"Toy": {"pnc": {"config": grid.expand("pnc", entry)[0].config_id}}}
     record = write_pnc_members(
         env="Toy", seed=0, run_dir=study / "run", splits_dir=study / "splits",
-        selection=selection, method_entry=entry, out_dir=tmp_path,
+        selection=selection, table=grid_table("pnc", entry), out_dir=tmp_path,
     )  # fmt: skip
     n_train, n_val = 400, 120
     assert record["calibration_pool"] == "id_pool"
@@ -231,8 +233,16 @@ def _flatten(tree, prefix=()):
 
 
 def test_authors_config_is_the_reference_with_the_two_settings_switched():
-    ours = _flatten(yaml.safe_load((ROOT / "config/offline.yaml").read_text()))
-    theirs = _flatten(yaml.safe_load((ROOT / "config/offline_authors.yaml").read_text()))
+    # the overlays differ in these keys only, and so do the studies they give (config.yaml with
+    # each merged in)
+    overlays = [_flatten(yaml.safe_load((ROOT / f"config/{n}.yaml").read_text()))
+                for n in ("offline", "offline_authors")]  # fmt: skip
+    assert {k for k in overlays[0].keys() | overlays[1].keys()
+            if overlays[0].get(k, "unset") != overlays[1].get(k, "unset")} == {
+        ("methods", "pnc", "base_steps"), ("methods", "pnc_nocorr", "base_steps"),
+        ("methods", "pnc", "calibration_pool")}  # fmt: skip
+    ours = _flatten(study_config("config/offline.yaml"))
+    theirs = _flatten(study_config("config/offline_authors.yaml"))
     changed = {
         k for k in ours.keys() | theirs.keys() if ours.get(k, "unset") != theirs.get(k, "unset")
     }
@@ -244,12 +254,11 @@ def test_authors_config_is_the_reference_with_the_two_settings_switched():
     assert theirs[("methods", "pnc", "base_steps")] == 2000
     assert theirs[("methods", "pnc_nocorr", "base_steps")] == 2000
     assert theirs[("methods", "pnc", "calibration_pool")] == "id_pool"
-    points = grid.expand_all(yaml.safe_load((ROOT / "config/offline_authors.yaml").read_text())[
-        "methods"])  # fmt: skip
+    points = grid.expand_all(study_config("config/offline_authors.yaml")["methods"])
     assert {p.run_id for m in ("pnc", "pnc_nocorr") for p in points[m]} == {"base-steps2000"}
     assert {p.run_id for p in points["swag"]} == {"base"}
     assert json.dumps(sorted(points)) == json.dumps(sorted(ours_methods()))
 
 
 def ours_methods():
-    return yaml.safe_load((ROOT / "config/offline.yaml").read_text())["methods"]
+    return study_config("config/offline.yaml")["methods"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from study_config import study_config
 
 from pnc.io import file_sha256
 from pnc.mujoco import grid
@@ -18,14 +19,15 @@ from pnc.report.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "docs" / "results" / "paper"
-OURS = yaml.safe_load((ROOT / "config/offline.yaml").read_text())
-AUTHORS = yaml.safe_load((ROOT / "config/offline_authors.yaml").read_text())
+# the configs as the workflow reads them: overlays merged into config.yaml
+OURS = variant.read_config(ROOT / "config/offline.yaml")
+AUTHORS = variant.read_config(ROOT / "config/offline_authors.yaml")
 
 
 def test_the_authors_variant_runs_pnc_and_its_ablation_only():
     assert variant.changed_methods(AUTHORS, OURS) == ["pnc", "pnc_nocorr"]
     config = variant.study_config(AUTHORS, OURS, "full")
-    assert list(config["methods"]) == ["pnc", "pnc_nocorr"]
+    assert list(config["methods"]) == config["run_methods"] == ["pnc", "pnc_nocorr"]
     assert config["methods"]["pnc"] == AUTHORS["methods"]["pnc"]
     assert config["evaluation"] == "full" and config["mechanism"]["enabled"] is False
     for key in ("data", "model", "train", "envs", "seeds", "variance_calibration"):
@@ -156,6 +158,8 @@ def test_variant_config_command_writes_the_restricted_config(tmp_path, capsys):
     assert main(args) == 0
     assert capsys.readouterr().out.split() == ["pnc", "pnc_nocorr"]
     assert yaml.safe_load(out.read_text()) == variant.study_config(AUTHORS, OURS, "full")
+    # ... which, merged into config.yaml as --configfile is, runs the changed methods only
+    assert list(study_config(out)["methods"]) == ["pnc", "pnc_nocorr"]
 
 
 # ----------------------------------------------------------------------------- the comparison

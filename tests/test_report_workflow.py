@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from study_config import study_config
 from synthetic_results import make_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +25,7 @@ def test_report_rules_run_and_build_html_report(tmp_path):
     (tmp_path / "results").mkdir()
     results.to_csv(tmp_path / "results" / "results.csv", index=False)
     all_configs.to_csv(tmp_path / "results" / "all_configs.csv", index=False)
-    config = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    config = study_config(".test/config.yaml")  # the whole study config: here it is config.yaml
     config["envs"] = [env]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     (tmp_path / "Snakefile").write_text(

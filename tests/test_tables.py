@@ -251,3 +251,35 @@ def test_write_tables(tmp_path, built):
         csv[["id_rmse_mean", "far_nll_mean"]],
         tables["per_env"].data[["id_rmse_mean", "far_nll_mean"]],
     )
+
+
+def test_tables_accept_any_config_label_and_name_the_free_ones(tmp_path):
+    """`pnc.report tables` reads nothing out of a `config` label: a user's results CSV whose
+    labels are not configuration ids (e.g. "selected") gives every table, the same numbers as
+    with ids, and the hparams table shows the labels as given and names them in its caption."""
+    from pnc.io import write_csv
+
+    results, _ = make_results(envs=ENVS, no_mid=("Swimmer-v5",), seeds=(0, 1, 2))
+    free = results.copy()
+    free["config"] = np.where(free["method"] == "pnc", "selected", "my run")
+    write_csv(results, tmp_path / "ids.csv")
+    write_csv(free, tmp_path / "free.csv")
+    tb.write_tables_and_stats(tmp_path / "ids.csv", tmp_path / "ids")
+    tb.write_tables_and_stats(tmp_path / "free.csv", tmp_path / "free")
+    for name in ("cross_env", "wilcoxon", "per_env", "spearman"):
+        for ext in ("csv", "md", "tex"):
+            a = (tmp_path / "ids" / f"{name}.{ext}").read_text()
+            assert a == (tmp_path / "free" / f"{name}.{ext}").read_text(), (name, ext)
+    hparams = (tmp_path / "free" / "hparams.md").read_text()
+    assert "Labels that are not configuration ids are shown as given: my run, selected." in hparams
+    assert "| selected |" in hparams or "| selected + vcal |" in hparams
+    ids = (tmp_path / "ids" / "hparams.md").read_text()
+    assert "not configuration ids" not in ids  # ids are not named
+
+
+@pytest.mark.parametrize(
+    "labels,free", [(["sigma=8,ridge=0.01", "default", "n_members=5"], []),
+                    (["selected", "sigma=8", "a,b", "x=1=2"], ["a,b", "selected", "x=1=2"])]
+)  # fmt: skip
+def test_free_labels(labels, free):
+    assert tb.free_labels(labels) == free

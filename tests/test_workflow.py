@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from snakemake.utils import update_config
 from workflow_copy import copy_workflow
 from workflow_copy import run_snakemake as _snakemake
 
@@ -268,10 +270,15 @@ def test_paper_protocol_dag(workdir, evaluation):
         "all": 1,
     }
     assert {k: v for k, v in counts.items() if k != "total"} == expected
-    # every P&C grid point is evaluated: 3 sigma x 4 bootstrap fractions x 2 ridges
-    pnc_job = re.search(r"--method pnc --run-id base .*?--grid '([^']*)'", proc.stdout)
-    grid = json.loads(pnc_job.group(1))["grid"]
-    assert [len(v) for v in grid.values()] == [3, 4, 2]
+    # every P&C grid point is evaluated: 3 sigma x 4 bootstrap fractions x 2 ridges, each read
+    # by id from P&C's grid table, which the DAG wrote
+    pnc_job = re.search(
+        r"--method pnc --run-id base .*?--grid (\S+) --configs (.*?) --calibrations", proc.stdout
+    )
+    table = json.loads((workdir / pnc_job.group(1)).read_text())
+    ids = shlex.split(pnc_job.group(2))
+    assert pnc_job.group(1) == "results/grid/pnc.json" and len(ids) == 3 * 4 * 2
+    assert ids == list(table) and {r["config"]["sigma"] for r in table.values()} == {8, 16, 32}
     # the two-phase evaluation scores every configuration on val and the frontier sample first
     scored = re.search(r"--method pnc --run-id base .*?--out (\S+)", proc.stdout)
     if evaluation == "two_phase":
@@ -315,8 +322,10 @@ def test_authors_settings_dag(workdir):
     for method, run in (("pnc", "base-steps2000"), ("pnc_nocorr", "base-steps2000"),
                         ("swag", "base"), ("laplace", "base")):  # fmt: skip
         assert re.search(rf"--method {method} --run-id {run} ", proc.stdout), method
-    pnc_job = re.search(r"--method pnc --run-id base-steps2000 .*?--grid '([^']*)'", proc.stdout)
-    assert json.loads(pnc_job.group(1))["calibration_pool"] == "id_pool"
+    pnc_job = re.search(r"--method pnc --run-id base-steps2000 .*?--grid (\S+) ", proc.stdout)
+    table = json.loads((workdir / pnc_job.group(1)).read_text())
+    assert {r["calibration_pool"] for r in table.values()} == {"id_pool"}
+    assert {r["run_id"] for r in table.values()} == {"base-steps2000"}
     mechanism = re.search(
         r"Job \d+: Mechanism diagnostics of Ant, seed 0\nReason: ([^\n]*)", proc.stdout
     )
@@ -412,14 +421,21 @@ def test_jax_stages_declare_their_gpus_from_the_config():
     }
 
 
-def _rejected_config_message(workdir, tmp_path, change) -> str:
-    """Dry run on the tiny config changed by ``change``: it must fail; returns its output."""
+def _rejected_config_message(workdir, tmp_path, change, whole=False) -> str:
+    """Dry run on the tiny config changed by ``change``: it must fail; returns its output. The
+    tiny config is an overlay of config.yaml; ``whole``: the merged config, passed with
+    --replace-workflow-config as the whole config (an overlay cannot remove a key)."""
     config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
+    if whole:
+        merged = yaml.safe_load((workdir / "config.yaml").read_text())
+        update_config(merged, config)
+        config = merged
     config.setdefault("resources", {})
     change(config)
     path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(config))
-    proc = _snakemake(workdir, "-n", "--configfile", str(path))
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    flags = ["--replace-workflow-config"] if whole else []
+    proc = _snakemake(workdir, "-n", *flags, "--configfile", str(path))
     assert proc.returncode != 0
     return proc.stdout + proc.stderr
 
@@ -433,6 +449,7 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
         (lambda c: c["methods"]["swag"]["grid"].update(scal=[1.0]), ["swag", "scal", "scale"]),
         (lambda c: c["train"].update(steps=0), ["steps"]),
         (lambda c: c.update(seed=[0]), ["seed"]),
+        (lambda c: c.update(run_methods=["pnc", "swagg"]), ["run_methods[1]", "swagg", "swag"]),
         (
             lambda c: c["methods"]["pnc"]["fixed"].update(layers=[0, 5]),
             ["methods.pnc.layers", "(0, 5)", "model.hidden"],
@@ -502,6 +519,7 @@ def _rejected_config_message(workdir, tmp_path, change) -> str:
         "hyperparameter",
         "steps",
         "unknown-top-level",
+        "run-methods",
         "pnc-layers",
         "calibration-size",
         "perturbation-norm",
@@ -554,7 +572,7 @@ def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named)
 )
 def test_schema_violations_are_one_line_each(workdir, tmp_path, change, lines):
     """One line per violation (key path, value, what is allowed), not the schema and config dump."""
-    message = _rejected_config_message(workdir, tmp_path, change)
+    message = _rejected_config_message(workdir, tmp_path, change, whole=True)
     assert f"invalid config ({len(lines)} problem(s)" in message, message[-3000:]
     for line in lines:
         assert line in message, message[-3000:]

@@ -1,14 +1,66 @@
 """Config checks across keys of the MuJoCo study: :func:`cross_key_problems` checks a study
 config (pools, log-variance bounds, and each method's configurations against the study, by the
-method's own :meth:`~pnc.methods.regression.contract.MethodBase.study_problems`) and returns every
-problem as one line. The schema checks both studies share are :mod:`pnc.config_schema`.
+method's own :meth:`~pnc.methods.regression.contract.MethodBase.study_problems`) and returns every problem as
+one line; :func:`run_methods` reads which methods run. The schema checks both studies share are
+:mod:`pnc.config_schema`.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+
+def overlay(defaults: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` merged into a copy of ``defaults`` as Snakemake merges a ``--configfile`` into
+    the Snakefile's ``configfile:`` (``snakemake.utils.update_config``): mappings merged key by key
+    (the defaults' keys keep their order, new keys follow), any other value replaced."""
+    out = copy.deepcopy(dict(defaults))
+    for key, value in config.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = overlay(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def ordered_like(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with every mapping's keys in ``defaults``' order (keys the defaults lack follow,
+    in their order). Snakemake starts the config from the ``--configfile`` overlay and merges the
+    defaults into it, so a merged mapping lists the overlay's keys first; a method's grid is a cross
+    product in key order and the methods' order orders the tables, so both must be the defaults'."""
+    if not isinstance(defaults, Mapping):
+        return dict(config)
+    keys = [k for k in defaults if k in config] + [k for k in config if k not in defaults]
+    return {
+        k: ordered_like(config[k], defaults.get(k)) if isinstance(config[k], Mapping) else config[k]
+        for k in keys
+    }
+
+
+def run_methods(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``methods`` entries of the methods that run: config ``run_methods`` (default: every
+    method of ``methods``, in its order), in that order.
+
+    config.yaml names every method; a config given with ``--configfile`` is merged into it key by
+    key, so its ``methods`` entries change only what they name and ``run_methods`` says which run.
+
+    Raises:
+        ValueError: ``run_methods`` names a method without an entry in ``methods`` (named, with
+            the entries).
+    """
+    methods = config["methods"]
+    names = list(config.get("run_methods") or methods)
+    missing = [m for m in names if m not in methods]
+    if missing:
+        raise ValueError(
+            f"run_methods names {missing}, which have no entry in `methods` (entries: "
+            f"{', '.join(methods)})"
+        )
+    return {m: methods[m] for m in names}
+
 
 # ----------------------------------------------------------------------------- across keys
 

@@ -9,7 +9,10 @@ A method's entry in the workflow config (``methods:`` in ``config.yaml``) is
       grid: {sigma: [8, 16, 32], ridge: [0.0001, 0.01]}   # cross product, in key order
 
 Each grid point becomes one configuration of the method (``method.make_config(fixed | point)``),
-named by ``method.config_id(config)``. Configurations whose differing hyperparameters are post-hoc
+named by ``method.config_id(config)``. The workflow expands the grids once, while it builds the DAG
+(:func:`expand_all`), and writes each method's configurations, typed and keyed by id, to its grid
+table (:func:`write_table`); the jobs read them back by id (:func:`points_by_id`,
+:func:`points_from_table`, :func:`config_field`), and nothing reads a value out of an id. Configurations whose differing hyperparameters are post-hoc
 share one training run (``method.training_spec(config).run_id``): all P&C, SWAG, Laplace and Subspace
 configurations use the ``base`` run of an (env, seed); each MC-Dropout rate has its own run
 (paper, Appendix C).
@@ -26,7 +29,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Mapping
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pnc.methods.regression.runs import TrainingSpec
@@ -176,18 +182,123 @@ def expand_all(methods_entry: Mapping[str, Any]) -> dict[str, list[GridPoint]]:
     return points
 
 
-def points_for_run(method_id: str, entry: Mapping[str, Any] | None, run_id: str) -> list[GridPoint]:
-    """The configurations of ``method_id`` that use training run ``run_id``.
+# ----------------------------------------------------------------------------- the grid table
+#
+# The DAG expands every grid once (:func:`expand_all`) and writes each method's configurations,
+# typed and keyed by configuration id, to a table (:func:`table_of`, :func:`write_table`); every job
+# reads its configurations from that table by id (:func:`read_table`, :func:`points_from_table`,
+# :func:`points_by_id`). Nothing else expands a grid, and nothing reads a value out of an id.
+
+
+def table_of(points: list[GridPoint]) -> dict[str, dict[str, Any]]:
+    """One method's grid table: ``{config_id: {"config", "run_id", "spec", "calibration_pool"}}`` in
+    grid order; ``config`` holds every field of the configuration, typed (tuples as lists)."""
+    return {
+        p.config_id: {
+            "config": {
+                k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(p.config).items()
+            },
+            "run_id": p.run_id,
+            "spec": {"kind": p.spec.kind, "options": [list(o) for o in p.spec.options]},
+            "calibration_pool": p.calibration_pool,
+        }
+        for p in points
+    }
+
+
+def table_text(points: list[GridPoint]) -> str:
+    """The text of one method's grid table file (JSON, grid order kept)."""
+    return json.dumps(table_of(points), indent=1) + "\n"
+
+
+def write_table(path: str | Path, points: list[GridPoint]) -> bool:
+    """Write one method's grid table to ``path`` unless it already holds exactly that text, so that
+    its modification time changes only when a configuration does.
+
+    Returns:
+        Whether the file was written.
+    """
+    path = Path(path)
+    text = table_text(points)
+    if path.is_file() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return True
+
+
+def read_table(path: str | Path) -> dict[str, dict[str, Any]]:
+    """A grid table written by :func:`write_table`: ``{config_id: record}`` in grid order."""
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def read_tables(paths: Iterable[str | Path]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{method id: table}`` of grid tables named ``{method id}.json`` (:func:`write_table`)."""
+    return {Path(p).stem: read_table(p) for p in paths}
+
+
+def _typed(value: Any) -> Any:
+    return tuple(_typed(v) for v in value) if isinstance(value, list) else value
+
+
+def point_of(method_id: str, config_id: str, record: Mapping[str, Any]) -> GridPoint:
+    """The :class:`GridPoint` of one table record: the configuration rebuilt from its typed fields
+    (no id is read), checked to have ``config_id`` as its id.
 
     Raises:
-        ValueError: if none does (the message lists the runs the grid needs).
+        ValueError: the record's configuration does not have the id it is stored under (a table
+            written by other code than this).
     """
-    points = expand(method_id, entry)
-    chosen = [p for p in points if p.run_id == run_id]
-    if not chosen:
-        runs = sorted({p.run_id for p in points})
-        raise ValueError(f"no {method_id} configuration uses run {run_id!r}; its runs: {runs}")
-    return chosen
+    method = _get_method(method_id)
+    config = method.config_cls(**{k: _typed(v) for k, v in record["config"].items()})
+    if method.config_id(config) != config_id:
+        raise ValueError(
+            f"grid table of {method_id}: configuration {config_id!r} holds the fields of "
+            f"{method.config_id(config)!r}; rebuild the table (rerun the workflow)"
+        )
+    spec = TrainingSpec(
+        record["spec"]["kind"], tuple((k, _typed(v)) for k, v in record["spec"]["options"])
+    )
+    return GridPoint(method_id, config_id, config, spec, record["calibration_pool"])
+
+
+def points_from_table(method_id: str, table: Mapping[str, Mapping[str, Any]]) -> list[GridPoint]:
+    """Every configuration of one method's grid table, in grid order."""
+    return [point_of(method_id, cid, rec) for cid, rec in table.items()]
+
+
+def points_by_id(
+    method_id: str, table: Mapping[str, Mapping[str, Any]], config_ids: Iterable[str]
+) -> list[GridPoint]:
+    """The configurations ``config_ids`` of one method's grid table, in the order given.
+
+    Raises:
+        ValueError: an id is not in the table (named, with the table's ids).
+    """
+    config_ids = list(config_ids)
+    unknown = [c for c in config_ids if c not in table]
+    if unknown:
+        raise ValueError(
+            f"{method_id}: configuration(s) {unknown} not in the grid table ({list(table)})"
+        )
+    return [point_of(method_id, c, table[c]) for c in config_ids]
+
+
+def config_field(
+    tables: Mapping[str, Mapping[str, Mapping[str, Any]]], field: str
+) -> dict[tuple[str, str], Any]:
+    """``{(method id, config id): value}`` of one typed field (e.g. ``sigma``) over every
+    configuration of ``tables`` (:func:`read_tables`) that has it."""
+    return {
+        (method, cid): rec["config"][field]
+        for method, table in tables.items()
+        for cid, rec in table.items()
+        if field in rec["config"]
+    }
 
 
 def evaluation_work(points: Mapping[str, list[GridPoint]]) -> dict[tuple[str, str], int]:

@@ -118,9 +118,10 @@ class MechanismSettings:
 
 
 def selected_point(
-    selection: Mapping[str, Any], env: str, method_id: str, entry: Mapping[str, Any] | None
+    selection: Mapping[str, Any], env: str, method_id: str, table: Mapping[str, Any]
 ) -> grid.GridPoint:
-    """The grid point of ``method_id`` selected for ``env`` (``selection.json``'s record).
+    """The grid point of ``method_id`` selected for ``env`` (``selection.json``'s record), read
+    from the method's grid table by id (:func:`pnc.mujoco.grid.read_table`).
 
     Raises:
         ValueError: the record lacks ``env``/``method_id``, or its configuration is not in the grid.
@@ -129,13 +130,12 @@ def selected_point(
         config_id = selection[env][method_id]["config"]
     except (KeyError, TypeError):
         raise ValueError(f"the selection record has no {env}/{method_id} entry") from None
-    points = {p.config_id: p for p in grid.expand(method_id, entry)}
-    if config_id not in points:
+    if config_id not in table:
         raise ValueError(
             f"{env}/{method_id}: selected configuration {config_id!r} is not in the config's grid "
-            f"({sorted(points)}); rerun the selection"
+            f"({sorted(table)}); rerun the selection"
         )
-    return points[config_id]
+    return grid.point_of(method_id, config_id, table[config_id])
 
 
 def _standardised_pool(
@@ -160,7 +160,7 @@ def write_pnc_members(
     run_dir: str | Path,
     splits_dir: str | Path,
     selection: Mapping[str, Any],
-    method_entry: Mapping[str, Any] | None,
+    table: Mapping[str, Any],
     out_dir: str | Path,
 ) -> dict:
     """Build the selected P&C configuration's members of (env, seed) and store them in ``out_dir``.
@@ -177,7 +177,7 @@ def write_pnc_members(
     from pnc.methods import regression as registry
 
     method = registry.get("pnc")
-    point = selected_point(selection, env, "pnc", method_entry)
+    point = selected_point(selection, env, "pnc", table)
     run = TrainingRun.load(run_dir)
     if run.spec != point.spec:
         raise ValueError(f"{run_dir} holds run {run.spec.run_id!r}, expected {point.run_id!r}")
@@ -344,7 +344,7 @@ def _method_posteriors(
     seed: int,
     run: TrainingRun,
     selection: Mapping[str, Any],
-    methods_entry: Mapping[str, Any],
+    tables: Mapping[str, Mapping[str, Any]],
     pnc_config: PnCConfig,
     pnc_members: Params,
     x_cal: jax.Array,
@@ -362,7 +362,7 @@ def _method_posteriors(
 
     out = {"pnc": (pnc_members, run.model.params, "")}
     for method_id in MECHANISM_METHODS[1:]:
-        if method_id not in methods_entry:
+        if method_id not in tables:
             continue
         method = registry.get(method_id)
         if method_id == "pnc_nocorr":
@@ -372,7 +372,7 @@ def _method_posteriors(
             config = method.make_config(fields)
             config_id = method.config_id(config)
         else:
-            point = selected_point(selection, env, method_id, methods_entry[method_id])
+            point = selected_point(selection, env, method_id, tables[method_id])
             config, config_id = point.config, point.config_id
         method_run = run
         if method_id != "pnc_nocorr" and point.spec != run.spec:
@@ -458,7 +458,7 @@ def mechanism_frame(
     splits_dir: str | Path,
     members_dir: str | Path,
     selection: Mapping[str, Any],
-    methods_entry: Mapping[str, Any],
+    tables: Mapping[str, Mapping[str, Any]],
     settings: MechanismSettings = MechanismSettings(),
     validation_dir: str | Path | None = None,
 ) -> tuple[pd.DataFrame, dict]:
@@ -470,7 +470,8 @@ def mechanism_frame(
         splits_dir: directory with ``splits.npz`` + ``manifest.json``.
         members_dir: the stored P&C members (:func:`write_pnc_members`).
         selection: ``selection.json`` (the selected configurations of SWAG, Laplace, Subspace).
-        methods_entry: the config's ``methods`` mapping (methods absent from it are skipped).
+        tables: ``{method id: grid table}`` of the methods that run (:func:`pnc.mujoco.grid.
+            read_tables`; mechanism methods absent from it are skipped).
         settings: points per split, probes and probe radius.
         validation_dir: the two-phase validation phase's directory of this (env, seed)
             (``results/validation/{env}/seed{seed}``). A method that stores its posteriors
@@ -506,7 +507,7 @@ def mechanism_frame(
     h_train = hidden_activations(model.params, x_train, mlp_config)[maha_layer]
     reps_cal = hidden_activations(model.params, x_cal, mlp_config)
     posteriors = _method_posteriors(
-        env, seed, run, selection, methods_entry, config, members, x_train, y_train, run_dir,
+        env, seed, run, selection, tables, config, members, x_train, y_train, run_dir,
         validation_dir=validation_dir,
     )  # fmt: skip
     eps = settings.probe_eps * config.sigma

@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from pnc.io import ArtifactError, atomic_path, read_json, rebuild_hint, write_csv, write_json
+from pnc.mujoco.grid import config_field
 from pnc.mujoco.results import (
     CALIBRATIONS,
     PER_SIGMA_METHODS,
@@ -66,12 +67,18 @@ def sigma_reason(sigma: float) -> str:
     return f"Figure 3A and the mechanism table: sigma = {sigma:g}"
 
 
-def test_plan(frame: pd.DataFrame, selection: Mapping[str, Mapping[str, Any]]) -> dict:
+def test_plan(
+    frame: pd.DataFrame,
+    selection: Mapping[str, Mapping[str, Any]],
+    sigmas: Mapping[tuple[str, str], float],
+) -> dict:
     """The configurations the test phase scores, per env and method, each with its reasons.
 
     Args:
         frame: the validation phase's rows (every configuration's validation NLL, every seed).
         selection: the selection record of ``frame`` (:func:`pnc.mujoco.selection.select`).
+        sigmas: ``{(method, config id): sigma}`` of :data:`PER_SIGMA_METHODS`' configurations,
+            read from the grid tables (:func:`pnc.mujoco.grid.config_field`).
 
     Returns:
         ``{env: {method: {config: [reason, ...]}}}``, configurations in grid order: the selected
@@ -84,7 +91,7 @@ def test_plan(frame: pd.DataFrame, selection: Mapping[str, Mapping[str, Any]]) -
             m: {rec["config"]: [SELECTED]} for m, rec in by_method.items()
         }
         if any(m in by_method for m in PER_SIGMA_METHODS):
-            for rec in per_sigma_choices(sigma_points(frame, env)).itertuples():
+            for rec in per_sigma_choices(sigma_points(frame, env, sigmas)).itertuples():
                 reasons[rec.method].setdefault(rec.config, []).append(sigma_reason(rec.sigma))
         plan[env] = {}
         for method, configs in reasons.items():
@@ -215,7 +222,7 @@ def evaluate_test(
     method_id: str,
     runs_dir: str | Path,
     splits_dir: str | Path,
-    method_entry: Mapping[str, Any] | None,
+    table: Mapping[str, Mapping[str, Any]],
     validation_dir: str | Path,
     plan_path: str | Path,
     calibrations: Sequence[str] = CALIBRATIONS,
@@ -226,7 +233,8 @@ def evaluate_test(
         env, seed, method_id: which job.
         runs_dir: the (env, seed)'s training runs, ``RUNS_DIR/{run}/run.{msgpack,json}``.
         splits_dir: the (env, seed)'s splits.
-        method_entry: the method's grid entry (:func:`pnc.mujoco.grid.expand`).
+        table: the method's grid table (:func:`pnc.mujoco.grid.read_table`): the planned
+            configurations are read from it by id.
         validation_dir: the validation phase's tables of the (env, seed, method),
             ``{run}.csv`` and ``{run}.npz`` (the stored posteriors).
         plan_path: the environment's test plan (:func:`test_plan`).
@@ -241,13 +249,13 @@ def evaluate_test(
         pnc.io.ArtifactError: the plan or a validation-phase file is missing, cut or disagrees.
     """
     from pnc.methods.regression import get as get_method
-    from pnc.mujoco.grid import expand
+    from pnc.mujoco.grid import points_from_table
     from pnc.mujoco.selection import METRIC_TABLE_CHECKS, read_table
     from pnc.mujoco.stages import evaluate_run
 
     planned = read_plan(plan_path, env, method_id)
-    points = expand(method_id, method_entry)
-    unknown = sorted(set(planned) - {p.config_id for p in points})
+    points = points_from_table(method_id, table)
+    unknown = sorted(set(planned) - set(table))
     if unknown:
         raise ArtifactError(
             f"{plan_path}: {env} {method_id} plans configurations {unknown} not in the grid; "
@@ -265,7 +273,7 @@ def evaluate_test(
             run_id=run_id,
             run_dir=Path(runs_dir) / run_id,
             splits_dir=splits_dir,
-            method_entry=method_entry,
+            points=[p for p in points if p.run_id == run_id],
             calibrations=calibrations,
             splits=(SELECTION_SPLIT, *TEST_SPLITS),
             configs=[p.config_id for p in points if p.run_id == run_id and p.config_id in planned],
@@ -322,7 +330,7 @@ def select_validation_and_write(
     )
     frame = frame.drop(columns="_source")
     selection = select(frame, seeds=seeds)
-    plan = test_plan(frame, selection)
+    plan = test_plan(frame, selection, config_field(methods or {}, "sigma"))
     with atomic_path(selection_path) as tmp:
         write_json(tmp, selection)
     with atomic_path(plan_path) as tmp:
@@ -449,7 +457,8 @@ def assemble_and_write(
     )
     validation = validation.drop(columns="_source")
     selection = select(validation, seeds=seeds)
-    for path, want in ((selection_path, selection), (plan_path, test_plan(validation, selection))):
+    plan = test_plan(validation, selection, config_field(methods or {}, "sigma"))
+    for path, want in ((selection_path, selection), (plan_path, plan)):
         try:
             have = read_json(path)
         except (OSError, ValueError) as err:

@@ -23,7 +23,8 @@ Every table the study writes or reads (per-job metric tables, ``results/all_conf
   :data:`HEADLINE`.
 
 :func:`validate` checks a table against this vocabulary; :func:`read_csv` and :func:`load` read one.
-:func:`config_id_items` (:mod:`pnc.methods.configs`) reads a ``config`` cell's hyperparameters.
+A ``config`` cell is a configuration id: a key into the methods' grid tables
+(:mod:`pnc.mujoco.grid`), never read for its values.
 :func:`select_candidate` is the selection rule (lowest finite value, ties to the first candidate),
 shared by the hyperparameter selection and the frontier figure.
 """
@@ -38,8 +39,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
-
-from pnc.methods.configs import config_id_items as config_id_items  # re-exported for the report
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -628,15 +627,6 @@ def select_candidate(candidates: Mapping[K, float]) -> K:
 PER_SIGMA_METHODS: tuple[str, ...] = ("pnc", "pnc_nocorr")
 
 
-
-def config_sigma(config: str) -> float:
-    """The ``sigma`` of a P&C configuration id (``sigma=8,bootstrap_frac=...``)."""
-    items = config_id_items(config)
-    if "sigma" not in items:
-        raise ValueError(f"configuration {config!r} has no sigma")
-    return float(items["sigma"])
-
-
 #: The seed-mean columns of :func:`sigma_points`: (split, metric) -> column.
 SIGMA_POINT_COLUMNS: dict[tuple[str, str], str] = {
     (SELECTION_SPLIT, SELECTION_METRIC): "val_nll",
@@ -645,14 +635,23 @@ SIGMA_POINT_COLUMNS: dict[tuple[str, str], str] = {
 }
 
 
-def sigma_points(frame: pd.DataFrame, env: str) -> pd.DataFrame:
+def sigma_points(
+    frame: pd.DataFrame, env: str, sigmas: Mapping[tuple[str, str], float]
+) -> pd.DataFrame:
     """Every P&C and P&C-without-correction configuration of ``env`` in each calibration variant:
     seed-mean validation NLL, ID RMSE and Far NLL (``NaN`` where ``frame`` lacks the configuration's
     test rows, as after the validation phase). Columns ``method, config, calibration, val_nll,
     id_rmse, far_nll, sigma``.
 
+    Args:
+        frame: a results table.
+        env: the environment.
+        sigmas: ``{(method, config id): sigma}``, the typed ``sigma`` of each configuration read
+            from the grid tables (:func:`pnc.mujoco.grid.config_field`).
+
     Raises:
-        ValueError: ``frame`` holds no P&C validation NLL of ``env``.
+        ValueError: ``frame`` holds no P&C validation NLL of ``env``, or a configuration that
+            ``sigmas`` lacks (named).
     """
     rows = frame[(frame.env == env) & frame.method.isin(list(PER_SIGMA_METHODS))]
     wanted = SIGMA_POINT_COLUMNS
@@ -666,7 +665,16 @@ def sigma_points(frame: pd.DataFrame, env: str) -> pd.DataFrame:
         if column not in out.columns:
             out[column] = np.nan
     out = out[["method", "config", "calibration", *wanted.values()]]
-    out["sigma"] = [config_sigma(c) for c in out["config"]]
+    lacking = sorted(
+        {(m, c) for m, c in zip(out["method"], out["config"], strict=True)} - set(sigmas)
+    )
+    if lacking:
+        raise ValueError(
+            f"{env}: no sigma for {lacking} in the grid tables (a table of another config?)"
+        )
+    out["sigma"] = [
+        float(sigmas[(m, c)]) for m, c in zip(out["method"], out["config"], strict=True)
+    ]
     return out
 
 

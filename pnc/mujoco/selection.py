@@ -33,7 +33,7 @@ checked with :func:`pnc.mujoco.results.validate`.
 Integrity of the inputs (:func:`select_and_write`, :func:`concatenate_outputs`): every file is named
 in the error when it is unreadable, truncated (a CSV not ending in a line break) or malformed, with
 the ``snakemake --forcerun`` command that rebuilds it. Metric tables must be complete: given the
-config's ``methods`` grid, the calibration variants and the seeds, every (config, calibration,
+methods' grid tables (:func:`pnc.mujoco.grid.read_tables`), the calibration variants and the seeds, every (config, calibration,
 split, metric) row of every (env, seed, method) is expected (splits ``val``, ``id``, ``near``,
 ``far``, and ``mid`` where the environment has it, :func:`pnc.data.env_spec`; for environments
 unknown to :mod:`pnc.data`, where any configuration of the (env, seed) has ``mid`` rows); missing
@@ -311,8 +311,9 @@ def check_complete(
     Args:
         frame: :func:`read_metric_tables` output (with ``_source``).
         seeds: the seeds of the study.
-        methods: the config's ``methods`` mapping (:func:`pnc.mujoco.grid.expand_all`); ``None``:
-            the configurations seen in the tables, per (env, method).
+        methods: ``{method id: grid table}`` (:func:`pnc.mujoco.grid.read_tables`): every
+            configuration and its run, by id; ``None``: the configurations seen in the tables,
+            per (env, method).
         calibrations: the variants every configuration is scored in; ``None``: those seen per
             (env, method) (all of :data:`~pnc.mujoco.results.CALIBRATIONS` with ``methods``).
         envs: the environments; default: those in ``frame``.
@@ -328,9 +329,9 @@ def check_complete(
     seeds = sorted({int(s) for s in seeds})
     envs = list(dict.fromkeys([*(envs or []), *frame["env"]]))
     if methods is not None:
-        from pnc.mujoco.grid import expand_all
-
-        plan = {m: [(p.config_id, p.run_id) for p in pts] for m, pts in expand_all(methods).items()}
+        plan = {
+            m: [(cid, rec["run_id"]) for cid, rec in table.items()] for m, table in methods.items()
+        }
     variants = None if calibrations is None and methods is None else calibrations or CALIBRATIONS
     problems: list[str] = []
     for env in envs:
@@ -432,8 +433,8 @@ def select_and_write(
     Args:
         tables: the evaluation jobs' metric CSVs.
         seeds: the seeds every configuration must have.
-        methods, calibrations, envs: the expectation of :func:`check_complete` (the config's
-            ``methods`` mapping and ``variance_calibration`` list, the environments).
+        methods, calibrations, envs: the expectation of :func:`check_complete` (the methods'
+            grid tables, the config's ``variance_calibration`` list, the environments).
 
     Returns:
         The selection record (see :func:`select`).

@@ -333,7 +333,7 @@ def evaluate_run(
     run_id: str,
     run_dir: str | Path,
     splits_dir: str | Path,
-    method_entry: Mapping[str, Any] | None,
+    points: Sequence[grid.GridPoint],
     calibrations: Sequence[str] = CALIBRATIONS,
     splits: Sequence[str] | None = None,
     configs: Sequence[str] | None = None,
@@ -359,7 +359,8 @@ def evaluate_run(
         run_id: the training run the configurations share.
         run_dir: directory of the saved run.
         splits_dir: directory holding ``splits.npz`` + ``manifest.json``.
-        method_entry: the method's grid entry (:func:`pnc.mujoco.grid.expand`).
+        points: every configuration of the method that uses the run, in grid order, read from
+            the method's grid table by id (:func:`pnc.mujoco.grid.points_by_id`).
         calibrations: the variants to score, a non-empty subset of
             :data:`pnc.mujoco.results.CALIBRATIONS`.
         splits: the splits to score, in :data:`pnc.mujoco.results.SCORED_SPLITS` (the frontier
@@ -392,7 +393,12 @@ def evaluate_run(
     from pnc.methods import regression as registry
 
     calibrations = check_calibrations(calibrations)
-    points = grid.points_for_run(method_id, method_entry, run_id)
+    points = list(points)
+    if not points:
+        raise ValueError(f"{method_id} on run {run_id}: no configuration to evaluate")
+    other = sorted({p.config_id for p in points if (p.method, p.run_id) != (method_id, run_id)})
+    if other:
+        raise ValueError(f"configurations {other} are not {method_id}'s on run {run_id!r}")
     method = registry.get(method_id)
     run = TrainingRun.load(run_dir)
     if run.spec != points[0].spec:

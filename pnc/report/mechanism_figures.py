@@ -14,6 +14,7 @@ The statistics in the annotations come from :mod:`pnc.report.mechanism_table`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -25,6 +26,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from pnc.mujoco.grid import config_field, read_tables
 from pnc.mujoco.results import MECHANISM_METHODS, MECHANISM_SPLITS, METHOD_INFO, load
 from pnc.report.figures import METHOD_STYLE, RC_PARAMS, save
 from pnc.report.mechanism_table import (
@@ -93,7 +95,9 @@ def magnitudes_figure(frame: pd.DataFrame, env: str):
     return fig
 
 
-def frontier_sigma_figure(all_configs: pd.DataFrame, env: str):
+def frontier_sigma_figure(
+    all_configs: pd.DataFrame, env: str, sigmas: Mapping[tuple[str, str], float]
+):
     """Figure 3 A for ``env``: ID RMSE vs Far NLL with and without correction, labelled by sigma.
 
     Every configuration with test rows is drawn (in its calibration variant of lowest validation
@@ -102,8 +106,8 @@ def frontier_sigma_figure(all_configs: pd.DataFrame, env: str):
     compare). With the two-phase evaluation the test rows exist for those only, and the figure
     says so.
     """
-    pts = sigma_points(all_configs, env)
-    chosen = sigma_choices(all_configs, env)
+    pts = sigma_points(all_configs, env, sigmas)
+    chosen = sigma_choices(all_configs, env, sigmas)
     best = pts.loc[pts.groupby(["method", "config"], sort=False)["val_nll"].idxmin()]
     scored = best.dropna(subset=["id_rmse", "far_nll"])
     with plt.rc_context(RC_PARAMS):
@@ -196,16 +200,23 @@ def sketch_figure(wide: pd.DataFrame, env: str):
 
 
 def write_mechanism_figures(
-    mechanism_paths: list[str | Path], all_configs_path: str | Path, env: str, out_dir: str | Path
+    mechanism_paths: list[str | Path],
+    all_configs_path: str | Path,
+    env: str,
+    out_dir: str | Path,
+    grid_tables: Sequence[str | Path],
 ) -> list[Path]:
-    """Write ``OUT_DIR/{magnitudes,frontier_sigma,distance,sketch}.{pdf,png}`` for ``env``."""
+    """Write ``OUT_DIR/{magnitudes,frontier_sigma,distance,sketch}.{pdf,png}`` for ``env``;
+    ``grid_tables``: P&C's and its ablation's (each configuration's sigma)."""
     frame = read_mechanism(mechanism_paths)
     all_configs = load(all_configs_path, require_selected=True, drop_selection_split=False)
     wide = points_wide(frame)
     out_dir = Path(out_dir)
     figures = {
         "magnitudes": magnitudes_figure(frame, env),
-        "frontier_sigma": frontier_sigma_figure(all_configs, env),
+        "frontier_sigma": frontier_sigma_figure(
+            all_configs, env, config_field(read_tables(grid_tables), "sigma")
+        ),
         "distance": distance_figure(wide, env),
         "sketch": sketch_figure(wide, env),
     }

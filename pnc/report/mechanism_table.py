@@ -25,19 +25,19 @@ correlations scipy. :func:`mechanism_table` renders all of it (``results/tables/
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from pnc.io import ArtifactError, rebuild_hint
+from pnc.mujoco.grid import config_field, read_tables
 from pnc.mujoco.results import (
     MECHANISM_COLUMNS,
     MECHANISM_METHODS,
     METHOD_INFO,
     SPLIT_LABELS,
-    config_sigma,
     load,
     per_sigma_choices,
     sigma_points,
@@ -239,7 +239,9 @@ def far_id_ratios(summary: pd.DataFrame) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- Figure 3A
 
 
-def frontier_verdicts(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
+def frontier_verdicts(
+    all_configs: pd.DataFrame, env: str, sigmas: Mapping[tuple[str, str], float]
+) -> pd.DataFrame:
     """3A per sigma of P&C: P&C and P&C without correction, each chosen by validation NLL among
     its candidates at that sigma (:func:`pnc.mujoco.results.per_sigma_choices`, the configurations
     the two-phase evaluation scores on the test splits for this); ``verdict`` says which has the
@@ -247,12 +249,13 @@ def frontier_verdicts(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
 
     Columns ``env, sigma, pnc_config, pnc_far_nll, pnc_id_rmse, nocorr_config, nocorr_far_nll,
     nocorr_id_rmse, verdict`` (the no-correction columns empty where it was not run at that
-    sigma).
+    sigma). ``sigmas``: each configuration's sigma from the grid tables
+    (:func:`pnc.mujoco.grid.config_field`).
 
     Raises:
         ValueError: a chosen configuration lacks its ID RMSE or Far NLL (named).
     """
-    chosen = sigma_choices(all_configs, env)
+    chosen = sigma_choices(all_configs, env, sigmas)
     rows = []
     for sigma in sorted(chosen.loc[chosen.method == "pnc", "sigma"].unique()):
         at = chosen[chosen.sigma == sigma].set_index("method")
@@ -289,7 +292,9 @@ def frontier_verdicts(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def sigma_choices(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
+def sigma_choices(
+    all_configs: pd.DataFrame, env: str, sigmas: Mapping[tuple[str, str], float]
+) -> pd.DataFrame:
     """:func:`pnc.mujoco.results.per_sigma_choices` of ``env``'s :func:`sigma_points`, each with
     its seed-mean ID RMSE and Far NLL.
 
@@ -297,7 +302,7 @@ def sigma_choices(all_configs: pd.DataFrame, env: str) -> pd.DataFrame:
         ValueError: a chosen configuration lacks them (the test phase of the two-phase evaluation
             did not score it: a stale table), named with its method, sigma and configuration.
     """
-    chosen = per_sigma_choices(sigma_points(all_configs, env))
+    chosen = per_sigma_choices(sigma_points(all_configs, env, sigmas))
     lacking = chosen[chosen[["id_rmse", "far_nll"]].isna().any(axis=1)]
     if len(lacking):
         named = [
@@ -396,14 +401,17 @@ def over_seeds(per_seed: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=STATS_COLUMNS + SEED_COLUMNS)
 
 
-def mechanism_stats(frame: pd.DataFrame, all_configs: pd.DataFrame) -> pd.DataFrame:
+def mechanism_stats(
+    frame: pd.DataFrame, all_configs: pd.DataFrame, sigmas: Mapping[tuple[str, str], float]
+) -> pd.DataFrame:
     """Every number of the mechanism table, long: ``env, evidence, method, sigma, estimate, se,
     t, spearman, n, note``.
 
     With one seed in ``frame`` the point evidence is computed on its points. With several, it is
     computed on each seed's points (rows with a ``seed``) and summarised over them
     (:func:`over_seeds`: the mean, and ``seed_sd``, the spread); the summary rows come first.
-    3A is computed from ``all_configs``' seed means in either case (``seed`` empty).
+    3A is computed from ``all_configs``' seed means in either case (``seed`` empty), each
+    configuration's sigma read from ``sigmas`` (:func:`pnc.mujoco.grid.config_field`).
     """
     seeds = sorted(frame.seed.unique())
     rows = []
@@ -421,7 +429,7 @@ def mechanism_stats(frame: pd.DataFrame, all_configs: pd.DataFrame) -> pd.DataFr
             per_seed = None
             rows += point_evidence(frame, env)
         base = {"env": env, "method": "pnc", "note": ""}
-        for rec in frontier_verdicts(all_configs, env).itertuples():
+        for rec in frontier_verdicts(all_configs, env, sigmas).itertuples():
             note = rec.verdict
             if pd.notna(rec.nocorr_config):
                 note += (f" (Far NLL {rec.pnc_far_nll:.3g} vs {rec.nocorr_far_nll:.3g}; "
@@ -512,12 +520,17 @@ def mechanism_table(stats: pd.DataFrame) -> Table:
 
 
 def write_mechanism_table(
-    mechanism_paths: Sequence[str | Path], all_configs_path: str | Path, out_dir: str | Path
+    mechanism_paths: Sequence[str | Path],
+    all_configs_path: str | Path,
+    out_dir: str | Path,
+    grid_tables: Sequence[str | Path],
 ) -> pd.DataFrame:
-    """Write ``OUT_DIR/mechanism.{tex,md,csv}``; returns the statistics."""
+    """Write ``OUT_DIR/mechanism.{tex,md,csv}``; returns the statistics. ``grid_tables``: the
+    grid tables of P&C and its ablation (``results/grid/{method}.json``), which give each
+    configuration's sigma."""
     frame = read_mechanism(mechanism_paths)
     all_configs = load(all_configs_path, require_selected=True, drop_selection_split=False)
-    stats = mechanism_stats(frame, all_configs)
+    stats = mechanism_stats(frame, all_configs, config_field(read_tables(grid_tables), "sigma"))
     write_tables([mechanism_table(stats)], out_dir)
     return stats
 
@@ -530,7 +543,6 @@ __all__ = [
     "LOG_FLOOR",
     "MECHANISM_METHODS",
     "SKETCHES",
-    "config_sigma",
     "distance_row",
     "distance_regression",
     "far_id_ratios",

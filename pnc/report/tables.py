@@ -22,7 +22,8 @@ says so). Method, split and metric labels and the metric definitions in the capt
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,6 @@ from pnc.mujoco.results import (
     RAW,
     REPORTED_SPLITS,
     SPLIT_LABELS,
-    config_id_items,
     load,
 )
 from pnc.report import stats as st
@@ -317,12 +317,37 @@ def wilcoxon_table(df: pd.DataFrame, stats: dict[str, Any]) -> Table:
 # --------------------------------------------------------------------------------------------
 
 
+def _hparam_names() -> re.Pattern:
+    """A hyperparameter name with an abbreviation, where a configuration id names it."""
+    names = sorted(HPARAM_ABBREVIATIONS, key=len, reverse=True)
+    return re.compile(r"(^|,)(" + "|".join(map(re.escape, names)) + ")=")
+
+
 def abbreviate_config(config: str) -> str:
-    """``"sigma=16,bootstrap_frac=0.1,ridge=0.0001"`` -> ``"ps=16, bf=0.1, lreg=0.0001"``."""
-    items = config_id_items(config)
-    if not items:
-        return "default"
-    return ", ".join(f"{HPARAM_ABBREVIATIONS.get(n, n)}={v}" for n, v in items.items())
+    """The hparams cell of a ``config`` label, for display only (nothing is read from it):
+    ``"sigma=16,bootstrap_frac=0.1,ridge=0.0001"`` -> ``"ps=16, bf=0.1, lreg=0.0001"`` (the names
+    :data:`~pnc.mujoco.results.HPARAM_ABBREVIATIONS` knows abbreviated); any other label, e.g.
+    ``"default"`` or a user's ``"selected"``, as given."""
+    text = _hparam_names().sub(lambda m: f"{m[1]}{HPARAM_ABBREVIATIONS[m[2]]}=", str(config))
+    if not text:
+        return "default"  # an empty label: the default configuration
+    return text.replace(",", ", ")
+
+
+#: The form of a configuration id (``name=value`` items joined by commas), or ``default``.
+_CONFIG_ID = re.compile(r"default|\w+=[^,=]*(,\w+=[^,=]*)*")
+
+
+def free_labels(configs: Iterable[str]) -> list[str]:
+    """The ``config`` labels that are not configuration ids (e.g. a user's ``"selected"``): the
+    hparams table shows them as given and its caption names them."""
+    return sorted({str(c) for c in configs if not _CONFIG_ID.fullmatch(str(c))})
+
+
+def abbreviations_used(configs: Iterable[str]) -> set[str]:
+    """The abbreviations :func:`abbreviate_config` writes for ``configs`` (the caption's legend)."""
+    pattern = _hparam_names()
+    return {HPARAM_ABBREVIATIONS[m[2]] for c in configs for m in pattern.finditer(str(c))}
 
 
 def selected_cell(config: str, calibration: str = RAW) -> str:
@@ -342,9 +367,8 @@ def hparams_table(df: pd.DataFrame) -> Table:
     envs = st.env_order(df)
     chosen = df.groupby(["env", "method"])[["config", "calibration"]].first()
     configs, calibrations = chosen["config"], chosen["calibration"]
-    used = {
-        HPARAM_ABBREVIATIONS.get(name, name) for c in configs for name in config_id_items(str(c))
-    }
+    used = abbreviations_used(configs)
+    free = free_labels(configs)  # named in the caption, shown as given
     legend = HPARAM_LEGEND
     marked = [c for c in CALIBRATION_INFO if c != RAW and c in set(calibrations)]
     caption = (
@@ -359,6 +383,11 @@ def hparams_table(df: pd.DataFrame) -> Table:
             "it; the label marks where the calibrated variant was selected."
             for c in marked
         )
+        + (
+            f" Labels that are not configuration ids are shown as given: {', '.join(free)}."
+            if free
+            else ""
+        )  # fmt: skip
     )
     data = pd.DataFrame(
         [

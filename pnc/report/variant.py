@@ -43,11 +43,29 @@ FREE_KEYS: frozenset[str] = frozenset(
 )
 
 
+def _defaults_of(path: Path) -> Path | None:
+    """The workflow's config.yaml (beside its Snakefile) in ``path``'s directory or above it."""
+    for folder in path.resolve().parents:
+        if (folder / "config.yaml").is_file() and (folder / "Snakefile").is_file():
+            return folder / "config.yaml"
+    return None
+
+
 def read_config(path: str | Path) -> dict[str, Any]:
-    """A study config file (YAML) as a dict."""
-    config = yaml.safe_load(Path(path).read_text())
+    """A study config file (YAML) as the workflow reads it: merged into the workflow's
+    config.yaml (:func:`pnc.mujoco.config_check.overlay`, as ``--configfile`` is), ``methods``
+    holding the methods that run (``run_methods``)."""
+    from pnc.mujoco.config_check import overlay, run_methods
+
+    path = Path(path)
+    config = yaml.safe_load(path.read_text())
+    defaults = _defaults_of(path)
+    if isinstance(config, dict) and defaults is not None and defaults != path.resolve():
+        config = overlay(yaml.safe_load(defaults.read_text()), config)
     if not isinstance(config, dict) or "methods" not in config:
         raise ValueError(f"{path} is not a study config (no `methods`)")
+    config["methods"] = run_methods(config)
+    config.pop("run_methods", None)
     return config
 
 
@@ -106,11 +124,13 @@ def store_evaluation(store: str | Path) -> str:
 def study_config(
     variant: Mapping[str, Any], reference: Mapping[str, Any], evaluation: str
 ) -> dict[str, Any]:
-    """The config the variant's pieces are run with: ``variant`` with only its
-    :func:`changed_methods`, the reference store's ``evaluation`` and no mechanism stage."""
+    """The config the variant's pieces are run with: ``variant`` running only its
+    :func:`changed_methods` (``run_methods``), the reference store's ``evaluation`` and no
+    mechanism stage."""
     changed = changed_methods(variant, reference)
     config = copy.deepcopy(dict(variant))
     config["methods"] = {m: config["methods"][m] for m in changed}
+    config["run_methods"] = changed
     config["evaluation"] = evaluation
     config["mechanism"] = {**(config.get("mechanism") or {}), "enabled": False}
     return config

@@ -108,7 +108,16 @@ def evaluate_run(argv: list[str]) -> int:
     p.add_argument("--run-id", required=True)
     p.add_argument("--run", required=True, help="directory of the training run")
     _add_splits(p)
-    p.add_argument("--grid", type=json_arg, required=True, help="config 'methods.<method>' as JSON")
+    p.add_argument(
+        "--grid", required=True, help="the method's grid table (results/grid/{method}.json)"
+    )
+    p.add_argument(
+        "--configs",
+        nargs="+",
+        required=True,
+        metavar="ID",
+        help="the configuration ids of the table that use the run, in grid order",
+    )
     p.add_argument(
         "--calibrations",
         nargs="+",
@@ -142,6 +151,7 @@ def evaluate_run(argv: list[str]) -> int:
     )
 
     from pnc.io import write_csv
+    from pnc.mujoco.grid import points_by_id, read_table
     from pnc.mujoco.phases import write_posteriors
     from pnc.mujoco.results import CALIBRATIONS
     from pnc.mujoco.stages import evaluate_run
@@ -155,7 +165,7 @@ def evaluate_run(argv: list[str]) -> int:
         run_id=args.run_id,
         run_dir=args.run,
         splits_dir=args.splits,
-        method_entry=args.grid,
+        points=points_by_id(args.method, read_table(args.grid), args.configs),
         calibrations=calibrations,
         splits=args.score,
         posteriors_out=posteriors,
@@ -188,7 +198,9 @@ def evaluate_test(argv: list[str]) -> int:
     p.add_argument("--method", required=True)
     p.add_argument("--runs", required=True, help="directory of the (env, seed)'s training runs")
     _add_splits(p)
-    p.add_argument("--grid", type=json_arg, required=True, help="config 'methods.<method>' as JSON")
+    p.add_argument(
+        "--grid", required=True, help="the method's grid table (results/grid/{method}.json)"
+    )
     p.add_argument("--calibrations", nargs="+", metavar="VARIANT", help="as evaluate_run's")
     p.add_argument(
         "--validation",
@@ -204,6 +216,7 @@ def evaluate_test(argv: list[str]) -> int:
     log.info("test phase of %s seed %d %s (CPUs %s)", args.env, args.seed, args.method, cpus)
 
     from pnc.io import write_csv
+    from pnc.mujoco.grid import read_table
     from pnc.mujoco.phases import evaluate_test
     from pnc.mujoco.results import CALIBRATIONS
 
@@ -213,7 +226,7 @@ def evaluate_test(argv: list[str]) -> int:
         method_id=args.method,
         runs_dir=args.runs,
         splits_dir=args.splits,
-        method_entry=args.grid,
+        table=read_table(args.grid),
         validation_dir=args.validation,
         plan_path=args.plan,
         calibrations=CALIBRATIONS if args.calibrations is None else tuple(args.calibrations),
@@ -231,9 +244,10 @@ def _add_selection_inputs(p: argparse.ArgumentParser) -> None:
         "--seeds", type=int, nargs="+", required=True, help="seeds every config must have"
     )
     p.add_argument(
-        "--methods-json",
-        type=json_arg,
-        help="the config's 'methods' mapping as JSON: every grid point's rows are expected",
+        "--grid",
+        nargs="+",
+        help="the grid tables of the methods that run (results/grid/{method}.json): every "
+        "configuration's rows are expected",
     )
     p.add_argument(
         "--calibrations",
@@ -243,6 +257,13 @@ def _add_selection_inputs(p: argparse.ArgumentParser) -> None:
         "--methods-json; else those in the tables)",
     )
     p.add_argument("--env", action="append", help="environment(s) the tables must cover")
+
+
+def _grid_tables(paths: list[str] | None) -> dict | None:
+    """``{method id: grid table}`` of ``--grid`` (pnc.mujoco.grid.read_tables), or None."""
+    from pnc.mujoco.grid import read_tables
+
+    return None if paths is None else read_tables(paths)
 
 
 def select_validation(argv: list[str]) -> int:
@@ -266,7 +287,7 @@ def select_validation(argv: list[str]) -> int:
         seeds=args.seeds,
         selection_path=args.selection,
         plan_path=args.plan,
-        methods=args.methods_json,
+        methods=_grid_tables(args.grid),
         calibrations=args.calibrations,
         envs=args.env,
     )
@@ -300,7 +321,7 @@ def assemble(argv: list[str]) -> int:
         plan_path=args.plan,
         all_configs_path=args.all_configs,
         results_path=args.results,
-        methods=args.methods_json,
+        methods=_grid_tables(args.grid),
         calibrations=args.calibrations,
         envs=args.env,
     )
@@ -335,7 +356,7 @@ def select(argv: list[str]) -> int:
         all_configs_path=args.all_configs,
         results_path=args.results,
         selection_path=args.selection,
-        methods=args.methods_json,
+        methods=_grid_tables(args.grid),
         calibrations=args.calibrations,
         envs=args.env,
     )
@@ -402,7 +423,7 @@ def pnc_members(argv: list[str]) -> int:
     p.add_argument("--run", required=True, help="directory of the base training run")
     _add_splits(p)
     p.add_argument("--selection", required=True, help="the environment's selection.json")
-    p.add_argument("--grid", type=json_arg, required=True, help="config 'methods.pnc' as JSON")
+    p.add_argument("--grid", required=True, help="P&C's grid table (results/grid/pnc.json)")
     p.add_argument("--out", required=True, help="output directory")
     args = p.parse_args(argv)
     cpus = limit_threads(args.threads)
@@ -410,6 +431,7 @@ def pnc_members(argv: list[str]) -> int:
     log.info("P&C members of %s seed %d (CPUs %s)", args.env, args.seed, cpus)
 
     from pnc.io import read_json
+    from pnc.mujoco.grid import read_table
     from pnc.mujoco.mechanism import write_pnc_members
 
     record = write_pnc_members(
@@ -418,7 +440,7 @@ def pnc_members(argv: list[str]) -> int:
         run_dir=args.run,
         splits_dir=args.splits,
         selection=read_json(args.selection),
-        method_entry=args.grid,
+        table=read_table(args.grid),
         out_dir=args.out,
     )
     log.info(
@@ -440,7 +462,12 @@ def mechanism_diagnostics(argv: list[str]) -> int:
     _add_splits(p)
     p.add_argument("--members", required=True, help="directory of the stored P&C members")
     p.add_argument("--selection", required=True, help="the environment's selection.json")
-    p.add_argument("--methods-json", type=json_arg, required=True, help="config 'methods' as JSON")
+    p.add_argument(
+        "--grid",
+        nargs="+",
+        required=True,
+        help="the grid tables of the mechanism methods that run (results/grid/{method}.json)",
+    )
     p.add_argument("--settings", type=json_arg, default={}, help="config 'mechanism' as JSON")
     p.add_argument(
         "--validation",
@@ -465,7 +492,7 @@ def mechanism_diagnostics(argv: list[str]) -> int:
         splits_dir=args.splits,
         members_dir=args.members,
         selection=read_json(args.selection),
-        methods_entry=args.methods_json,
+        tables=_grid_tables(args.grid),
         settings=MechanismSettings(**settings),
         validation_dir=args.validation,
     )
@@ -482,6 +509,12 @@ def mechanism_report(argv: list[str]) -> int:
     p.add_argument("mechanism", nargs="+", help="mechanism parquet files")
     p.add_argument("--all-configs", required=True, help="all_configs.csv (Figure 3A)")
     p.add_argument("--env", help="the environment (figures)")
+    p.add_argument(
+        "--grid",
+        nargs="+",
+        required=True,
+        help="the grid tables of P&C and its ablation (each configuration's sigma)",
+    )
     p.add_argument("--out", required=True, help="output directory")
     args = p.parse_args(argv)
     limit_threads(args.threads)
@@ -492,12 +525,14 @@ def mechanism_report(argv: list[str]) -> int:
     if args.kind == "figures":
         from pnc.report.mechanism_figures import write_mechanism_figures
 
-        paths = write_mechanism_figures(args.mechanism, args.all_configs, args.env, args.out)
+        paths = write_mechanism_figures(
+            args.mechanism, args.all_configs, args.env, args.out, args.grid
+        )
         log.info("wrote %s", ", ".join(map(str, paths)))
     else:
         from pnc.report.mechanism_table import write_mechanism_table
 
-        stats = write_mechanism_table(args.mechanism, args.all_configs, args.out)
+        stats = write_mechanism_table(args.mechanism, args.all_configs, args.out, args.grid)
         log.info("mechanism table:\n%s", stats.to_string())
     return 0
 

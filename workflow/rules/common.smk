@@ -7,6 +7,14 @@
 # and Subspace snapshots); method grids are expanded with pnc.mujoco.grid, so an unknown
 # hyperparameter fails while the DAG is built, before any job runs. Every config error found here is
 # a WorkflowError naming the key and its value.
+#
+# The grids are expanded here and only here: each method's configurations, typed and keyed by their
+# id, are written to its grid table results/grid/{method}.json (pnc.mujoco.grid.write_table), and
+# every job reads the configurations it handles from that table by id. A table is rewritten only
+# when its content changes, so Snakemake's modification-time check reruns exactly the jobs of a
+# method whose configurations changed. (snakemake.utils.Paramspace would put every hyperparameter
+# into the file paths and make one job per configuration; a job here evaluates every configuration
+# of a method on one training run, building some together, so a keyed table fits better.)
 
 import json
 import os
@@ -14,18 +22,42 @@ import re
 import shlex
 
 from pnc.mujoco import grid as pnc_grid
-from pnc.mujoco.config_check import cross_key_problems
+from pnc.mujoco.config_check import cross_key_problems, ordered_like, run_methods
+from pnc.mujoco.results import PER_SIGMA_METHODS
 
 
 include: "shared.smk"
 
 
+def _defaults_order():
+    """Every mapping of `config` in config.yaml's key order (pnc.mujoco.config_check.ordered_like):
+    Snakemake merges config.yaml into a --configfile overlay, which puts the overlay's keys first.
+    """
+    import yaml
+
+    with open(os.path.join(workflow.basedir, "config.yaml")) as f:
+        ordered = ordered_like(config, yaml.safe_load(f))
+    config.clear()
+    config.update(ordered)
+
+
+_defaults_order()
 check_config(config, "config.schema.yaml")
 allocator(config)
 
 
 # The schema has filled in every default by now (validate above), and it requires non-empty
 # `envs`, `seeds` and `methods` and a known `data.source`: the checks below read values directly.
+
+
+def _run_methods():
+    """Config `run_methods` (pnc.mujoco.config_check.run_methods): `config["methods"]` keeps the
+    entries of the methods that run, in that order."""
+    try:
+        config["methods"] = run_methods(config)
+    except ValueError as err:
+        raise WorkflowError(f"invalid config: {err}") from None
+    return list(config["methods"])
 
 
 def _check_methods():
@@ -35,6 +67,7 @@ def _check_methods():
         raise WorkflowError(f"invalid config: {err}") from None
 
 
+RUN_METHODS = _run_methods()
 GRID_POINTS = _check_methods()
 ENVS = [str(e) for e in config["envs"]]
 SEEDS = [int(s) for s in config["seeds"]]
@@ -55,6 +88,11 @@ def _check_across_keys(points):
 
 
 _check_across_keys(GRID_POINTS)
+# each method's grid table, once the config has passed every check: its configurations, typed and
+# keyed by id, in grid order
+GRID_TABLE = "results/grid/{method}.json"
+for _method, _points in GRID_POINTS.items():
+    pnc_grid.write_table(GRID_TABLE.format(method=_method), _points)
 METHODS = list(GRID_POINTS)
 # distinct training runs (run_id -> spec) and evaluation jobs (method, run_id)
 TRAINING_RUNS = {p.run_id: p.spec for pts in GRID_POINTS.values() for p in pts}
@@ -331,8 +369,16 @@ def spec_json(run_id):
     return json.dumps({"kind": spec.kind, "options": [list(o) for o in spec.options]})
 
 
-def method_json(method):
-    return json.dumps(config["methods"][method] or {})  # grid order kept: it breaks ties
+def grid_tables(methods=None):
+    """The grid tables of `methods` that run (default: every method that runs)."""
+    return [GRID_TABLE.format(method=m) for m in (methods or METHODS) if m in GRID_POINTS]
+
+
+def run_configs(wildcards):
+    """The ids of the configurations an evaluation job handles: its method's on its run, in grid
+    order, shell-quoted (the job reads them from the grid table by id)."""
+    points = GRID_POINTS[wildcards.method]
+    return " ".join(shlex.quote(p.config_id) for p in points if p.run_id == wildcards.run)
 
 
 def section_json(name):
@@ -388,6 +434,13 @@ def mechanism_runs(wildcards):
         for run_id in run_ids
         for ext in ("msgpack", "json")
     ]
+
+
+def mechanism_grid_tables():
+    """The grid tables of the mechanism methods that run (their selected configurations)."""
+    from pnc.mujoco.results import MECHANISM_METHODS
+
+    return grid_tables(MECHANISM_METHODS)
 
 
 def mechanism_posteriors(wildcards):

@@ -4,7 +4,8 @@
 # phase, writing beside its table the posteriors the test phase restores). Posteriors are otherwise
 # rebuilt in memory, never stored; the job writes a small long-format metric table. With
 # `two_phase`, the test phase scores, per (env, seed, method), the configurations the
-# environment's test plan names on the test splits, after the selection (select.smk).
+# environment's test plan names on the test splits, after the selection (select.smk). Each job reads
+# its configurations by id from its method's grid table (GRID_TABLE, common.smk).
 
 
 rule evaluate:
@@ -16,13 +17,14 @@ rule evaluate:
         manifest="resources/splits/{env}/seed{seed}/manifest.json",
         msgpack="results/runs/{env}/seed{seed}/{run}/run.msgpack",
         json="results/runs/{env}/seed{seed}/{run}/run.json",
+        grid=GRID_TABLE,
     output:
         **STORED_POSTERIORS,
         table=EVALUATION_TABLE,
     params:
         splits=splits_dir,
         run=run_dir,
-        grid=lambda wildcards: method_json(wildcards.method),
+        configs=run_configs,
         calibrations=calibration_options(),
         phase=validation_phase_options,
     log:
@@ -40,8 +42,9 @@ rule evaluate:
     shell:
         "python -m pnc.workflow evaluate_run --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --method {wildcards.method} --run-id {wildcards.run}"
-        " --run {params.run:q} --splits {params.splits:q} --grid {params.grid:q}"
-        " --calibrations {params.calibrations}{params.phase} --out {output.table:q}"
+        " --run {params.run:q} --splits {params.splits:q} --grid {input.grid:q}"
+        " --configs {params.configs} --calibrations {params.calibrations}{params.phase}"
+        " --out {output.table:q}"
         " > {log:q} 2>&1"
 
 
@@ -55,6 +58,7 @@ if TWO_PHASE:
             npz="resources/splits/{env}/seed{seed}/splits.npz",
             manifest="resources/splits/{env}/seed{seed}/manifest.json",
             plan=TEST_PLAN,
+            grid=GRID_TABLE,
             runs=test_phase_inputs,
         output:
             TEST_TABLE,
@@ -64,7 +68,6 @@ if TWO_PHASE:
             validation=lambda wildcards: (
                 f"results/validation/{wildcards.env}/seed{wildcards.seed}/{wildcards.method}"
             ),
-            grid=lambda wildcards: method_json(wildcards.method),
             calibrations=calibration_options(),
         log:
             "logs/evaluate_test/{env}/seed{seed}/{method}.log",
@@ -81,6 +84,6 @@ if TWO_PHASE:
         shell:
             "python -m pnc.workflow evaluate_test --threads {threads} --env {wildcards.env}"
             " --seed {wildcards.seed} --method {wildcards.method} --runs {params.runs:q}"
-            " --splits {params.splits:q} --grid {params.grid:q}"
+            " --splits {params.splits:q} --grid {input.grid:q}"
             " --calibrations {params.calibrations} --validation {params.validation:q}"
             " --plan {input.plan:q} --out {output:q} > {log:q} 2>&1"

@@ -20,13 +20,13 @@ rule pnc_members:
         manifest="resources/splits/{env}/seed{seed}/manifest.json",
         msgpack=f"results/runs/{{env}}/seed{{seed}}/{PNC_RUN}/run.msgpack",
         json=f"results/runs/{{env}}/seed{{seed}}/{PNC_RUN}/run.json",
+        grid=grid_tables(["pnc"]),
     output:
         msgpack="results/members/{env}/seed{seed}/members.msgpack",
         json="results/members/{env}/seed{seed}/members.json",
     params:
         splits=splits_dir,
         run=lambda wildcards: f"results/runs/{wildcards.env}/seed{wildcards.seed}/{PNC_RUN}",
-        grid=method_json("pnc") if MECHANISM_ON else "{}",
         out=mechanism_out_dir,
     log:
         "logs/pnc_members/{env}/seed{seed}.log",
@@ -43,7 +43,7 @@ rule pnc_members:
     shell:
         "python -m pnc.workflow pnc_members --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --run {params.run:q} --splits {params.splits:q}"
-        " --selection {input.selection:q} --grid {params.grid:q} --out {params.out:q}"
+        " --selection {input.selection:q} --grid {input.grid:q} --out {params.out:q}"
         " > {log:q} 2>&1"
 
 
@@ -60,6 +60,7 @@ rule mechanism:
         json=f"results/runs/{{env}}/seed{{seed}}/{PNC_RUN}/run.json",
         runs=mechanism_runs,  # the base run and the other mechanism methods' own runs
         posteriors=mechanism_posteriors,  # two_phase: the stored chains, restored not rerun
+        grid=mechanism_grid_tables(),
     output:
         parquet="results/mechanism/{env}/seed{seed}.parquet",
         info="results/mechanism/{env}/seed{seed}.json",
@@ -68,7 +69,6 @@ rule mechanism:
         run=lambda wildcards: f"results/runs/{wildcards.env}/seed{wildcards.seed}/{PNC_RUN}",
         members=lambda wildcards: f"results/members/{wildcards.env}/seed{wildcards.seed}",
         validation=mechanism_validation_option,
-        methods=json.dumps(config["methods"]),
         settings=json.dumps(
             {
                 k: MECHANISM[k]
@@ -95,7 +95,7 @@ rule mechanism:
         "python -m pnc.workflow mechanism_diagnostics --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --run {params.run:q} --splits {params.splits:q}"
         " --members {params.members:q} --selection {input.selection:q}"
-        " --methods-json {params.methods:q} --settings {params.settings:q}{params.validation}"
+        " --grid {input.grid:q} --settings {params.settings:q}{params.validation}"
         " --out {output.parquet:q} --info {output.info:q} > {log:q} 2>&1"
 
 
@@ -105,6 +105,7 @@ rule mechanism_figures:
     input:
         mechanism=lambda wildcards: mechanism_files(wildcards.env),
         all_configs="results/envs/{env}/all_configs.csv",
+        grid=grid_tables(PER_SIGMA_METHODS),
     output:
         [
             report(
@@ -131,7 +132,8 @@ rule mechanism_figures:
         "../../envs/pnc.yaml"
     shell:
         "python -m pnc.workflow mechanism_report --threads {threads} figures {input.mechanism:q}"
-        " --all-configs {input.all_configs:q} --env {wildcards.env:q} --out {params.out:q}"
+        " --all-configs {input.all_configs:q} --env {wildcards.env:q} --grid {input.grid:q}"
+        " --out {params.out:q}"
         " > {log:q} 2>&1"
 
 
@@ -141,6 +143,7 @@ rule mechanism_table:
     input:
         mechanism=[f for env in ENVS for f in mechanism_files(env)],
         all_configs="results/all_configs.csv",
+        grid=grid_tables(PER_SIGMA_METHODS),
     output:
         report(
             "results/tables/mechanism.csv",
@@ -164,7 +167,8 @@ rule mechanism_table:
         "../../envs/pnc.yaml"
     shell:
         "python -m pnc.workflow mechanism_report --threads {threads} table {input.mechanism:q}"
-        " --all-configs {input.all_configs:q} --out {params.out:q} > {log:q} 2>&1"
+        " --all-configs {input.all_configs:q} --grid {input.grid:q} --out {params.out:q}"
+        " > {log:q} 2>&1"
 
 
 rule only_mechanism:

@@ -3,7 +3,8 @@
 # target that runs one environment alone. With `evaluation: two_phase` the selection reads the
 # validation phase's tables and also writes the test plan (the configurations the test phase scores
 # on the test splits, evaluate.smk); `assemble` then joins both phases' tables into the
-# environment's all_configs.csv and results.csv.
+# environment's all_configs.csv and results.csv. The selection checks the tables against the methods'
+# grid tables (every configuration expected, by id; common.smk).
 
 
 if not TWO_PHASE:
@@ -12,14 +13,14 @@ if not TWO_PHASE:
         message:
             "Select hyperparameters by mean validation NLL on {wildcards.env}"
         input:
-            lambda wildcards: metric_tables(wildcards.env),
+            tables=lambda wildcards: metric_tables(wildcards.env),
+            grid=grid_tables(),
         output:
             all_configs="results/envs/{env}/all_configs.csv",
             results="results/envs/{env}/results.csv",
             selection="results/envs/{env}/selection.json",
         params:
             seeds=" ".join(str(s) for s in SEEDS),
-            methods=json.dumps(config["methods"]),
             calibrations=calibration_options(),
         resources:
             mem_mb=RESOURCES["select"]["mem_mb"],
@@ -33,8 +34,8 @@ if not TWO_PHASE:
         conda:
             "../../envs/pnc.yaml"
         shell:
-            "python -m pnc.workflow select --threads {threads} {input:q} --seeds {params.seeds}"
-            " --env {wildcards.env} --methods-json {params.methods:q}"
+            "python -m pnc.workflow select --threads {threads} {input.tables:q}"
+            " --seeds {params.seeds} --env {wildcards.env} --grid {input.grid:q}"
             " --calibrations {params.calibrations}"
             " --all-configs {output.all_configs:q} --results {output.results:q}"
             " --selection {output.selection:q} > {log:q} 2>&1"
@@ -45,13 +46,13 @@ else:
         message:
             "Select hyperparameters by mean validation NLL on {wildcards.env}, and the test plan"
         input:
-            lambda wildcards: metric_tables(wildcards.env),
+            tables=lambda wildcards: metric_tables(wildcards.env),
+            grid=grid_tables(),
         output:
             selection="results/envs/{env}/selection.json",
             plan=TEST_PLAN,
         params:
             seeds=" ".join(str(s) for s in SEEDS),
-            methods=json.dumps(config["methods"]),
             calibrations=calibration_options(),
         resources:
             mem_mb=RESOURCES["select"]["mem_mb"],
@@ -65,8 +66,8 @@ else:
         conda:
             "../../envs/pnc.yaml"
         shell:
-            "python -m pnc.workflow select_validation --threads {threads} {input:q}"
-            " --seeds {params.seeds} --env {wildcards.env} --methods-json {params.methods:q}"
+            "python -m pnc.workflow select_validation --threads {threads} {input.tables:q}"
+            " --seeds {params.seeds} --env {wildcards.env} --grid {input.grid:q}"
             " --calibrations {params.calibrations} --selection {output.selection:q}"
             " --plan {output.plan:q} > {log:q} 2>&1"
 
@@ -78,12 +79,12 @@ else:
             test=lambda wildcards: test_tables(wildcards.env),
             selection="results/envs/{env}/selection.json",
             plan=TEST_PLAN,
+            grid=grid_tables(),
         output:
             all_configs="results/envs/{env}/all_configs.csv",
             results="results/envs/{env}/results.csv",
         params:
             seeds=" ".join(str(s) for s in SEEDS),
-            methods=json.dumps(config["methods"]),
             calibrations=calibration_options(),
         resources:
             mem_mb=RESOURCES["select"]["mem_mb"],
@@ -99,7 +100,7 @@ else:
         shell:
             "python -m pnc.workflow assemble --threads {threads}"
             " --validation {input.validation:q} --test {input.test:q} --seeds {params.seeds}"
-            " --env {wildcards.env} --methods-json {params.methods:q}"
+            " --env {wildcards.env} --grid {input.grid:q}"
             " --calibrations {params.calibrations} --selection {input.selection:q}"
             " --plan {input.plan:q} --all-configs {output.all_configs:q}"
             " --results {output.results:q} > {log:q} 2>&1"
