@@ -351,7 +351,7 @@ def check_test_tables(
     Raises:
         pnc.io.ArtifactError: rows missing or unplanned, named per table with the rebuild command.
     """
-    from pnc.mujoco.selection import _has_mid, split_metrics
+    from pnc.mujoco.selection import has_mid, split_metrics
 
     kinds = list(calibrations or CALIBRATIONS)
     problems = []
@@ -359,7 +359,7 @@ def check_test_tables(
         sub_env = frame[frame.env == env]
         for seed in sorted({int(s) for s in seeds}):
             sub = sub_env[sub_env.seed == seed]
-            rows = split_metrics(s for s in TEST_SPLITS if s != "mid" or _has_mid(env, sub.split))
+            rows = split_metrics(s for s in TEST_SPLITS if s != "mid" or has_mid(env, sub.split))
             have = set(
                 zip(sub.method, sub.config, sub.calibration, sub.split, sub.metric, strict=True)
             )

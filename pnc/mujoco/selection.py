@@ -257,7 +257,9 @@ def split_metrics(splits: Iterable[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _has_mid(env: str, splits_seen: Iterable[str]) -> bool:
+def has_mid(env: str, splits_seen: Iterable[str]) -> bool:
+    """Whether ``env`` has a Mid split: its environment spec says so; an environment the package
+    does not know has one when ``splits_seen`` (the splits its tables hold) names it."""
     from pnc.data.envs import env_spec
     from pnc.data.errors import UnknownEnvironmentError
 
@@ -355,7 +357,7 @@ def check_complete(
         known = {(m, c, k) for m, pts in plan.items() for c, _ in pts for k in kinds_of[m]}
         for seed in seeds:
             sub = sub_env[sub_env["seed"] == seed]
-            rows = split_metrics(s for s in splits if s != "mid" or _has_mid(env, sub["split"]))
+            rows = split_metrics(s for s in splits if s != "mid" or has_mid(env, sub["split"]))
             present = set(
                 zip(
                     sub["method"],
