@@ -4,7 +4,7 @@ A small CNN (``Conv_0 -> BatchNorm -> ReLU -> Conv_1 -> BatchNorm -> ReLU -> mea
 is trained to tell three kinds of generated stripe images apart. P&C perturbs ``Conv_0`` and
 corrects ``Conv_1`` with the patchwise ridge correction (paper, Appendix B), BatchNorm in
 inference mode on its running statistics. The OOD score is the mixture entropy of the members'
-softmax (``pnc.conv.ood_scores``) on test images against the same images under a shift (much
+softmax (``pnc.core.conv.ood_scores``) on test images against the same images under a shift (much
 stronger pixel noise and inverted contrast); the single network's entropy is reported beside it.
 
 Run: ``python examples/linen_cnn.py`` (prints JSON).
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import auroc, bar_images, timed  # noqa: E402
 
 import pnc  # noqa: E402
-from pnc.conv import entropy, ood_scores  # noqa: E402
+from pnc.core.conv import entropy, ood_scores  # noqa: E402
 
 
 class CNN(nn.Module):

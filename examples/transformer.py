@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import auroc, bar_images, timed  # noqa: E402
 
 import pnc  # noqa: E402
-from pnc.conv import entropy, ood_scores  # noqa: E402
+from pnc.core.conv import entropy, ood_scores  # noqa: E402
 
 
 class Block(nn.Module):

@@ -1,7 +1,7 @@
 """Perturb-and-Correct (P&C): post-hoc epistemic ensembles from one trained network.
 
 The names below are imported on first use (``pnc.build_members``, ``from pnc import fit``): a
-process that only needs a light submodule (``pnc.io``, ``pnc.config_schema``, the workflow's
+process that only needs a light submodule (``pnc.runtime.io``, ``pnc.runtime.config_schema``, the workflow's
 data and report stages) does not pay for JAX and Flax at start-up.
 """
 
@@ -11,8 +11,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pnc.any_model import Ensemble, ensemble
-    from pnc.mlp import (
+    from pnc.core.any_model import Ensemble, ensemble
+    from pnc.core.mlp import (
         GaussianMLP,
         MLPConfig,
         forward,
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
         hidden_activations,
         init_params,
     )
-    from pnc.perturb_correct import (
+    from pnc.core.perturb_correct import (
         PnCConfig,
         build_members,
         build_members_ridge_path,
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
         predict_members,
         ridge_correction,
     )
-    from pnc.predictive import Predictive, aleatoric_variance, epistemic_variance, mixture
-    from pnc.training import (
+    from pnc.core.predictive import Predictive, aleatoric_variance, epistemic_variance, mixture
+    from pnc.core.training import (
         Collection,
         FitResult,
         Observer,
@@ -46,36 +46,36 @@ if TYPE_CHECKING:
 
 #: Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
-    "Ensemble": "pnc.any_model",
-    "ensemble": "pnc.any_model",
-    "GaussianMLP": "pnc.mlp",
-    "MLPConfig": "pnc.mlp",
-    "forward": "pnc.mlp",
-    "gaussian_nll": "pnc.mlp",
-    "hidden_activations": "pnc.mlp",
-    "init_params": "pnc.mlp",
-    "PnCConfig": "pnc.perturb_correct",
-    "build_members": "pnc.perturb_correct",
-    "build_members_ridge_path": "pnc.perturb_correct",
-    "calibration_indices": "pnc.perturb_correct",
-    "perturbation_basis": "pnc.perturb_correct",
-    "predict_members": "pnc.perturb_correct",
-    "ridge_correction": "pnc.perturb_correct",
-    "Predictive": "pnc.predictive",
-    "aleatoric_variance": "pnc.predictive",
-    "epistemic_variance": "pnc.predictive",
-    "mixture": "pnc.predictive",
-    "Collection": "pnc.training",
-    "FitResult": "pnc.training",
-    "Observer": "pnc.training",
-    "Standardizer": "pnc.training",
-    "TrainConfig": "pnc.training",
-    "TrainedModel": "pnc.training",
-    "fit": "pnc.training",
-    "fit_params": "pnc.training",
-    "load_model": "pnc.training",
-    "save_model": "pnc.training",
-    "train": "pnc.training",
+    "Ensemble": "pnc.core.any_model",
+    "ensemble": "pnc.core.any_model",
+    "GaussianMLP": "pnc.core.mlp",
+    "MLPConfig": "pnc.core.mlp",
+    "forward": "pnc.core.mlp",
+    "gaussian_nll": "pnc.core.mlp",
+    "hidden_activations": "pnc.core.mlp",
+    "init_params": "pnc.core.mlp",
+    "PnCConfig": "pnc.core.perturb_correct",
+    "build_members": "pnc.core.perturb_correct",
+    "build_members_ridge_path": "pnc.core.perturb_correct",
+    "calibration_indices": "pnc.core.perturb_correct",
+    "perturbation_basis": "pnc.core.perturb_correct",
+    "predict_members": "pnc.core.perturb_correct",
+    "ridge_correction": "pnc.core.perturb_correct",
+    "Predictive": "pnc.core.predictive",
+    "aleatoric_variance": "pnc.core.predictive",
+    "epistemic_variance": "pnc.core.predictive",
+    "mixture": "pnc.core.predictive",
+    "Collection": "pnc.core.training",
+    "FitResult": "pnc.core.training",
+    "Observer": "pnc.core.training",
+    "Standardizer": "pnc.core.training",
+    "TrainConfig": "pnc.core.training",
+    "TrainedModel": "pnc.core.training",
+    "fit": "pnc.core.training",
+    "fit_params": "pnc.core.training",
+    "load_model": "pnc.core.training",
+    "save_model": "pnc.core.training",
+    "train": "pnc.core.training",
 }
 
 __all__ = [
@@ -111,11 +111,18 @@ __all__ = [
     "train",
 ]
 
+#: Public subpackages reached as attributes (``pnc.conv.build_members``): name -> module.
+_SUBPACKAGES: dict[str, str] = {"conv": "pnc.core.conv"}
+
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
     """Import a public name from its module on first use (PEP 562)."""
+    if name in _SUBPACKAGES:
+        value = importlib.import_module(_SUBPACKAGES[name])
+        globals()[name] = value
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -125,4 +132,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBPACKAGES))

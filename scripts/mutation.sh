@@ -2,7 +2,7 @@
 # Mutation testing of one module with mutmut, in a scratch copy of the tracked files (the checkout
 # is never modified). Usage:
 #   scripts/mutation.sh MODULE.py TEST_FILE_OR_NODE... [-- PYTEST_ARGS...]
-# e.g. scripts/mutation.sh pnc/conv/correction.py tests/test_conv.py
+# e.g. scripts/mutation.sh pnc/core/conv/correction.py tests/test_conv.py
 # Writes the per-mutant results to $MUTATION_DIR/<module>/results.txt (default MUTATION_DIR:
 # .mutation/) and prints the killed/total count. Runs outside .ci/run; CPU-heavy (one pytest run
 # of the given tests per mutant), so start it with nice on a shared machine.

@@ -41,7 +41,7 @@ project_python() {
 
 # Sourced by quick.sh and test.sh: keep the jobs' compiled programs in the user's cache directory,
 # so that a later run on this machine (from a new clone too) loads them instead of compiling
-# (pnc.compile_cache, docs/performance.md). A PNC_COMPILE_CACHE already set wins: off runs
+# (pnc.runtime.compile_cache, docs/performance.md). A PNC_COMPILE_CACHE already set wins: off runs
 # without the cache, another directory moves it. Usage: keep_compile_cache NAME (e.g. jax).
 keep_compile_cache() {
     export PNC_COMPILE_CACHE="${PNC_COMPILE_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/pnc/$1}"

@@ -1,7 +1,7 @@
 """Suite-wide set-up: a shared compilation cache, and the files holding the most ``slow`` tests first.
 
 The suite's processes (the parallel workers and the Snakemake jobs of the workflow tests) share one
-JAX compilation cache (:mod:`pnc.compile_cache`) in a temporary directory made for the run and
+JAX compilation cache (:mod:`pnc.runtime.compile_cache`) in a temporary directory made for the run and
 removed after it, so a function compiled by one test or job is loaded by the others. A
 ``PNC_COMPILE_CACHE`` set by the caller is used instead (``off`` turns the cache off) and kept, so
 a second run loads what the first compiled (``scripts/test.sh`` names one in the user's cache
@@ -22,7 +22,7 @@ from collections import Counter
 
 import pytest
 
-from pnc import compile_cache
+from pnc.runtime import compile_cache
 
 _MADE_CACHE: list[str] = []
 

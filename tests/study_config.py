@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from snakemake.utils import update_config, validate
 
-from pnc.mujoco.config_check import ordered_like, run_methods
+from pnc.studies.mujoco.config_check import ordered_like, run_methods
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pnc.mujoco.results import CALIBRATIONS, METHODS, VCAL
+from pnc.studies.mujoco.results import CALIBRATIONS, METHODS, VCAL
 
 ALL_METHODS = METHODS
 #: A small grid per method; the first entry is the selected configuration.

@@ -1,4 +1,4 @@
-"""pnc.allocator: the GLIBC_TUNABLES value the workflow's jobs inherit under each policy, what
+"""pnc.runtime.allocator: the GLIBC_TUNABLES value the workflow's jobs inherit under each policy, what
 the short-lived stages get instead, and the process records that name them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pnc.allocator import (
+from pnc.runtime.allocator import (
     HEAP,
     SHELL_PREFIX,
     SHORT_LIVED_VAR,
@@ -19,7 +19,7 @@ from pnc.allocator import (
     hugetlb,
     tunables,
 )
-from pnc.workflow import process_record
+from pnc.runtime.stage import process_record
 
 HEAP_VALUE = (
     "glibc.malloc.hugetlb=0:glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1"

@@ -13,7 +13,7 @@ import pytest
 from flax import nnx
 
 import pnc
-from pnc.conv import ood_scores
+from pnc.core.conv import ood_scores
 
 CFG = pnc.PnCConfig(n_members=6, rank=4, sigma=0.5, bootstrap_frac=0.5, ridge=1e-3)
 
@@ -299,7 +299,7 @@ def test_bad_calibration_inputs(linen_mlp):
 def test_preact_resnet_block_matches_conv_build():
     """The PreAct ResNet path's members from the same key: perturb a block's conv1, correct its
     bias-free conv2 (the new bias is an output offset, as the conv build's added bias)."""
-    from pnc import conv as C
+    from pnc.core import conv as C
 
     rcfg = C.ResNetConfig(num_classes=3, widths=(4, 8), blocks_per_stage=(2, 1))
     variables = C.init_variables(rcfg, jax.random.key(0), image_shape=(8, 8, 3))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from study_config import study_config
 
-from pnc.mujoco.results import load
 from pnc.report import claims, compare
+from pnc.studies.mujoco.results import load
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "docs" / "results" / "offline_authors"

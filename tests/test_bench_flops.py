@@ -6,8 +6,8 @@ import pytest
 
 from pnc.bench.__main__ import work_and_rates
 from pnc.bench.flops import layer_widths, pnc_build_macs, train_macs
-from pnc.mlp import MLPConfig
-from pnc.perturb_correct import PnCConfig
+from pnc.core.mlp import MLPConfig
+from pnc.core.perturb_correct import PnCConfig
 
 MLP = MLPConfig(out_dim=1, hidden=(3, 3, 3))
 

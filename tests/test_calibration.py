@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pnc.mujoco import calibration as cal
-from pnc.mujoco import metrics
-from pnc.mujoco.evaluate import metric_rows, summarise_split
-from pnc.mujoco.results import RESULT_COLUMNS, SHIFT_METRICS, SPLIT_METRICS
-from pnc.predictive import Predictive
-from pnc.training import Standardizer
+from pnc.core.predictive import Predictive
+from pnc.core.training import Standardizer
+from pnc.studies.mujoco import calibration as cal
+from pnc.studies.mujoco import metrics
+from pnc.studies.mujoco.evaluate import metric_rows, summarise_split
+from pnc.studies.mujoco.results import RESULT_COLUMNS, SHIFT_METRICS, SPLIT_METRICS
 
 
 def test_scale_by_hand():
@@ -151,7 +151,7 @@ def _write_splits(directory, splits):
 def study(tmp_path_factory):
     """Splits, a moved copy (other Near/Far targets) and a trained base run."""
     from pnc.methods.regression.runs import TrainingSpec
-    from pnc.mujoco.stages import train_run
+    from pnc.studies.mujoco.stages import train_run
 
     rng = np.random.default_rng(0)
     shifts = {"train": 0.0, "val": 0.0, "id": 0.0, "near": 0.5, "far": 1.5}
@@ -178,15 +178,15 @@ PNC_GRID = {"fixed": {"n_members": 4, "rank": 2}, "grid": {"sigma": [1.0, 4.0]}}
 
 
 def grid_table(method: str, entry) -> dict:
-    """The grid table the workflow writes for ``entry`` (pnc.mujoco.grid.write_table)."""
-    from pnc.mujoco import grid
+    """The grid table the workflow writes for ``entry`` (pnc.studies.mujoco.grid.write_table)."""
+    from pnc.studies.mujoco import grid
 
     return json.loads(grid.table_text(grid.expand(method, entry)))
 
 
 def _evaluate(study, data="splits", method="pnc", grid=PNC_GRID, **kwargs):
-    from pnc.mujoco.grid import points_from_table
-    from pnc.mujoco.stages import evaluate_run
+    from pnc.studies.mujoco.grid import points_from_table
+    from pnc.studies.mujoco.stages import evaluate_run
 
     points = points_from_table(method, grid_table(method, grid))
     return evaluate_run(
@@ -256,7 +256,7 @@ def test_evaluate_run_without_val_names_the_directory(study):
 
 def test_ablation_shares_the_keys_of_pnc(study, monkeypatch):
     from pnc.methods import regression as registry
-    from pnc.mujoco import stages
+    from pnc.studies.mujoco import stages
 
     assert getattr(registry.get("pnc_nocorr"), "key_id", "pnc_nocorr") == "pnc"
     seen = []
@@ -273,10 +273,10 @@ def test_ablation_shares_the_keys_of_pnc(study, monkeypatch):
 
 
 def test_evaluation_tables_through_selection_and_frontier(study, tmp_path):
-    from pnc.io import write_csv
-    from pnc.mujoco.results import load
-    from pnc.mujoco.selection import select_and_write
     from pnc.report.figures import frontier_points
+    from pnc.runtime.io import write_csv
+    from pnc.studies.mujoco.results import load
+    from pnc.studies.mujoco.selection import select_and_write
 
     frame, _ = _evaluate(study)
     write_csv(frame, tmp_path / "metrics.csv")

@@ -14,14 +14,14 @@ import pandas as pd
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from pnc.cifar import baselines as B
-from pnc.cifar import data as D
-from pnc.cifar import ood_metrics as M
-from pnc.cifar import ood_tables as T
-from pnc.cifar.model import Classifier, features_and_logits, normalize
-from pnc.cifar.recipe import Recipe, augment, train
-from pnc.conv import resnet
-from pnc.conv.resnet import ResNetConfig
+from pnc.core.classifier import baselines as B
+from pnc.core.classifier.model import Classifier, features_and_logits, normalize
+from pnc.core.classifier.recipe import Recipe, augment, train
+from pnc.core.conv import resnet
+from pnc.core.conv.resnet import ResNetConfig
+from pnc.studies.cifar import data as D
+from pnc.studies.cifar import ood_metrics as M
+from pnc.studies.cifar import ood_tables as T
 
 TINY_NET = ResNetConfig(num_classes=10, widths=(4, 8), blocks_per_stage=(1, 1))
 
@@ -221,8 +221,8 @@ def test_dropout_and_swag_members_differ_and_swag_needs_two_epochs():
 
 
 def _former_cifar_swag_sample(moments: dict, params_template, key, rank: int | None = None):
-    """The reference: the CIFAR SWAG sampler as pnc.cifar.baselines wrote it before it took the
-    draw from pnc.swag_gaussian (copied verbatim)."""
+    """The reference: the CIFAR SWAG sampler as pnc.core.classifier.baselines wrote it before it took the
+    draw from pnc.core.swag_gaussian (copied verbatim)."""
     n = int(moments["n"])
     if n < 2:
         raise ValueError(f"SWAG needs >= 2 collected epochs, got {n}")
@@ -304,7 +304,7 @@ def test_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
 
 
 def test_checkpoints_are_written_every_n_epochs_and_after_the_last(tmp_path, monkeypatch):
-    from pnc.cifar import recipe as R
+    from pnc.core.classifier import recipe as R
 
     rng = np.random.default_rng(6)
     x = rng.integers(0, 256, (32, 32, 32, 3), dtype=np.uint8)
@@ -344,7 +344,7 @@ def _recipe_updates_by_hand(recipe: Recipe, steps_per_epoch: int, grads, w0: flo
 
 @pytest.mark.parametrize("nesterov", [True, False])
 def test_optimizer_follows_warmup_cosine_nesterov_with_coupled_decay(nesterov):
-    from pnc.cifar.recipe import optimizer
+    from pnc.core.classifier.recipe import optimizer
 
     recipe = Recipe(epochs=6, warmup_epochs=2, lr=0.1, weight_decay=5e-2, nesterov=nesterov)
     steps_per_epoch = 3
@@ -473,8 +473,8 @@ def test_selection_fits_a_temperature_per_configuration_and_keeps_the_lowest_nll
 
 
 def test_run_ids_and_the_runs_each_method_reads():
-    from pnc.cifar.jobs import recipe_for
     from pnc.methods.ood import run_method, runs_of
+    from pnc.studies.cifar.jobs import recipe_for
 
     assert runs_of("deep_ensemble", {"n_models": 3}) == ["base", "member1", "member2"]
     assert runs_of("mc_dropout", {"grid": {"rate": [0.1, 0.5]}}) == ["dropout0.1", "dropout0.5"]
@@ -491,7 +491,7 @@ def test_run_ids_and_the_runs_each_method_reads():
 
 
 def test_run_ids_are_named_by_a_spec_and_read_back_exactly():
-    from pnc.cifar.trained import RunSpec, dropout_run, ensemble_runs
+    from pnc.core.classifier.trained import RunSpec, dropout_run, ensemble_runs
 
     specs = [RunSpec("base"), RunSpec("member", member=1), RunSpec("member", member=12)]
     specs += [RunSpec("dropout", dropout_rate=r) for r in (0.05, 0.1, 0.2, 0.3, 0.5, 0.123)]
@@ -572,8 +572,8 @@ def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
 
 
 def test_a_stored_run_is_checked_against_the_sha256_its_record_holds(tmp_path):
-    from pnc.cifar.trained import TrainedNetwork
-    from pnc.io import ArtifactError, file_sha256
+    from pnc.core.classifier.trained import TrainedNetwork
+    from pnc.runtime.io import ArtifactError, file_sha256
 
     folder = tmp_path / "results/cifar/runs/seed0/base"
     variables = {"params": {"head": {"bias": np.arange(3.0, dtype=np.float32)}}, "batch_stats": {}}
@@ -599,8 +599,8 @@ def test_a_stored_run_is_checked_against_the_sha256_its_record_holds(tmp_path):
 
 
 def test_a_checkpoint_is_checked_against_the_sha256_its_sidecar_holds(tmp_path):
-    from pnc.cifar.recipe import load_checkpoint, save_checkpoint
-    from pnc.io import ArtifactError
+    from pnc.core.classifier.recipe import load_checkpoint, save_checkpoint
+    from pnc.runtime.io import ArtifactError
 
     path = tmp_path / "checkpoint.msgpack"
     state = {"epoch": jnp.asarray(3, jnp.int32), "params": {"w": jnp.arange(4.0)}}
@@ -625,7 +625,7 @@ def test_method_sections_check_themselves_against_the_study():
     """P&C's blocks against the network and its calibration images against the tiny training
     split, SWAG's start epochs against the training epochs (each method's ``study_problems``); the
     other methods have no checks."""
-    from pnc.conv.resnet import ResNetConfig
+    from pnc.core.conv.resnet import ResNetConfig
     from pnc.methods import ood as registry
     from pnc.methods.ood import method_config
     from pnc.methods.ood.posthoc import SectionContext

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config, validate
 
-from pnc.config_schema import integer_seeds
+from pnc.runtime.config_schema import integer_seeds
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = "config/cifar.yaml"
@@ -45,7 +45,7 @@ def effective(files: list[str], defaults: bool = True) -> dict:
     """What the workflow reads from ``files`` (over the defaults unless ``defaults`` is false):
     the config as validated (the schema's defaults filled in), the methods that run, in order,
     and every method's sweep (as workflow/rules/cifar/common.smk derives them)."""
-    from pnc.cifar.sweep import evaluated_methods, expand_sweep
+    from pnc.studies.cifar.sweep import evaluated_methods, expand_sweep
 
     # as Snakemake merges: the --configfile files first, then `configfile:` (the defaults) and
     # the files once more over them (so the keys come in the overlay's order)

@@ -1,4 +1,4 @@
-"""The data rule's download (pnc.cifar.fetch) against a fake source on the local filesystem
+"""The data rule's download (pnc.studies.cifar.fetch) against a fake source on the local filesystem
 (file:// URLs) and over HTTP from a server on 127.0.0.1 (``tests/loopback_hub.py``; never the
 network), the ``cifar_fetch`` rule run by Snakemake against that server, transfers cut short,
 its offline message, and the bad-input cases of the data check: a checksum mismatch, an image list
@@ -22,8 +22,8 @@ import yaml
 from loopback_hub import LoopbackHub
 from workflow_copy import copy_workflow
 
-from pnc.cifar import data as D
-from pnc.cifar import fetch as F
+from pnc.studies.cifar import data as D
+from pnc.studies.cifar import fetch as F
 
 OOD = ["svhn", "tin"]
 

@@ -1,4 +1,4 @@
-"""Each CIFAR sweep is expanded once: ``pnc.cifar.sweep.expand_sweep``, called only by the
+"""Each CIFAR sweep is expanded once: ``pnc.studies.cifar.sweep.expand_sweep``, called only by the
 workflow (workflow/rules/cifar/common.smk), and a configuration id is a key into its table, never
 text to parse. An AST scan of every module under ``pnc/`` that belongs to the CIFAR study fails on
 a second expansion (``itertools.product``; a comprehension or nested loops over two independent
@@ -24,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PNC = ROOT / "pnc"
-GRID_MODULE = "pnc/cifar/sweep.py"
+GRID_MODULE = "pnc/studies/cifar/sweep.py"
 EXPANSION = "expand_sweep"
 
 #: str methods and ``re`` functions that read an id's text
@@ -172,7 +172,7 @@ def _cifar_modules() -> list[Path]:
 
 def test_the_cifar_modules_are_found():
     found = {p.relative_to(ROOT).as_posix() for p in _cifar_modules()}
-    assert GRID_MODULE in found and "pnc/cifar/jobs.py" in found and len(found) > 10
+    assert GRID_MODULE in found and "pnc/studies/cifar/jobs.py" in found and len(found) > 10
 
 
 def test_only_the_grid_module_expands_a_cifar_sweep_and_no_module_parses_an_id():
@@ -216,7 +216,7 @@ def test_only_the_workflow_calls_the_expansion():
             "nested loops",
         ),
         (
-            "from pnc.cifar.sweep import expand_sweep\n\ndef again(section):\n"
+            "from pnc.studies.cifar.sweep import expand_sweep\n\ndef again(section):\n"
             "    return expand_sweep('pnc', section)\n",
             "expand_sweep",
         ),
@@ -233,7 +233,7 @@ def test_only_the_workflow_calls_the_expansion():
 def test_a_planted_second_expansion_or_id_parse_is_caught(tmp_path, planted, caught):
     module = tmp_path / "planted.py"
     module.write_text(planted)
-    found = scan(module, "pnc/cifar/planted.py")
+    found = scan(module, "pnc/studies/cifar/planted.py")
     assert any(caught in f for f in found), found
 
 
@@ -245,7 +245,7 @@ def test_flattening_a_nested_list_or_looping_over_seeds_and_methods_is_not_an_ex
         "    for seed in seeds:\n        for method in methods:\n            out.append(seed)\n"
         "    return out\n"
     )
-    assert scan(module, "pnc/cifar/flat.py") == []
+    assert scan(module, "pnc/studies/cifar/flat.py") == []
 
 
 # ----------------------------------------------------------------------------- the order
@@ -254,7 +254,7 @@ def test_flattening_a_nested_list_or_looping_over_seeds_and_methods_is_not_an_ex
 def _fake_seed(config: dict):
     """A seed's context and training runs as far as listing the configurations of ``config``
     reads them (nothing is built: a configuration's ``build`` is never called here)."""
-    from pnc.cifar.jobs import resnet_config
+    from pnc.studies.cifar.jobs import resnet_config
 
     n = 1 + max(
         config["methods"]["pnc"]["calibration_size"], config["methods"]["swag"]["bn_refresh"]
@@ -278,8 +278,8 @@ def test_the_expansion_lists_the_configurations_in_the_order_each_method_builds_
     the expansion's, id by id."""
     from test_cifar_configs import OVERLAYS, effective
 
-    from pnc.cifar.sweep import Sweep
     from pnc.methods import ood as registry
+    from pnc.studies.cifar.sweep import Sweep
 
     study = effective(OVERLAYS[Path(config_file).name])
     sweeps = study["sweeps"]

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pnc.cifar import ood_metrics as M
-from pnc.cifar import ood_tables as T
+from pnc.studies.cifar import ood_metrics as M
+from pnc.studies.cifar import ood_tables as T
 
 
 def test_aupr_in_and_out_by_hand():
@@ -141,8 +141,8 @@ def test_write_tables_writes_the_calibration_and_aupr_tables(tmp_path):
 
 # ----------------------------------------------------------------------------- rendering
 
-# The tables of a fixed input, byte for byte as pnc.cifar.ood_tables wrote them before it used the
-# shared cell and layout helpers of pnc.report.render.
+# The tables of a fixed input, byte for byte as pnc.studies.cifar.ood_tables wrote them before it used the
+# shared cell and layout helpers of pnc.runtime.render.
 TABLE2_MD = (
     "| Method | Acc% | Near AUROC | Near FPR95 | Far AUROC | Far FPR95 |\n"
     "|---|---|---|---|---|---|\n"

@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pnc.cifar import baselines as B
-from pnc.cifar.ood_tables import method_metrics
+from pnc.core.classifier import baselines as B
 from pnc.methods.ood import posthoc as P
+from pnc.studies.cifar.ood_tables import method_metrics
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -272,8 +272,8 @@ def test_laplace_logits_by_hand():
 
 
 def test_network_logits_in_batches_equal_one_pass():
-    from pnc.cifar.model import Classifier, normalize
-    from pnc.conv.resnet import ResNetConfig
+    from pnc.core.classifier.model import Classifier, normalize
+    from pnc.core.conv.resnet import ResNetConfig
 
     config = ResNetConfig(num_classes=10, widths=(4, 8), blocks_per_stage=(1, 1))
     x = np.random.default_rng(13).integers(0, 256, (7, 32, 32, 3), dtype=np.uint8)

@@ -165,7 +165,7 @@ def test_missing_data_fails_the_data_job_naming_the_files(workdir, tmp_path):
 
 def test_offline_fetch_job_names_every_missing_file_and_how_to_place_it(workdir, tmp_path):
     """The fetch rule with every source unreachable (file:// URLs to nothing; no network)."""
-    from pnc.cifar.fetch import SOURCES
+    from pnc.studies.cifar.fetch import SOURCES
 
     config = yaml.safe_load((workdir / TINY).read_text())
     nowhere = {n: {"url": (tmp_path / "none" / n).as_uri()} for n in SOURCES}
@@ -251,9 +251,9 @@ def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run,
 
     from test_methods_contract import TOY_SECTION, Tempered
 
-    from pnc.cifar import jobs
-    from pnc.cifar.sweep import expand_sweep
     from pnc.methods import ood as registry
+    from pnc.studies.cifar import jobs
+    from pnc.studies.cifar.sweep import expand_sweep
 
     config = _effective(tiny_run, TINY)
     scores = tmp_path / "scores"
@@ -313,7 +313,7 @@ from typing import ClassVar
 import jax
 import numpy as np
 
-from pnc.cifar import baselines as B
+from pnc.core.classifier import baselines as B
 from pnc.methods.ood.posthoc import MethodSection, PosthocMethod
 
 
@@ -416,15 +416,15 @@ def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch
     calls = []
     limit = lambda n: calls.append(("limit", n))
     monkeypatch.setattr(importlib.import_module("pnc.workflow"), "limit_threads", limit)
-    cli = importlib.import_module("pnc.cifar.cli")
+    cli = importlib.import_module("pnc.studies.cifar.cli")
     monkeypatch.setattr(cli, "main", lambda argv: calls.append(("main", argv)) or 3)
     assert commands.main([stage, "--threads", "2", "--seed", "1", "x"]) == 3
     assert calls == [("limit", 2), ("main", [command, "--seed", "1", "x"])]
 
 
 def test_schema_lists_exactly_the_methods_of_the_library():
-    from pnc.cifar.data import ID_DATASETS
     from pnc.methods.ood import METHOD_IDS
+    from pnc.studies.cifar.data import ID_DATASETS
 
     schema = yaml.safe_load((ROOT / "workflow/schemas/cifar.schema.yaml").read_text())
     assert set(schema["properties"]["methods"]["properties"]) == set(METHOD_IDS)

@@ -1,4 +1,4 @@
-"""The shared JAX compilation cache (pnc.compile_cache): hits, and faults that never change results."""
+"""The shared JAX compilation cache (pnc.runtime.compile_cache): hits, and faults that never change results."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from jax.experimental.compilation_cache import compilation_cache as jax_cc
 
-from pnc import compile_cache
-from pnc.mlp import MLPConfig, forward, init_params
+from pnc.core.mlp import MLPConfig, forward, init_params
+from pnc.runtime import compile_cache
 
 _SETTINGS = (
     "jax_compilation_cache_dir",

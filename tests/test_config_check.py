@@ -1,4 +1,4 @@
-"""Cross-key checks of the MuJoCo study config, as Python functions (pnc.mujoco.config_check), each
+"""Cross-key checks of the MuJoCo study config, as Python functions (pnc.studies.mujoco.config_check), each
 method checking its own configurations (MethodBase.study_problems)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from study_config import study_config
 
-from pnc.mujoco import grid
-from pnc.mujoco.config_check import cross_key_problems, data_problems, study_context
+from pnc.studies.mujoco import grid
+from pnc.studies.mujoco.config_check import cross_key_problems, data_problems, study_context
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"

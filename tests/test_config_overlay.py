@@ -16,10 +16,10 @@ import yaml
 from snakemake.utils import update_config, validate
 from study_config import study_config as study
 
-from pnc.config_schema import schema_problems
-from pnc.mujoco import grid
-from pnc.mujoco.config_check import ordered_like, run_methods
-from pnc.mujoco.config_check import overlay as overlay_config
+from pnc.runtime.config_schema import schema_problems
+from pnc.studies.mujoco import grid
+from pnc.studies.mujoco.config_check import ordered_like, run_methods
+from pnc.studies.mujoco.config_check import overlay as overlay_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -95,7 +95,7 @@ def test_unknown_run_method_is_named():
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_overlay_merges_as_snakemake_does(overlay):
-    """pnc.mujoco.config_check.overlay (read by pnc.report.variant) is Snakemake's merge of an
+    """pnc.studies.mujoco.config_check.overlay (read by pnc.report.variant) is Snakemake's merge of an
     overlay into the defaults, in the defaults' key order."""
     defaults, changes = _defaults(), yaml.safe_load((ROOT / overlay).read_text())
     merged = overlay_config(defaults, changes)

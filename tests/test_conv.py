@@ -1,4 +1,4 @@
-"""Convolutional P&C (pnc.conv): patches, the chunked correction, the ResNet, members, inference."""
+"""Convolutional P&C (pnc.core.conv): patches, the chunked correction, the ResNet, members, inference."""
 
 import dataclasses
 
@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pnc import conv as C
-from pnc.conv import resnet
-from pnc.conv.correction import design_rows, use_dual
+from pnc.core import conv as C
+from pnc.core.conv import resnet
+from pnc.core.conv.correction import design_rows, use_dual
 
 PAD1 = ((1, 1), (1, 1))
 TINY = C.ResNetConfig(num_classes=3, widths=(4, 8), blocks_per_stage=(2, 1))
@@ -381,7 +381,7 @@ def test_correction_keeps_float64_and_float32_inputs_precision(system):
 
 
 def test_patch_helpers_name_bad_shapes():
-    from pnc.conv import patches as P
+    from pnc.core.conv import patches as P
 
     with pytest.raises(ValueError, match=r"^x must be NHWC \[N, H, W, C\], got shape \(4, 4, 3\)$"):
         P.unfold(jnp.zeros((4, 4, 3)), (2, 2), 1, "VALID")
@@ -396,7 +396,7 @@ def test_patch_helpers_name_bad_shapes():
 
 
 def test_with_ones_prepends_a_ones_column_on_the_last_axis_in_the_rows_dtype():
-    from pnc.conv import patches as P
+    from pnc.core.conv import patches as P
 
     rows = jnp.arange(24.0, dtype=jnp.float32).reshape(2, 3, 4)  # batched rows [B, R, D]
     out = P.with_ones(rows)

@@ -25,7 +25,7 @@ import optax
 import pytest
 from scipy.stats import rankdata
 
-from pnc import conv as C
+from pnc.core import conv as C
 
 CONFIG = C.ResNetConfig(num_classes=4, widths=(16, 64), blocks_per_stage=(1, 1))
 PNC = C.ConvPnCConfig(

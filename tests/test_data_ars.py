@@ -1,7 +1,7 @@
-"""ARS (pnc.data.ars) and the ARS behaviour levels (pnc.data.ars_levels, pnc.data.level_selection):
+"""ARS (pnc.studies.mujoco.data.ars) and the ARS behaviour levels (pnc.studies.mujoco.data.ars_levels, pnc.studies.mujoco.data.level_selection):
 learning on InvertedPendulum-v5, level ordering under the data's action noise, re-selection without
 training, resuming from a training state, the worker pool, stored copies, the command line
-(pnc.data.behaviour)."""
+(pnc.studies.mujoco.data.behaviour)."""
 
 import dataclasses
 import json
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import yaml
 
-from pnc.data import ENVS, CacheConflictError, behaviour
-from pnc.data.action_noise import action_noise_for
-from pnc.data.ars import (
+from pnc.studies.mujoco.data import ENVS, CacheConflictError, behaviour
+from pnc.studies.mujoco.data.action_noise import action_noise_for
+from pnc.studies.mujoco.data.ars import (
     ARSConfig,
     Checkpoint,
     LinearPolicy,
@@ -24,11 +24,11 @@ from pnc.data.ars import (
     load_training_state,
     train_ars,
 )
-from pnc.data.ars_levels import reselect_behaviour_policies, train_behaviour_policies
-from pnc.data.behaviour_settings import DEFAULT_CONFIGS
-from pnc.data.level_selection import select_levels
-from pnc.data.offline import rollout_policy
-from pnc.data.policy_store import POLICY_DIR, load_policies
+from pnc.studies.mujoco.data.ars_levels import reselect_behaviour_policies, train_behaviour_policies
+from pnc.studies.mujoco.data.behaviour_settings import DEFAULT_CONFIGS
+from pnc.studies.mujoco.data.level_selection import select_levels
+from pnc.studies.mujoco.data.offline import rollout_policy
+from pnc.studies.mujoco.data.policy_store import POLICY_DIR, load_policies
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -219,7 +219,7 @@ def test_default_configs_cover_every_environment():
 
 @pytest.mark.parametrize("name", ["Hopper", "Reacher"])
 def test_command_line_reuses_stored_levels_and_writes_nothing(name, tmp_path, capsys):
-    """``python -m pnc.data.behaviour ENV --out DIR`` on a copy of the stored levels (ARS: Hopper,
+    """``python -m pnc.studies.mujoco.data.behaviour ENV --out DIR`` on a copy of the stored levels (ARS: Hopper,
     scripted controllers: Reacher) finds them made by the same request and leaves every file."""
     shutil.copytree(POLICY_DIR / name, tmp_path / name)
     before = {p.name: p.read_bytes() for p in (tmp_path / name).iterdir()}
@@ -236,7 +236,7 @@ def test_command_line_reuses_stored_levels_and_writes_nothing(name, tmp_path, ca
 def test_behaviour_module_is_only_the_command_line():
     """The behaviour policies' names live in the modules that define them; the command-line
     module re-exports none of them."""
-    from pnc.data import (
+    from pnc.studies.mujoco.data import (
         ars_levels,
         behaviour_settings,
         controller_levels,

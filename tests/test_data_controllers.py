@@ -1,21 +1,26 @@
-"""Scripted controllers (pnc.data.controllers), policy kinds (pnc.data.policy), the controller levels
-of the store (pnc.data.controller_levels) and the behaviour-shift measure (pnc.data.shift)."""
+"""Scripted controllers (pnc.studies.mujoco.data.controllers), policy kinds (pnc.studies.mujoco.data.policy), the controller levels
+of the store (pnc.studies.mujoco.data.controller_levels) and the behaviour-shift measure (pnc.studies.mujoco.data.shift)."""
 
 import json
 
 import numpy as np
 import pytest
 
-from pnc.data import CacheConflictError
-from pnc.data.action_noise import action_noise_for
-from pnc.data.ars import LinearPolicy
-from pnc.data.behaviour_settings import CONTROLLER_LEVELS
-from pnc.data.controller_levels import build_controller_policies
-from pnc.data.controllers import PARAMETERS, ScriptedController
-from pnc.data.offline import rollout_policy
-from pnc.data.policy import evaluate_policy, load_policy, policy_kind, total_action_noise
-from pnc.data.policy_store import POLICY_DIR, load_policies
-from pnc.data.shift import mahalanobis_to
+from pnc.studies.mujoco.data import CacheConflictError
+from pnc.studies.mujoco.data.action_noise import action_noise_for
+from pnc.studies.mujoco.data.ars import LinearPolicy
+from pnc.studies.mujoco.data.behaviour_settings import CONTROLLER_LEVELS
+from pnc.studies.mujoco.data.controller_levels import build_controller_policies
+from pnc.studies.mujoco.data.controllers import PARAMETERS, ScriptedController
+from pnc.studies.mujoco.data.offline import rollout_policy
+from pnc.studies.mujoco.data.policy import (
+    evaluate_policy,
+    load_policy,
+    policy_kind,
+    total_action_noise,
+)
+from pnc.studies.mujoco.data.policy_store import POLICY_DIR, load_policies
+from pnc.studies.mujoco.data.shift import mahalanobis_to
 
 EXPERT = CONTROLLER_LEVELS["Reacher"]["expert"][0]
 
@@ -233,8 +238,8 @@ def test_mahalanobis_distance():
 
 
 def test_offline_datasets_roll_out_the_stored_controllers(tmp_path):
-    from pnc.data import minari_io
-    from pnc.data.offline import make_offline_datasets
+    from pnc.studies.mujoco.data import minari_io
+    from pnc.studies.mujoco.data.offline import make_offline_datasets
 
     summary = make_offline_datasets("Reacher", root=tmp_path, seed=0, n_transitions=500)
     assert set(summary["levels"]) == {"expert", "medium"}

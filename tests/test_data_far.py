@@ -3,10 +3,10 @@
 import numpy as np
 from scipy import stats
 
-from pnc.data import minari_io
-from pnc.data.envs import env_spec
-from pnc.data.far import collect_random_episodes, make_far_dataset
-from pnc.data.rollout import whole_episode_returns
+from pnc.studies.mujoco.data import minari_io
+from pnc.studies.mujoco.data.envs import env_spec
+from pnc.studies.mujoco.data.far import collect_random_episodes, make_far_dataset
+from pnc.studies.mujoco.data.rollout import whole_episode_returns
 
 
 def test_actions_in_bounds_and_uniform():

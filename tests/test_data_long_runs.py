@@ -9,12 +9,16 @@ import json
 import numpy as np
 import pytest
 
-from pnc.data import long_runs, offline, shift
-from pnc.data.ars import Checkpoint, LinearPolicy, TrainingState, save_training_state
-from pnc.data.behaviour_settings import DEFAULT_CONFIGS
-from pnc.data.minari_io import file_sha256
-from pnc.data.policy_checks import PolicyMismatchError, check_policy_dims, load_checked_policies
-from pnc.data.policy_store import load_policies
+from pnc.studies.mujoco.data import long_runs, offline, shift
+from pnc.studies.mujoco.data.ars import Checkpoint, LinearPolicy, TrainingState, save_training_state
+from pnc.studies.mujoco.data.behaviour_settings import DEFAULT_CONFIGS
+from pnc.studies.mujoco.data.minari_io import file_sha256
+from pnc.studies.mujoco.data.policy_checks import (
+    PolicyMismatchError,
+    check_policy_dims,
+    load_checked_policies,
+)
+from pnc.studies.mujoco.data.policy_store import load_policies
 
 
 def _policy(obs: int, act: int, value: float = 0.0) -> LinearPolicy:
@@ -162,8 +166,8 @@ def test_committed_long_run_states_resume_with_todays_settings(name):
     """The committed state of each long run was made with the settings its training command uses
     today (DEFAULT_CONFIGS, the reward shift, the data's action noise, seed 0), so
     `scripts/train_behaviour.sh` resumes it instead of refusing it."""
-    from pnc.data import ars
-    from pnc.data.action_noise import action_noise_for
+    from pnc.studies.mujoco.data import ars
+    from pnc.studies.mujoco.data.action_noise import action_noise_for
 
     path = long_runs.run_dir(name) / "state.npz"
     state = ars.load_training_state(path)
@@ -180,7 +184,7 @@ def test_committed_long_run_states_resume_with_todays_settings(name):
 
 
 def test_scale_gains_multiplies_the_matrix_and_keeps_the_normalisation():
-    from pnc.data.level_selection import scale_gains
+    from pnc.studies.mujoco.data.level_selection import scale_gains
 
     rng = np.random.default_rng(0)
     policy = LinearPolicy(rng.normal(size=(17, 348)), rng.normal(size=348), 1.0 + rng.random(348))
@@ -196,7 +200,7 @@ def test_scale_gains_multiplies_the_matrix_and_keeps_the_normalisation():
 
 
 def test_gain_levels_derive_every_level_from_one_checkpoint():
-    from pnc.data.level_selection import gain_levels
+    from pnc.studies.mujoco.data.level_selection import gain_levels
 
     cks = [Checkpoint(10 * i, 100 * i, float(i), _policy(348, 17, 1.0 + i), 0.5) for i in range(4)]
     levels = gain_levels(cks, 20, {"expert": 0.5, "medium": 0.2, "simple": 0.1})
@@ -255,14 +259,14 @@ def test_store_of_gain_levels_records_the_gains(tmp_path, monkeypatch):
 
 
 def test_humanoidstandup_levels_are_stored_as_gains_of_one_checkpoint():
-    from pnc.data.behaviour_settings import GAIN_LEVELS
-    from pnc.data.level_selection import scale_gains
+    from pnc.studies.mujoco.data.behaviour_settings import GAIN_LEVELS
+    from pnc.studies.mujoco.data.level_selection import scale_gains
 
     loaded, record = load_checked_policies("HumanoidStandup")
     iteration, gains = GAIN_LEVELS["HumanoidStandup"]
     assert record["request"]["gain_levels"] == {"iteration": iteration, "gains": gains}
     state = long_runs.run_dir("HumanoidStandup") / "state.npz"
-    from pnc.data.ars import load_training_state
+    from pnc.studies.mujoco.data.ars import load_training_state
 
     base = next(c for c in load_training_state(state).checkpoints if c.iteration == iteration)
     returns = {lvl: record["levels"][lvl]["return_mean"] for lvl in loaded}
@@ -272,7 +276,7 @@ def test_humanoidstandup_levels_are_stored_as_gains_of_one_checkpoint():
 
 
 def test_checkpoint_levels_take_each_level_from_its_own_checkpoint_and_gain():
-    from pnc.data.level_selection import checkpoint_levels
+    from pnc.studies.mujoco.data.level_selection import checkpoint_levels
 
     cks = [Checkpoint(10 * i, 100 * i, float(i), _policy(348, 17, 1.0 + i), 0.5) for i in range(5)]
     picks = {"expert": (40, 0.8), "medium": (20, 0.5), "simple": (10, 1.0)}
@@ -327,9 +331,9 @@ def test_store_of_checkpoint_levels_records_each_levels_iteration_and_gain(tmp_p
 
 
 def test_humanoid_levels_are_stored_from_their_named_checkpoints_and_gains():
-    from pnc.data.ars import load_training_state
-    from pnc.data.behaviour_settings import CHECKPOINT_LEVELS
-    from pnc.data.level_selection import scale_gains
+    from pnc.studies.mujoco.data.ars import load_training_state
+    from pnc.studies.mujoco.data.behaviour_settings import CHECKPOINT_LEVELS
+    from pnc.studies.mujoco.data.level_selection import scale_gains
 
     loaded, record = load_checked_policies("Humanoid")
     picks = CHECKPOINT_LEVELS["Humanoid"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from minari.data_collector.episode_buffer import EpisodeBuffer
 
-from pnc.data import (
+from pnc.studies.mujoco.data import (
     DatasetMissingError,
     DimensionMismatchError,
     NonFiniteDataError,
@@ -14,7 +14,7 @@ from pnc.data import (
     env_spec,
     minari_io,
 )
-from pnc.data.envs import ENVS
+from pnc.studies.mujoco.data.envs import ENVS
 
 
 def _random_buffers(gym_id, n_episodes, seed, max_steps=30):

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from pnc.data import (
+from pnc.studies.mujoco.data import (
     SPLITS,
     CacheConflictError,
     DatasetMissingError,
@@ -17,12 +17,12 @@ from pnc.data import (
     load_splits,
     minari_io,
 )
-from pnc.data.ars import ARSConfig
-from pnc.data.ars_levels import train_behaviour_policies
-from pnc.data.envs import env_spec
-from pnc.data.far import collect_random_episodes, make_far_dataset
-from pnc.data.offline import make_offline_datasets
-from pnc.data.splits import load_split_episodes
+from pnc.studies.mujoco.data.ars import ARSConfig
+from pnc.studies.mujoco.data.ars_levels import train_behaviour_policies
+from pnc.studies.mujoco.data.envs import env_spec
+from pnc.studies.mujoco.data.far import collect_random_episodes, make_far_dataset
+from pnc.studies.mujoco.data.offline import make_offline_datasets
+from pnc.studies.mujoco.data.splits import load_split_episodes
 
 QUICK = ARSConfig(
     iterations=10,
@@ -150,7 +150,7 @@ def test_cache_conflicts(root, tmp_path):
 def test_missing_minari_data_and_unknown_env(root, tmp_path):
     with pytest.raises(DatasetMissingError, match="--source offline"):
         build_splits("InvertedPendulum", tmp_path, source="minari", seed=0, root=root)
-    with pytest.raises(DatasetMissingError, match="pnc.data.offline"):
+    with pytest.raises(DatasetMissingError, match="pnc.studies.mujoco.data.offline"):
         build_splits(
             "InvertedPendulum", tmp_path, source="offline", seed=0, root=tmp_path / "empty"
         )
@@ -167,7 +167,7 @@ def test_missing_far_and_dimension_mismatch_between_levels(root, tmp_path):
     shutil.copytree(root, local)
     far_id = env_spec("InvertedPendulum").far_id(0)
     shutil.rmtree(local / far_id)
-    with pytest.raises(DatasetMissingError, match="pnc.data.far InvertedPendulum .*--seed 0"):
+    with pytest.raises(DatasetMissingError, match="pnc.studies.mujoco.data.far InvertedPendulum .*--seed 0"):
         build_splits(
             "InvertedPendulum", tmp_path / "out", source="offline", seed=0, root=local, config=POOL
         )

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from pnc import MLPConfig, init_params
-from pnc import diagnostics as dg
-from pnc.perturb_correct import perturbation_basis
+from pnc.core import diagnostics as dg
+from pnc.core.perturb_correct import perturbation_basis
 
 CFG = MLPConfig(out_dim=2, hidden=(8, 6))
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from synthetic_results import GRIDS, make_results
 
-from pnc.mujoco import results as vocab
 from pnc.report import figures as fg
+from pnc.studies.mujoco import results as vocab
 
 
 @pytest.fixture(scope="module")

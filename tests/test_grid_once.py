@@ -1,5 +1,5 @@
 """Each grid is expanded once, and no configuration id is read back (STYLE: "A grid is data, made
-once"). The MuJoCo study's grids are expanded by pnc.mujoco.grid (:func:`expand`, over
+once"). The MuJoCo study's grids are expanded by pnc.studies.mujoco.grid (:func:`expand`, over
 ``itertools.product``) and only when the workflow builds its DAG (``expand_all`` in
 workflow/rules/common.smk), which writes each method's grid table; every job reads its
 configurations from the table by id. This test scans every module of pnc/ (its syntax tree) and
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GRID_MODULE = "pnc/mujoco/grid.py"
-#: The functions that expand a grid (pnc.mujoco.grid), and the one place each may be called.
+GRID_MODULE = "pnc/studies/mujoco/grid.py"
+#: The functions that expand a grid (pnc.studies.mujoco.grid), and the one place each may be called.
 EXPANSIONS = {"expand": GRID_MODULE, "expand_all": "workflow/rules/common.smk"}
 #: Functions that read an id back. pnc/methods defines the id and its exact inverse, and the
 #: method contract's check suite checks that inverse; nothing outside pnc/methods calls them.
@@ -27,28 +27,28 @@ ID_READERS_HOME = "pnc/methods/"
 #: Splits on "=" or "," that do not read a configuration id, each with its reason.
 SPLITS_ALLOWED = {
     "pnc/methods/configs.py": "defines the inverse of config_id (ID_READERS)",
-    "pnc/allocator.py": "GLIBC_TUNABLES entries (name=value), not an id",
+    "pnc/runtime/allocator.py": "GLIBC_TUNABLES entries (name=value), not an id",
     "pnc/report/__main__.py": "the CLI's --substitute TARGET=SOURCE pairs, not an id",
 }
 #: ``itertools.product`` that is not a grid expansion, each with its reason.
 PRODUCTS_ALLOWED = {
     GRID_MODULE: "the one grid expansion",
-    "pnc/cifar/sweep.py": "the CIFAR study's one sweep expansion (tests/test_cifar_grid_once.py)",
-    "pnc/workflow/__init__.py": "the CPU lock slots (levels x CPUs), not a grid",
+    "pnc/studies/cifar/sweep.py": "the CIFAR study's one sweep expansion (tests/test_cifar_grid_once.py)",
+    "pnc/runtime/stage.py": "the CPU lock slots (levels x CPUs), not a grid",
 }
 
 
 def _grid_names(tree: ast.AST) -> tuple[set[str], dict[str, str]]:
-    """Names bound to the module pnc.mujoco.grid, and names bound to its functions
+    """Names bound to the module pnc.studies.mujoco.grid, and names bound to its functions
     (``{local name: function}``)."""
     modules, functions = set(), {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "pnc.mujoco":
+        if isinstance(node, ast.ImportFrom) and node.module == "pnc.studies.mujoco":
             modules |= {a.asname or a.name for a in node.names if a.name == "grid"}
-        elif isinstance(node, ast.ImportFrom) and node.module == "pnc.mujoco.grid":
+        elif isinstance(node, ast.ImportFrom) and node.module == "pnc.studies.mujoco.grid":
             functions |= {a.asname or a.name: a.name for a in node.names}
         elif isinstance(node, ast.Import):
-            modules |= {a.asname for a in node.names if a.name == "pnc.mujoco.grid" and a.asname}
+            modules |= {a.asname for a in node.names if a.name == "pnc.studies.mujoco.grid" and a.asname}
     return modules, functions
 
 
@@ -151,10 +151,10 @@ def test_the_dag_expands_the_grids_once():
 
 
 PLANTED_PY = [
-    ("from pnc.mujoco import grid\ngrid.expand('pnc', {})\n", "grid expansion expand()"),
-    ("from pnc.mujoco import grid as g\ng.expand_all({})\n", "grid expansion expand_all()"),
-    ("import pnc.mujoco.grid as g\ng.expand('pnc', {})\n", "grid expansion expand()"),
-    ("from pnc.mujoco.grid import expand as e\ne('pnc', {})\n", "grid expansion expand()"),
+    ("from pnc.studies.mujoco import grid\ngrid.expand('pnc', {})\n", "grid expansion expand()"),
+    ("from pnc.studies.mujoco import grid as g\ng.expand_all({})\n", "grid expansion expand_all()"),
+    ("import pnc.studies.mujoco.grid as g\ng.expand('pnc', {})\n", "grid expansion expand()"),
+    ("from pnc.studies.mujoco.grid import expand as e\ne('pnc', {})\n", "grid expansion expand()"),
     ("import itertools\nlist(itertools.product([1], [2]))\n", "itertools.product"),
     ("from itertools import product\nlist(product([1], [2]))\n", "itertools.product"),
     ("def expand(method, entry):\n    return []\n", "defines a grid expansion"),
@@ -167,7 +167,7 @@ PLANTED_PY = [
 
 @pytest.mark.parametrize("source,named", PLANTED_PY)
 def test_a_planted_second_expansion_or_id_reader_is_found(source, named):
-    found = python_findings(source, "pnc/mujoco/stages.py")
+    found = python_findings(source, "pnc/studies/mujoco/stages.py")
     assert found and any(named in f for f in found), found
 
 

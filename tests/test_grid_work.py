@@ -1,4 +1,4 @@
-"""Scheduling sizes of the workflow's jobs (``pnc.mujoco.grid.evaluation_work`` /
+"""Scheduling sizes of the workflow's jobs (``pnc.studies.mujoco.grid.evaluation_work`` /
 ``training_work``): the rule priorities that start the longest jobs first."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from study_config import study_config
 
-from pnc.mujoco import grid
+from pnc.studies.mujoco import grid
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from test_calibration import PNC_GRID, _evaluate, _write_splits, grid_table, study  # noqa: F401
 
-from pnc.io import ArtifactError, read_json, rebuild_hint, write_csv, write_json
-from pnc.mujoco.selection import select_and_write
+from pnc.runtime.io import ArtifactError, read_json, rebuild_hint, write_csv, write_json
+from pnc.studies.mujoco.selection import select_and_write
 
 CALIBRATIONS = ("raw", "vcal")
 PNC_TABLE = {"pnc": grid_table("pnc", PNC_GRID)}  # the methods' grid tables, as the workflow's
@@ -126,7 +126,7 @@ def test_non_finite_table_values_are_refused(table, tmp_path):
 
 
 def test_aggregate_names_cut_outputs(table, tmp_path):
-    from pnc.mujoco.selection import concatenate_outputs
+    from pnc.studies.mujoco.selection import concatenate_outputs
 
     _select(tmp_path, [table])
     out = tmp_path / "out"
@@ -143,7 +143,7 @@ def test_aggregate_names_cut_outputs(table, tmp_path):
 
 
 def test_nan_in_a_split_fails_the_evaluation_naming_config_and_split(study, tmp_path):  # noqa: F811
-    from pnc.mujoco.stages import NonFiniteMetricError, load_split_arrays
+    from pnc.studies.mujoco.stages import NonFiniteMetricError, load_split_arrays
 
     splits, _ = load_split_arrays(study / "splits")
     x, y = splits["near"]
@@ -172,8 +172,8 @@ def test_json_outputs_are_strict(tmp_path):
 
 
 def test_selection_record_writes_non_finite_as_null(tmp_path):
-    from pnc.mujoco.results import RESULT_COLUMNS
-    from pnc.mujoco.selection import select
+    from pnc.studies.mujoco.results import RESULT_COLUMNS
+    from pnc.studies.mujoco.selection import select
 
     rows = [
         ("Hopper", "swag", c, "raw", 0, s, "nll", v, "offline")
@@ -198,8 +198,8 @@ def run_copy(study, tmp_path):  # noqa: F811
 
 
 def test_run_records_and_verifies_its_checksum(run_copy):
-    from pnc.io import file_sha256
     from pnc.methods.regression.runs import TrainingRun
+    from pnc.runtime.io import file_sha256
 
     info = json.loads((run_copy / "run.json").read_text())
     assert info["msgpack_sha256"] == file_sha256(run_copy / "run.msgpack")
@@ -244,7 +244,7 @@ def test_truncated_run_json_names_the_file(run_copy):
 
 
 def test_damaged_splits_name_the_directory_and_the_rebuild(study, tmp_path):  # noqa: F811
-    from pnc.mujoco.stages import load_split_arrays
+    from pnc.studies.mujoco.stages import load_split_arrays
 
     target = tmp_path / "resources/splits/Toy/seed0"
     target.mkdir(parents=True)
@@ -276,12 +276,12 @@ def test_rebuild_hints():
 
 
 def test_checked_run_round_trip_and_tampering(tmp_path, caplog):
-    """pnc.io's run pair, shared by the MuJoCo TrainingRun and the CIFAR TrainedNetwork: the hash
+    """pnc.runtime.io's run pair, shared by the MuJoCo TrainingRun and the CIFAR TrainedNetwork: the hash
     of the bytes written is recorded (a stale one replaced), a changed byte is refused naming both
     files, and a record without a hash is read with a log line."""
     import logging
 
-    from pnc.io import RUN_SHA256_KEY, file_sha256, load_checked_run, save_checked_run
+    from pnc.runtime.io import RUN_SHA256_KEY, file_sha256, load_checked_run, save_checked_run
 
     tree = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "n": np.int32(4)}
     save_checked_run(tmp_path, tree, {"seed": 3, RUN_SHA256_KEY: "stale"})
@@ -299,7 +299,7 @@ def test_checked_run_round_trip_and_tampering(tmp_path, caplog):
 
     del record[RUN_SHA256_KEY]
     write_json(tmp_path / "run.json", record)
-    with caplog.at_level(logging.INFO, logger="pnc.io"):
+    with caplog.at_level(logging.INFO, logger="pnc.runtime.io"):
         loaded, info = load_checked_run(tmp_path)
     assert info == {"seed": 3} and "read unchecked" in caplog.text
 

@@ -14,26 +14,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "pnc"
 
-CORE = {
-    "pnc",
-    "pnc.mlp",
-    "pnc.training",
-    "pnc.perturb_correct",
-    "pnc.any_model",
-    "pnc._linalg",
-    "pnc.diagnostics",
-    "pnc.predictive",
-    "pnc.keys",
-    "pnc.io",
-    "pnc.compile_cache",
-    "pnc.allocator",
-    "pnc.threefry",
-    "pnc.roc",
-    "pnc.swag_gaussian",
-    "pnc.labels",
-    "pnc.config_schema",
-}
-
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
@@ -44,86 +24,87 @@ def _module_name(path: Path) -> str:
 
 MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
 
-
-#: subpackages of the core layer (the method itself, e.g. convolutional P&C)
-CORE_PACKAGES = ("pnc.conv",)
-
-
-#: the CIFAR study's networks and their training runs, which the OOD methods read (the study's
-#: maths, below the methods)
-CIFAR_MODEL = {"pnc.cifar.model", "pnc.cifar.baselines", "pnc.cifar.recipe", "pnc.cifar.trained"}
-
-#: the two method families under the shared contract (``pnc.methods``)
-METHOD_FAMILIES = {"pnc.methods.regression": "regression methods", "pnc.methods.ood": "ood methods"}
+#: package prefix -> layer, most specific first; every module of ``pnc`` falls under one. The
+#: folders are the layers (ARCHITECTURE.md): runtime, core, methods (the shared contract and its
+#: two families), the two studies, the report, the entry points.
+LAYER_OF_PACKAGE = (
+    ("pnc.runtime", "runtime"),
+    ("pnc.core", "core"),
+    ("pnc.methods.regression", "regression methods"),
+    ("pnc.methods.ood", "ood methods"),
+    ("pnc.methods", "methods"),
+    ("pnc.studies.mujoco.data", "data"),
+    ("pnc.studies.mujoco", "mujoco"),
+    ("pnc.studies.cifar", "cifar"),
+    ("pnc.studies", "studies"),
+    ("pnc.report", "report"),
+    ("pnc.workflow", "workflow"),
+    ("pnc.bench", "bench"),
+)
 
 
 def _layer(module: str) -> str:
-    if module in CORE or any(module == p or module.startswith(f"{p}.") for p in CORE_PACKAGES):
+    if module == "pnc":  # the package's lazy re-exports of the core's public names
         return "core"
-    if module in CIFAR_MODEL:
-        return "cifar model"
-    for package, layer in METHOD_FAMILIES.items():
+    for package, layer in LAYER_OF_PACKAGE:
         if module == package or module.startswith(f"{package}."):
-            return layer
-    if module == "pnc.mujoco.results":
-        return "results"
-    if module == "pnc.report.render":
-        return "render"
-    for layer in ("methods", "data", "mujoco", "report", "workflow", "bench", "cifar"):
-        if module == f"pnc.{layer}" or module.startswith(f"pnc.{layer}."):
             return layer
     raise AssertionError(f"module {module} belongs to no layer; add it to the layer map")
 
 
-#: layer -> the layers its modules may import (every import, also inside functions).
+#: layer -> the layers its modules may import (every import, also inside functions). Low to high:
+#: runtime (plumbing) < core (the maths) < methods (the shared contract, then its families) <
+#: the studies (neither imports the other; the MuJoCo study's data imports nothing but runtime)
+#: < report < the entry points (workflow stages, benchmarks).
 ALLOWED = {
-    "core": {"core"},
-    "results": {"methods", "regression methods"},
-    # the table engine (LaTeX, Markdown, CSV), shared by the report and the CIFAR study's tables
-    "render": set(),
+    "runtime": {"runtime"},
+    "core": {"runtime", "core"},
     # the shared contract; its check suite runs both families
-    "methods": {"core", "methods", "regression methods", "ood methods", "cifar model"},
-    # the MuJoCo study's methods: nothing of the CIFAR study
-    "regression methods": {"core", "methods", "regression methods"},
-    # the CIFAR study's methods read its networks and runs, nothing of the MuJoCo study
-    "ood methods": {"core", "methods", "ood methods", "cifar model"},
-    "cifar model": {"core", "cifar model"},
-    "data": {"data"},
-    "mujoco": {"core", "methods", "regression methods", "data", "mujoco", "results"},
-    "report": {"core", "results", "render", "report"},
-    # the peers benchmark (pnc.bench.peers) builds its HalfCheetah task with the offline data
-    # generator and scores regressions with the study's metrics (pnc.mujoco.metrics); the time
-    # breakdown (pnc.bench.breakdown) runs a workflow stage in its process, loaded by name
-    "bench": {
+    "methods": {"runtime", "core", "methods", "regression methods", "ood methods"},
+    "regression methods": {"runtime", "core", "methods", "regression methods"},
+    "ood methods": {"runtime", "core", "methods", "ood methods"},
+    "data": {"runtime", "data"},
+    "mujoco": {"runtime", "core", "methods", "regression methods", "data", "mujoco"},
+    "cifar": {"runtime", "core", "methods", "ood methods", "cifar"},
+    "studies": set(),
+    "report": {
+        "runtime",
         "core",
         "methods",
         "regression methods",
         "ood methods",
-        "bench",
-        "cifar",
-        "cifar model",
         "data",
         "mujoco",
+        "cifar",
+        "report",
+    },
+    # the peers benchmark (pnc.bench.peers) builds its HalfCheetah task with the offline data
+    # generator and scores regressions with the study's metrics; the time breakdown
+    # (pnc.bench.breakdown) runs a workflow stage in its process, loaded by name
+    "bench": {
+        "runtime",
+        "core",
+        "methods",
+        "regression methods",
+        "ood methods",
+        "data",
+        "mujoco",
+        "cifar",
         "workflow",
+        "bench",
     },
     "workflow": {
+        "runtime",
         "core",
         "methods",
         "regression methods",
         "ood methods",
-        "cifar model",
         "data",
         "mujoco",
-        "results",
-        "render",
+        "cifar",
         "report",
         "workflow",
-        "cifar",
     },
-    # the CIFAR-10 study: its data, training, baselines, selection and tables; it shares the
-    # core's AUROC (pnc.roc) and the table engine with the MuJoCo study but imports nothing of
-    # that study
-    "cifar": {"core", "render", "cifar", "cifar model", "methods", "ood methods"},
 }
 
 
@@ -238,10 +219,15 @@ def test_no_import_cycles():
 
 def test_cycle_finder_finds_a_function_local_cycle(tmp_path):
     a, b = tmp_path / "a.py", tmp_path / "b.py"
-    a.write_text("from pnc.data.offline import rollout_policy\n")
-    b.write_text("def f():\n    from pnc.data.behaviour import POLICY_DIR\n")
-    graph = {"pnc.data.behaviour": _imports(a), "pnc.data.offline": _imports(b)}
-    assert _import_cycles(graph) == [["pnc.data.behaviour", "pnc.data.offline"]]
+    a.write_text("from pnc.studies.mujoco.data.offline import rollout_policy\n")
+    b.write_text("def f():\n    from pnc.studies.mujoco.data.behaviour import POLICY_DIR\n")
+    graph = {
+        "pnc.studies.mujoco.data.behaviour": _imports(a),
+        "pnc.studies.mujoco.data.offline": _imports(b),
+    }
+    assert _import_cycles(graph) == [
+        ["pnc.studies.mujoco.data.behaviour", "pnc.studies.mujoco.data.offline"]
+    ]
     assert _import_cycles({"x": {"y"}, "y": {"z"}, "z": set()}) == []
 
 
@@ -263,11 +249,11 @@ def _rule_layer(path: Path) -> str:
 #: rule layer -> the package layers its files may import.
 RULE_ALLOWED = {
     # the MuJoCo study's rules: what its stages' entry point may import, nothing of the CIFAR study
-    "mujoco rules": ALLOWED["workflow"] - {"cifar", "cifar model", "ood methods"},
-    # the CIFAR study's rules read its own package and methods, nothing of the MuJoCo study
-    "cifar rules": {"core", "cifar", "cifar model", "methods", "ood methods"},
+    "mujoco rules": ALLOWED["workflow"] - {"cifar", "ood methods"},
+    # the CIFAR study's rules read its own package and the OOD methods, nothing of the MuJoCo study
+    "cifar rules": {"runtime", "core", "methods", "ood methods", "cifar"},
     # included by both studies' rules: study-neutral modules only
-    "shared rules": {"core"},
+    "shared rules": {"runtime", "core"},
 }
 
 
@@ -275,7 +261,7 @@ RULE_ALLOWED = {
 def test_rule_file_imports_only_allowed_layers(path):
     layer = _rule_layer(path)
     imported = _imports(path)
-    unknown = sorted(m for m in imported if m not in MODULES and m not in (*CORE, "pnc"))
+    unknown = sorted(m for m in imported if m not in MODULES and m != "pnc")
     assert not unknown, f"{path.name} imports {unknown}, no module of the package"
     bad = sorted(m for m in imported if _layer(m) not in RULE_ALLOWED[layer])
     assert not bad, f"{path.name} ({layer}) imports {bad}; allowed: {sorted(RULE_ALLOWED[layer])}"
@@ -284,28 +270,33 @@ def test_rule_file_imports_only_allowed_layers(path):
 def test_rule_files_that_import_the_package_are_seen():
     """The scan finds the package imports the rules are known to make."""
     found = {p.relative_to(REPO).as_posix(): _imports(p) for p in RULE_FILES}
-    assert "pnc.config_schema" in found["workflow/rules/shared.smk"]
+    assert "pnc.runtime.config_schema" in found["workflow/rules/shared.smk"]
     assert {"pnc.methods.ood", "pnc.methods.ood.posthoc"} <= found[
         "workflow/rules/cifar/common.smk"
     ]
-    assert "pnc.mujoco.config_check" in found["workflow/rules/common.smk"]
+    assert "pnc.studies.mujoco.config_check" in found["workflow/rules/common.smk"]
 
 
 def test_the_scan_reads_snakemake_imports_and_importlib_calls(tmp_path):
     smk = tmp_path / "a.smk"
     smk.write_text(
-        "from pnc.io import write_json\n\n"
-        "rule r:\n    input:\n        'x',\n    run:\n        import pnc.mujoco.grid\n\n"
+        "from pnc.runtime.io import write_json\n\n"
+        "rule r:\n    input:\n        'x',\n    run:\n        import pnc.studies.mujoco.grid\n\n"
         "def f():\n    from pnc.report.tables import (\n        a,\n        b,\n    )\n"
-        "    return importlib.import_module('pnc.cifar.cli')\n"
+        "    return importlib.import_module('pnc.studies.cifar.cli')\n"
     )
-    assert _imports(smk) == {"pnc.io", "pnc.mujoco.grid", "pnc.report.tables", "pnc.cifar.cli"}
+    assert _imports(smk) == {
+        "pnc.runtime.io",
+        "pnc.studies.mujoco.grid",
+        "pnc.report.tables",
+        "pnc.studies.cifar.cli",
+    }
     py = tmp_path / "b.py"
     py.write_text(
         "import importlib\n\ndef f(name):\n    importlib.import_module(name)\n"
-        "    __import__('pnc.workflow.commands')\n    run_library_cli('pnc.data.far', 'x', [])\n"
+        "    __import__('pnc.workflow.commands')\n    run_library_cli('pnc.studies.mujoco.data.far', 'x', [])\n"
     )
-    assert _imports(py) == {"pnc.workflow.commands", "pnc.data.far"}
+    assert _imports(py) == {"pnc.workflow.commands", "pnc.studies.mujoco.data.far"}
     assert "pnc.workflow.commands" in _imports(ROOT / "bench" / "breakdown.py")
 
 
@@ -327,16 +318,23 @@ def test_no_module_name_repeats():
 
 def test_layer_map_catches_a_forbidden_import(tmp_path):
     path = tmp_path / "mod.py"
-    path.write_text("def f():\n    from pnc.report import tables\n    import pnc.mujoco.grid\n")
-    assert _imports(path) == {"pnc.report.tables", "pnc.mujoco.grid"}
+    path.write_text(
+        "def f():\n    from pnc.report import tables\n    import pnc.studies.mujoco.grid\n"
+    )
+    assert _imports(path) == {"pnc.report.tables", "pnc.studies.mujoco.grid"}
     assert _layer("pnc.report.tables") not in ALLOWED["core"]
 
 
 def test_conv_subpackage_is_core_and_imports_only_core():
-    conv = sorted(m for m in MODULES if m == "pnc.conv" or m.startswith("pnc.conv."))
-    assert {"pnc.conv", "pnc.conv.patches", "pnc.conv.correction", "pnc.conv.resnet"} <= set(conv)
+    conv = sorted(m for m in MODULES if m == "pnc.core.conv" or m.startswith("pnc.core.conv."))
+    assert {
+        "pnc.core.conv",
+        "pnc.core.conv.patches",
+        "pnc.core.conv.correction",
+        "pnc.core.conv.resnet",
+    } <= set(conv)
     assert all(_layer(m) == "core" for m in conv)
-    assert _layer("pnc.mujoco.grid") not in ALLOWED[_layer("pnc.conv.block_pnc")]
+    assert _layer("pnc.studies.mujoco.grid") not in ALLOWED[_layer("pnc.core.conv.block_pnc")]
 
 
 def test_each_method_label_is_written_in_one_module():

@@ -17,13 +17,13 @@ from scipy.spatial import distance
 
 import pnc.methods.regression as methods
 from pnc import Collection, MLPConfig, PnCConfig, TrainConfig, build_members, init_params
-from pnc import diagnostics as dg
-from pnc.io import ArtifactError, file_sha256, save_pytree, write_json
-from pnc.mlp import forward
-from pnc.mujoco import mechanism as sm
-from pnc.perturb_correct import perturbation_bases
-from pnc.predictive import Predictive, epistemic_variance
+from pnc.core import diagnostics as dg
+from pnc.core.mlp import forward
+from pnc.core.perturb_correct import perturbation_bases
+from pnc.core.predictive import Predictive, epistemic_variance
 from pnc.report import mechanism_table as rm
+from pnc.runtime.io import ArtifactError, file_sha256, save_pytree, write_json
+from pnc.studies.mujoco import mechanism as sm
 
 CFG = MLPConfig(out_dim=2, hidden=(8, 6, 5))
 
@@ -251,9 +251,9 @@ def test_subspace_chain_is_restored_from_the_validation_phase_not_run_again(
     """With the validation phase's directory, Subspace's posterior comes from its stored chain:
     the same parameter samples as building it, no chain run; a stored file without the selected
     configuration stops naming the file."""
-    from pnc.keys import derive_key
-    from pnc.mujoco import grid
-    from pnc.mujoco.phases import write_posteriors
+    from pnc.core.keys import derive_key
+    from pnc.studies.mujoco import grid
+    from pnc.studies.mujoco.phases import write_posteriors
 
     run, xs, ys = base_run
     entry = {"subspace": {"fixed": {"n_samples": 7, "rank": 3, "burn_in": 3, "max_rows": 100},

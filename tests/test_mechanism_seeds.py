@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pnc.mujoco.results import MECHANISM_COLUMNS
 from pnc.report import claims
 from pnc.report import mechanism_table as rm
+from pnc.studies.mujoco.results import MECHANISM_COLUMNS
 
 #: The 3B slope of each seed's synthetic points.
 SLOPES = {0: 2.0, 1: 3.0, 2: 4.0}

@@ -19,8 +19,8 @@ PNC = {"pnc", "pnc_nocorr"}  # P&C and its ablation
 #: Files whose subject is P&C itself: they may name P&C and its ablation, and no baseline.
 PNC_FILES: dict[str, str] = {
     "pnc/bench/__main__.py": "P&C's own benchmark (its member count)",
-    "pnc/mujoco/results.py": "REFERENCE: P&C, which every baseline is tested against",
-    "pnc/mujoco/mechanism.py": "the mechanism stage: P&C's members and its ablation",
+    "pnc/studies/mujoco/results.py": "REFERENCE: P&C, which every baseline is tested against",
+    "pnc/studies/mujoco/mechanism.py": "the mechanism stage: P&C's members and its ablation",
     "pnc/report/stats.py": "the Wilcoxon verdict: a test favours P&C or the baseline",
     "pnc/report/claims.py": "the mechanism claims about P&C and its ablation",
     "pnc/report/mechanism_table.py": "the mechanism statistics of P&C and its ablation",
@@ -30,13 +30,13 @@ PNC_FILES: dict[str, str] = {
 }
 #: Other files (or folders) -> (the ids they may name, why).
 OTHER_FILES: dict[str, tuple[set[str], str]] = {
-    "pnc/labels.py": (
+    "pnc/core/labels.py": (
         {"pnc", "deep_ensemble", "mc_dropout", "swag"},
         "the labels of the methods both studies run, read by both studies' method tables",
     ),
-    "pnc/cifar": (
-        {"pnc", "deep_ensemble", "mc_dropout", "swag"},
-        "the CIFAR study's method classes (pnc.methods.ood) and the training runs they read",
+    "pnc/core/classifier": (
+        {"swag"},
+        "the image classifier's training recipe collects SWAG's moments, and its runs say so",
     ),
     "pnc/bench/cifar_costs.py": ({"pnc", "swag"}, "the CIFAR study's cost model, per method"),
     "pnc/bench/peers.py": (
@@ -48,8 +48,8 @@ OTHER_FILES: dict[str, tuple[set[str], str]] = {
         "the peers benchmark's tables, keyed by its own method table",
     ),
     "workflow/rules/cifar/common.smk": ({"swag"}, "the CIFAR study's SWAG start epochs"),
-    "pnc/data/envs.py": ({"pnc"}, "the project's name: the Minari namespace of the Far data"),
-    "pnc/data/minari_io.py": ({"pnc"}, "the project's name: the author of the stored datasets"),
+    "pnc/studies/mujoco/data/envs.py": ({"pnc"}, "the project's name: the Minari namespace of the Far data"),
+    "pnc/studies/mujoco/data/minari_io.py": ({"pnc"}, "the project's name: the author of the stored datasets"),
 }
 ALLOWED: dict[str, set[str]] = {
     **{path: PNC for path in PNC_FILES},

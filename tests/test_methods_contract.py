@@ -18,6 +18,7 @@ from test_methods_new_baseline import Jitter
 from test_methods_toy import CONFIGS
 
 import pnc.methods.regression as methods
+from pnc.core.predictive import Predictive
 from pnc.methods import UnknownMethodError
 from pnc.methods import ood as registry
 from pnc.methods.checks import (
@@ -33,7 +34,6 @@ from pnc.methods.checks import (
     checks_for,
 )
 from pnc.methods.ood.posthoc import MethodSection, PosthocMethod
-from pnc.predictive import Predictive
 
 FAMILIES = {"regression": methods, "OOD": registry}
 EVERY_METHOD = [(f, m) for f, family in FAMILIES.items() for m in family.METHOD_IDS]
@@ -199,7 +199,7 @@ class Tempered(PosthocMethod):
     config_cls: ClassVar[type[MethodSection]] = TemperedSection
 
     def candidates(self, config, ctx, runs):
-        from pnc.cifar import baselines as B
+        from pnc.core.classifier import baselines as B
 
         v = runs["base"].variables
 

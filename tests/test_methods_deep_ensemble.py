@@ -7,9 +7,9 @@ import pytest
 
 import pnc.methods.regression as methods
 from pnc import MLPConfig, mixture
-from pnc.mlp import init_params
-from pnc.predictive import epistemic_variance
-from pnc.training import Standardizer, TrainedModel
+from pnc.core.mlp import init_params
+from pnc.core.predictive import epistemic_variance
+from pnc.core.training import Standardizer, TrainedModel
 
 CONFIG = MLPConfig(out_dim=2, hidden=(8,))
 

@@ -7,8 +7,8 @@ import numpy as np
 
 import pnc.methods.regression as methods
 from pnc import MLPConfig
-from pnc.mlp import GaussianMLP, init_params
-from pnc.training import Standardizer, TrainedModel, nll_loss
+from pnc.core.mlp import GaussianMLP, init_params
+from pnc.core.training import Standardizer, TrainedModel, nll_loss
 
 CONFIG = MLPConfig(out_dim=2, hidden=(16, 16), dropout_rate=0.5)
 

@@ -7,6 +7,7 @@ import pytest
 
 import pnc.methods.regression as methods
 from pnc import MLPConfig, forward, gaussian_nll, init_params
+from pnc.core.training import Standardizer, TrainedModel
 from pnc.methods.regression import TrainingRun, TrainingSpec
 from pnc.methods.regression.laplace import (
     augmented_layer,
@@ -15,7 +16,6 @@ from pnc.methods.regression.laplace import (
     kfac_factors_for_targets,
     layer_offset,
 )
-from pnc.training import Standardizer, TrainedModel
 
 
 def test_kronecker_block_equals_exact_fisher_block_for_one_example():

@@ -15,10 +15,10 @@ import yaml
 
 import pnc.methods.regression as methods
 from pnc import MLPConfig, TrainConfig
+from pnc.core.predictive import Predictive
 from pnc.methods.regression.base_run import OnBaseRun
 from pnc.methods.regression.contract import MethodBase
-from pnc.mujoco import results
-from pnc.predictive import Predictive
+from pnc.studies.mujoco import results
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 

@@ -10,7 +10,7 @@ from study_config import study_config
 import pnc.methods.regression as methods
 from pnc.methods.configs import config_id_items
 from pnc.methods.regression import TrainingSpec
-from pnc.mujoco.grid import expand
+from pnc.studies.mujoco.grid import expand
 
 #: The paper's grids (Appendix Table 3's search space).
 PAPER_GRIDS = {
@@ -197,9 +197,9 @@ def test_key_ids_pair_pnc_with_its_ablation():
 
 
 def test_methods_of_both_studies_have_one_label():
-    """A method both studies run has the label of pnc.labels in each registry, and every method
+    """A method both studies run has the label of pnc.core.labels in each registry, and every method
     id the two registries share is in that table."""
-    from pnc.labels import SHARED_LABELS
+    from pnc.core.labels import SHARED_LABELS
     from pnc.methods import ood as cifar_methods
 
     shared = set(methods.METHOD_IDS) & set(cifar_methods.METHOD_IDS)

@@ -9,8 +9,8 @@ from jax.flatten_util import ravel_pytree
 import pnc.methods.regression as methods
 import pnc.methods.regression.subspace as subspace
 from pnc import MLPConfig, forward, gaussian_nll, init_params
+from pnc.core.training import Standardizer, TrainedModel
 from pnc.methods.regression import TrainingRun, TrainingSpec
-from pnc.training import Standardizer, TrainedModel
 
 CONFIG = MLPConfig(out_dim=2, hidden=(4,))
 

@@ -8,17 +8,17 @@ from jax.flatten_util import ravel_pytree
 
 import pnc.methods.regression as methods
 from pnc import MLPConfig, TrainConfig
-from pnc.methods.regression import TrainingRun, TrainingSpec
-from pnc.methods.regression.base_run import base_spec, swag_statistics, train_base
-from pnc.methods.regression.swag import swag_sample
-from pnc.mlp import init_params
-from pnc.training import (
+from pnc.core.mlp import init_params
+from pnc.core.training import (
     Collection,
     Standardizer,
     TrainedModel,
     init_train_state,
     make_train_step,
 )
+from pnc.methods.regression import TrainingRun, TrainingSpec
+from pnc.methods.regression.base_run import base_spec, swag_statistics, train_base
+from pnc.methods.regression.swag import swag_sample
 
 
 def test_moments_equal_numpy_on_the_stored_trajectory():

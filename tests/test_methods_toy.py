@@ -10,8 +10,8 @@ import pytest
 
 import pnc.methods.regression as methods
 from pnc import Collection, MLPConfig, TrainConfig
+from pnc.core.predictive import epistemic_variance
 from pnc.methods.regression import TrainingRun
-from pnc.predictive import epistemic_variance
 
 MODEL = MLPConfig(out_dim=1, hidden=(24, 24))
 # SWAG collects 4 iterates (steps 200, 250, 300, 350) of the base run

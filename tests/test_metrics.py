@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from pnc.mlp import gaussian_nll
-from pnc.mujoco import metrics
-from pnc.mujoco.evaluate import evaluate_splits, score_parts, summarise_split
-from pnc.mujoco.results import RESULT_COLUMNS, ResultsError
-from pnc.mujoco.selection import apply_selection, select
-from pnc.predictive import Predictive
-from pnc.training import Standardizer
+from pnc.core.mlp import gaussian_nll
+from pnc.core.predictive import Predictive
+from pnc.core.training import Standardizer
+from pnc.studies.mujoco import metrics
+from pnc.studies.mujoco.evaluate import evaluate_splits, score_parts, summarise_split
+from pnc.studies.mujoco.results import RESULT_COLUMNS, ResultsError
+from pnc.studies.mujoco.selection import apply_selection, select
 
 
 def _auroc_pairs(neg, pos):
@@ -101,7 +101,7 @@ def _rank_cases():
 
 
 def test_midranks_and_spearman_equal_scipy_bit_for_bit():
-    from pnc.roc import auroc, midranks
+    from pnc.core.roc import auroc, midranks
 
     for a, b in _rank_cases():
         assert midranks(a).tobytes() == scipy.stats.rankdata(a, method="average").tobytes()
@@ -120,7 +120,7 @@ def test_scoring_does_not_import_scipy_stats():
     import sys
 
     code = (
-        "import sys, numpy as np; from pnc.mujoco import metrics; "
+        "import sys, numpy as np; from pnc.studies.mujoco import metrics; "
         "x = np.arange(50.0); metrics.auroc(x, x + 3); metrics.spearman(x, x ** 2); "
         "print('scipy.stats' in sys.modules)"
     )
@@ -248,7 +248,7 @@ def test_summarise_split_units_and_mixture():
     assert out.metrics["nll"] == pytest.approx(by_hand, rel=1e-5)
     assert out.metrics["nll"] != pytest.approx(out.metrics["nll_std"], rel=1e-2)
     # scores: variance in original units averaged over dims;
-    # the mixture is formed in float32 (pnc.predictive), hence rtol 1e-5
+    # the mixture is formed in float32 (pnc.core.predictive), hence rtol 1e-5
     np.testing.assert_allclose(out.total_score, (var * std**2).mean(-1), rtol=1e-5)
     np.testing.assert_allclose(
         out.epistemic_score, (pred.means.var(0) * std**2).mean(-1), rtol=1e-5

@@ -112,8 +112,8 @@ def source_root(tmp_path_factory) -> Path:
     """A Minari root written by ``minari``: ``mujoco/{env}/{level}-v0`` for both environments."""
     import minari
 
-    from pnc.data import env_spec
-    from pnc.data.minari_io import using_root
+    from pnc.studies.mujoco.data import env_spec
+    from pnc.studies.mujoco.data.minari_io import using_root
 
     root = tmp_path_factory.mktemp("minari-source")
     with using_root(root):
@@ -138,7 +138,7 @@ def source_root(tmp_path_factory) -> Path:
 
 
 def _dataset_ids() -> list[str]:
-    from pnc.data import env_spec
+    from pnc.studies.mujoco.data import env_spec
 
     return [i for name in ENVS for i in env_spec(name).minari_ids.values()]
 
@@ -355,7 +355,7 @@ def test_files_cut_short_or_altered_are_refused_and_downloaded_again(hub, source
 
 
 def missing_level(env: str, dataset_id: str) -> str:
-    from pnc.data import env_spec
+    from pnc.studies.mujoco.data import env_spec
 
     return next(level for level, i in env_spec(env).minari_ids.items() if i == dataset_id)
 
@@ -376,7 +376,7 @@ def test_server_gone_mid_run_names_what_is_missing_and_how_to_place_it(hub, tmp_
     ]
     log = failed.read_text()
     env = failed.stem
-    from pnc.data import env_spec
+    from pnc.studies.mujoco.data import env_spec
 
     missing = [i for i in env_spec(env).minari_ids.values() if i not in placed]
     assert missing and f"{env}: Minari datasets missing under {root}" in log, log[-3000:]
@@ -473,7 +473,7 @@ def test_interrupted_download_is_redone_by_a_rerun_without_recomputing_finished_
 def test_each_download_stages_in_its_own_folder_under_the_root(tmp_path):
     # a shared staging parent (.downloading/mujoco/...) let one download's clean-up remove a
     # folder another download was creating: FileNotFoundError in the second
-    from pnc.data.minari_io import staging_folder
+    from pnc.studies.mujoco.data.minari_io import staging_folder
 
     ids = ("mujoco/invertedpendulum/expert-v0", "mujoco/invertedpendulum/medium-v0", "a/b")
     folders = [staging_folder(tmp_path, i) for i in ids]

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from pnc import MLPConfig, TrainConfig, forward, load_model, save_model, train
-from pnc.mlp import GaussianMLP, bound_logvar, init_params
-from pnc.predictive import Predictive, mixture
+from pnc.core.mlp import GaussianMLP, bound_logvar, init_params
+from pnc.core.predictive import Predictive, mixture
 
 
 def _toy(n=512, seed=0):

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import pnc
-from pnc import io
+from pnc.runtime import io
 
 
-@pytest.mark.parametrize("module", ["pnc", "pnc.io", "pnc.config_schema", "pnc.workflow.commands"])
+@pytest.mark.parametrize("module", ["pnc", "pnc.runtime.io", "pnc.runtime.config_schema", "pnc.workflow.commands"])
 def test_light_modules_do_not_import_jax_or_flax(module):
     # every workflow job starts with pnc.workflow; its data and split stages need neither
     code = f"import sys, {module}; print(sorted(m for m in ('jax', 'flax') if m in sys.modules))"
@@ -27,8 +27,8 @@ def test_every_public_name_resolves_to_its_module_object():
         assert name in dir(pnc)
     from pnc import build_members, fit  # the `from` form goes through the same lookup
 
-    assert build_members is importlib.import_module("pnc.perturb_correct").build_members
-    assert fit is importlib.import_module("pnc.training").fit
+    assert build_members is importlib.import_module("pnc.core.perturb_correct").build_members
+    assert fit is importlib.import_module("pnc.core.training").fit
 
 
 def test_an_unknown_name_raises_attribute_error():

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import pnc
-import pnc.perturb_correct as PC
+import pnc.core.perturb_correct as PC
 from pnc import MLPConfig, TrainConfig, forward, hidden_activations, init_params
-from pnc.conv import ConvPnCConfig
-from pnc.perturb_correct import (
+from pnc.core.conv import ConvPnCConfig
+from pnc.core.perturb_correct import (
     PnCConfig,
     _build,
     build_members,
@@ -26,7 +26,7 @@ from pnc.perturb_correct import (
     predict_members,
     solve_correction,
 )
-from pnc.perturb_correct import ridge_correction as _ridge_correction
+from pnc.core.perturb_correct import ridge_correction as _ridge_correction
 
 ridge_correction = jax.jit(_ridge_correction, static_argnames=("center",))
 
@@ -702,7 +702,7 @@ def test_toy_correction_lowers_in_distribution_error(toy):
 
 @pytest.mark.parametrize("n", [1, 7, 16, 17, 40, 65, 130])
 def test_blocked_cholesky_and_inverse_match_numpy(n):
-    from pnc._linalg import cholesky_and_inverse
+    from pnc.core._linalg import cholesky_and_inverse
 
     a = np.random.default_rng(n).normal(size=(n, n))
     spd = a @ a.T + n * np.eye(n)
@@ -715,7 +715,7 @@ def test_blocked_cholesky_and_inverse_match_numpy(n):
 
 
 def test_blocked_cholesky_flags_an_indefinite_matrix():
-    from pnc._linalg import cholesky_and_inverse
+    from pnc.core._linalg import cholesky_and_inverse
 
     m = np.eye(20, dtype=np.float32)
     m[17, 17] = -1.0
@@ -1017,7 +1017,7 @@ def test_calibration_sizes_with_the_same_rows_share_one_compilation(net):
 
 def test_the_builders_draw_no_randomness_of_their_own():
     """The conv-block and any-model builders take every key split, basis, coefficient and
-    bootstrap draw from the engine in :mod:`pnc.perturb_correct` (no ``jax.random`` of theirs)."""
+    bootstrap draw from the engine in :mod:`pnc.core.perturb_correct` (no ``jax.random`` of theirs)."""
     root = Path(pnc.__file__).parent
     for path in [root / "any_model.py", *sorted((root / "conv").glob("*.py"))]:
         tree = ast.parse(path.read_text())
@@ -1033,7 +1033,7 @@ def test_the_builders_draw_no_randomness_of_their_own():
         engine = {
             alias.name
             for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.module == "pnc.perturb_correct"
+            if isinstance(node, ast.ImportFrom) and node.module == "pnc.core.perturb_correct"
             for alias in node.names
         }
         if path.name in ("any_model.py", "block_pnc.py"):
@@ -1043,7 +1043,7 @@ def test_the_builders_draw_no_randomness_of_their_own():
 def test_the_three_builders_perturb_alike_from_one_key():
     """For one key, the MLP, any-model and conv-block builders draw the same ``dW`` for a layer
     with the same stream id (bit for bit), and the engine's functions reproduce it."""
-    from pnc import conv as C
+    from pnc.core import conv as C
 
     key = jax.random.key(11)
     mlp_cfg = MLPConfig(hidden=(8, 8), out_dim=1)

@@ -1,4 +1,4 @@
-"""The two-phase evaluation's pieces (pnc.mujoco.phases): the test plan, the stored posteriors,
+"""The two-phase evaluation's pieces (pnc.studies.mujoco.phases): the test plan, the stored posteriors,
 the plan and validation checks of the test phase, and the assembly of both phases' rows in the
 full evaluation's order. The workflow runs them end to end in tests/test_workflow.py."""
 
@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pnc.io import ArtifactError
-from pnc.mujoco import phases
-from pnc.mujoco.evaluate import sample_rows
-from pnc.mujoco.results import per_sigma_choices, sigma_points
-from pnc.mujoco.selection import select
+from pnc.runtime.io import ArtifactError
+from pnc.studies.mujoco import phases
+from pnc.studies.mujoco.evaluate import sample_rows
+from pnc.studies.mujoco.results import per_sigma_choices, sigma_points
+from pnc.studies.mujoco.selection import select
 
 
 def _val_rows(nll: dict[tuple[str, str], list[float]], env: str = "Ant") -> pd.DataFrame:

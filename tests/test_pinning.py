@@ -1,4 +1,4 @@
-"""CPU pinning of the workflow's stages (pnc.workflow.limit_threads, claim_cpus), executed for real
+"""CPU pinning of the workflow's stages (pnc.runtime.stage.limit_threads, claim_cpus), executed for real
 in fresh interpreters: the affinity of every thread, the XLA and BLAS variables, the lock files that
 keep concurrent jobs on distinct CPUs (and still pin a job that finds none free), results that do
 not depend on how busy the machine was, and the error once the JAX backend has started."""
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 PIN = """
 import json, os, sys
-import pnc.workflow as W
+import pnc.runtime.stage as W
 cpus = W.limit_threads(1)
 import jax.numpy as jnp
 float(jnp.ones(3).sum())  # the backend starts under the pinning; its threads inherit it
@@ -33,9 +33,9 @@ print(json.dumps({"cpus": cpus, "threads": threads, "again": again,
 
 CLAIM = """
 import json, subprocess, sys
-import pnc.workflow as W
+import pnc.runtime.stage as W
 mine = W.claim_cpus(1)
-child = subprocess.run([sys.executable, "-c", "import pnc.workflow as W; print(W.claim_cpus(1)[0])"],
+child = subprocess.run([sys.executable, "-c", "import pnc.runtime.stage as W; print(W.claim_cpus(1)[0])"],
                        capture_output=True, text=True, check=True)
 print(json.dumps({"parent": mine, "child": [int(child.stdout)]}))
 """
@@ -77,10 +77,10 @@ def test_concurrent_jobs_claim_distinct_cpus(tmp_path):
 
 FULL = """
 import json, os, subprocess, sys
-import pnc.workflow as W
+import pnc.runtime.stage as W
 allowed = sorted(os.sched_getaffinity(0))
 mine = W.claim_cpus(len(allowed) - 1)  # every CPU but the last is held by this job
-code = "import json, pnc.workflow as W; print(json.dumps([W.claim_cpus(1), W.claim_cpus(1)]))"
+code = "import json, pnc.runtime.stage as W; print(json.dumps([W.claim_cpus(1), W.claim_cpus(1)]))"
 late = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                  check=True).stdout)
 print(json.dumps({"allowed": allowed, "mine": mine, "late": late}))
@@ -103,10 +103,10 @@ def test_a_job_that_finds_too_few_free_cpus_still_runs_on_n_cpus(tmp_path):
 
 EVERY_CPU_HELD = """
 import json, os, subprocess, sys
-import pnc.workflow as W
+import pnc.runtime.stage as W
 allowed = sorted(os.sched_getaffinity(0))
 mine = [W.claim_cpus(1) for _ in allowed]  # one job on every CPU (running, or paused)
-code = "import json, pnc.workflow as W; print(json.dumps([W.claim_cpus(1) for _ in range(N)]))"
+code = "import json, pnc.runtime.stage as W; print(json.dumps([W.claim_cpus(1) for _ in range(N)]))"
 late = json.loads(subprocess.run([sys.executable, "-c", code.replace("N", str(len(allowed)))],
                                  capture_output=True, text=True, check=True).stdout)
 print(json.dumps({"allowed": allowed, "mine": mine, "late": late}))
@@ -129,10 +129,10 @@ def test_jobs_that_find_every_cpu_held_still_go_to_distinct_cpus(tmp_path):
 
 STOPPED_HOLDER = """
 import json, os, signal, subprocess, sys, time
-import pnc.workflow as W
+import pnc.runtime.stage as W
 allowed = sorted(os.sched_getaffinity(0))
 mine = W.claim_cpus(len(allowed) - 1)  # this running job holds every CPU but the last
-stop = "import os, signal, pnc.workflow as W; print(W.claim_cpus(1)[0], flush=True); "
+stop = "import os, signal, pnc.runtime.stage as W; print(W.claim_cpus(1)[0], flush=True); "
 stop += "os.kill(os.getpid(), signal.SIGSTOP)"
 paused = subprocess.Popen([sys.executable, "-c", stop], stdout=subprocess.PIPE, text=True)
 held = int(paused.stdout.readline())  # the last CPU, held by a job that then stops itself
@@ -140,7 +140,7 @@ for _ in range(500):
     if open(f"/proc/{paused.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T":
         break
     time.sleep(0.01)
-code = "import json, pnc.workflow as W; print(json.dumps([W.claim_cpus(1), W.claim_cpus(1)]))"
+code = "import json, pnc.runtime.stage as W; print(json.dumps([W.claim_cpus(1), W.claim_cpus(1)]))"
 try:
     late = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
                                      text=True, check=True).stdout)
@@ -169,7 +169,7 @@ def test_a_cpu_whose_job_is_stopped_is_taken_before_one_whose_job_runs(tmp_path)
 GRAM_JOB = """
 import hashlib, json
 import numpy as np
-import pnc.workflow as W
+import pnc.runtime.stage as W
 cpus = W.limit_threads(1)
 import jax, jax.numpy as jnp
 a = jnp.asarray(np.random.default_rng(0).normal(size=(2000, 201)).astype(np.float32))
@@ -179,7 +179,7 @@ print(json.dumps({"cpus": cpus, "sha": hashlib.sha256(gram.tobytes()).hexdigest(
 
 GRAM = """
 import os, subprocess, sys
-import pnc.workflow as W
+import pnc.runtime.stage as W
 held = [W.claim_cpus(1) for _ in os.sched_getaffinity(0)] if BUSY else []  # every CPU held
 out = subprocess.run([sys.executable, "-c", JOB], capture_output=True, text=True, check=True)
 print(out.stdout.strip().splitlines()[-1])
@@ -206,7 +206,7 @@ def test_a_jobs_results_do_not_depend_on_how_busy_the_machine_is(tmp_path):
 
 
 def test_limit_threads_rejects_zero_threads():
-    from pnc.workflow import limit_threads
+    from pnc.runtime.stage import limit_threads
 
     with pytest.raises(ValueError, match="threads must be >= 1"):
         limit_threads(0)

@@ -1,4 +1,4 @@
-"""The two P&C protocol settings of a method entry (pnc.mujoco.grid): ``base_steps`` (P&C's base
+"""The two P&C protocol settings of a method entry (pnc.studies.mujoco.grid): ``base_steps`` (P&C's base
 network in a run of its own with its own step cap) and ``calibration_pool`` (the calibration set
 drawn from the train split or from the whole ID pool), and config/offline_authors.yaml, the
 reference protocol with both set to the authors'."""
@@ -17,8 +17,8 @@ from study_config import study_config
 from test_calibration import _write_splits, grid_table, study  # noqa: F401
 
 from pnc.methods.regression.runs import TrainingRun, TrainingSpec
-from pnc.mujoco import grid
-from pnc.mujoco.config_check import cross_key_problems
+from pnc.studies.mujoco import grid
+from pnc.studies.mujoco.config_check import cross_key_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 PNC = {"fixed": {"n_members": 4, "rank": 2, "calibration_size": 300}, "grid": {"sigma": [1.0, 4.0]}}
@@ -127,7 +127,7 @@ def test_base_steps_equal_to_the_shared_steps_is_an_error():
 
 
 def test_own_base_run_is_the_shared_recipe_at_its_own_step_cap(study, tmp_path):  # noqa: F811
-    from pnc.mujoco.stages import train_run
+    from pnc.studies.mujoco.stages import train_run
 
     train = {"steps": 120, "batch_size": 32, "patience": None}
     where = dict(env="Toy", seed=0, splits_dir=study / "splits", model={"hidden": [16, 16]})
@@ -160,7 +160,7 @@ def test_a_base_run_rejects_other_options():
 
 
 def test_calibration_pool_rows_are_train_then_validation():
-    from pnc.mujoco.stages import calibration_pool_rows
+    from pnc.studies.mujoco.stages import calibration_pool_rows
 
     rng = np.random.default_rng(1)
     splits = {s: (rng.normal(size=(n, 3)), rng.normal(size=(n, 2))) for s, n in
@@ -174,7 +174,7 @@ def test_calibration_pool_rows_are_train_then_validation():
 
 
 def _evaluate(study, method, entry, data="splits"):  # noqa: F811
-    from pnc.mujoco.stages import evaluate_run
+    from pnc.studies.mujoco.stages import evaluate_run
 
     points = grid.points_from_table(method, grid_table(method, entry))
     frame, _ = evaluate_run(
@@ -192,7 +192,7 @@ def _evaluate(study, method, entry, data="splits"):  # noqa: F811
 def test_id_pool_calibrates_on_train_and_validation_rows(study):  # noqa: F811
     """P&C on ``id_pool`` is P&C on ``train`` with the validation rows appended to the train
     split (the run, its standardisers and every evaluated split unchanged)."""
-    from pnc.mujoco.stages import load_split_arrays
+    from pnc.studies.mujoco.stages import load_split_arrays
 
     splits, _ = load_split_arrays(study / "splits")
     joined = {**splits, "train": tuple(np.concatenate([splits["train"][i], splits["val"][i]])
@@ -205,7 +205,7 @@ def test_id_pool_calibrates_on_train_and_validation_rows(study):  # noqa: F811
 
 
 def test_members_record_their_pool(study, tmp_path):  # noqa: F811
-    from pnc.mujoco.mechanism import write_pnc_members
+    from pnc.studies.mujoco.mechanism import write_pnc_members
 
     entry = {**PNC, "calibration_pool": "id_pool"}
     selection = {"Toy": {"pnc": {"config": grid.expand("pnc", entry)[0].config_id}}}

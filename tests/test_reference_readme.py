@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pnc.mujoco.results import METHOD_INFO, RANKED_METHODS, load
 from pnc.report import claims, compare, mechanism_table
 from pnc.report import stats as st
+from pnc.studies.mujoco.results import METHOD_INFO, RANKED_METHODS, load
 
 pytestmark = pytest.mark.slow  # about 15 s: the statistics of two folders, the claims
 

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pnc.mujoco.results import HEADLINE, METRIC_INFO
 from pnc.report import claims, compare
+from pnc.studies.mujoco.results import HEADLINE, METRIC_INFO
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 PAPER = RESULTS / "paper"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pnc.mujoco.results import ResultsError
 from pnc.report import compare, export
 from pnc.report.__main__ import main
+from pnc.studies.mujoco.results import ResultsError
 
 PAPER = Path(__file__).resolve().parents[1] / "docs" / "results" / "paper"
 

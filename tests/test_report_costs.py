@@ -108,7 +108,7 @@ def test_exact_process_records_in_logs_replace_sampled_cpu(bench, tmp_path):
     """A job's log ending with its process record gives its exact CPU time and peak memory; a
     log without one (older code, a killed job) and a missing log keep the sampled values, and a
     run id with a dot ("rate0.1") maps to its own log."""
-    from pnc.io import PROCESS_RECORD
+    from pnc.runtime.io import PROCESS_RECORD
 
     logs = tmp_path / "logs"
 
@@ -140,7 +140,7 @@ def test_exact_process_records_in_logs_replace_sampled_cpu(bench, tmp_path):
 def test_stage_ends_with_its_process_record(capsys):
     """Every stage run through ``python -m pnc.workflow`` ends its log (stderr) with the exact
     record, also when its arguments are refused (before any thread limit)."""
-    from pnc.io import PROCESS_RECORD
+    from pnc.runtime.io import PROCESS_RECORD
     from pnc.workflow import commands
 
     with pytest.raises(SystemExit):

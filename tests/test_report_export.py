@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from synthetic_results import make_results
 
-from pnc.mujoco.results import ResultsError
 from pnc.report import export
 from pnc.report.__main__ import main
+from pnc.studies.mujoco.results import ResultsError
 
 
 def _study(tmp_path: Path, **kwargs) -> Path:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pnc import compile_cache
-from pnc.io import file_sha256
 from pnc.report import pieces
 from pnc.report.__main__ import main
+from pnc.runtime import compile_cache
+from pnc.runtime.io import file_sha256
 
 FILES = (
     "results/metrics/Hopper/seed3/pnc/base.csv",
@@ -143,8 +143,8 @@ def test_piece_keeps_each_jobs_exact_process_record(tmp_path, monkeypatch):
     """A job whose log ends with its process record gets ``X.process.json`` beside its benchmark
     file in the store (a job without one gets none); it is restored, read back by the cost
     summary in place of the sampled CPU time, and never overwritten with a different record."""
-    from pnc.io import PROCESS_RECORD
     from pnc.report import costs
+    from pnc.runtime.io import PROCESS_RECORD
 
     study = _study(tmp_path / "study")
     header = "s\tcpu_time\tmax_rss\n"

@@ -12,10 +12,10 @@ import pytest
 import yaml
 from study_config import study_config
 
-from pnc.io import file_sha256
-from pnc.mujoco import grid
 from pnc.report import claims, compare, export, pieces, variant
 from pnc.report.__main__ import main
+from pnc.runtime.io import file_sha256
+from pnc.studies.mujoco import grid
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "docs" / "results" / "paper"

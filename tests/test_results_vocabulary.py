@@ -12,13 +12,13 @@ import pytest
 import yaml
 from synthetic_results import make_results
 
+from pnc.core.predictive import Predictive
+from pnc.core.training import Standardizer
 from pnc.methods.regression import METHOD_IDS
-from pnc.mujoco import results as vocab
-from pnc.mujoco.evaluate import evaluate_splits
-from pnc.mujoco.selection import METRIC_TABLE_CHECKS
-from pnc.predictive import Predictive
 from pnc.report import figures, stats, tables
-from pnc.training import Standardizer
+from pnc.studies.mujoco import results as vocab
+from pnc.studies.mujoco.evaluate import evaluate_splits
+from pnc.studies.mujoco.selection import METRIC_TABLE_CHECKS
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 

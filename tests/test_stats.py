@@ -12,8 +12,8 @@ import pytest
 from scipy import stats as sps
 from synthetic_results import make_results
 
-from pnc.mujoco import results as vocab
 from pnc.report import stats as st
+from pnc.studies.mujoco import results as vocab
 
 
 def _table(

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from synthetic_results import make_results
 
-from pnc.mujoco import results as vocab
-from pnc.report import render
 from pnc.report import stats as st
 from pnc.report import tables as tb
+from pnc.runtime import render
+from pnc.studies.mujoco import results as vocab
 
 ENVS = ("Ant-v5", "Hopper-v5", "Swimmer-v5")
 
@@ -257,7 +257,7 @@ def test_tables_accept_any_config_label_and_name_the_free_ones(tmp_path):
     """`pnc.report tables` reads nothing out of a `config` label: a user's results CSV whose
     labels are not configuration ids (e.g. "selected") gives every table, the same numbers as
     with ids, and the hparams table shows the labels as given and names them in its caption."""
-    from pnc.io import write_csv
+    from pnc.runtime.io import write_csv
 
     results, _ = make_results(envs=ENVS, no_mid=("Swimmer-v5",), seeds=(0, 1, 2))
     free = results.copy()

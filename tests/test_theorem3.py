@@ -9,16 +9,17 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from pnc import MLPConfig, diagnostics, ridge_correction
-from pnc.mlp import hidden_activations, init_params
-from pnc.mujoco.mechanism import BOOTSTRAP_QUANTITIES, bootstrap_rank_frame
-from pnc.perturb_correct import (
+from pnc import MLPConfig, ridge_correction
+from pnc.core import diagnostics
+from pnc.core.mlp import hidden_activations, init_params
+from pnc.core.perturb_correct import (
     PnCConfig,
     build_members,
     calibration_indices,
     member_subsets,
     perturbation_bases,
 )
+from pnc.studies.mujoco.mechanism import BOOTSTRAP_QUANTITIES, bootstrap_rank_frame
 
 
 def _by_matrices(a: np.ndarray) -> dict[str, np.ndarray]:

@@ -4,7 +4,7 @@ jaxlib 0.10 runs every *batched* LAPACK call (Cholesky, triangular solve, ...) b
 batch over XLA's intra-op thread pool and blocking until the pieces finish. When as many such calls
 run at once as the pool has threads, all of them wait on work that no free thread can pick up, and
 the program hangs. ``build_members`` vmaps its ridge solves over members, so they use no LAPACK call
-at all (``pnc._linalg``). On a two-thread pool the earlier solve (independent batched triangular
+at all (``pnc.core._linalg``). On a two-thread pool the earlier solve (independent batched triangular
 solves) hung in roughly one README example run out of five; repeating the build many times in a
 subprocess with a deadline turns such a hang into a test failure instead of a stalled test run.
 """
@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 
 from pnc import MLPConfig, init_params
-from pnc.perturb_correct import PnCConfig, _build
+from pnc.core.perturb_correct import PnCConfig, _build
 
 SCRIPT = textwrap.dedent(
     """
     import jax, numpy as np
     from pnc import MLPConfig, init_params
-    from pnc.perturb_correct import PnCConfig, build_members
+    from pnc.core.perturb_correct import PnCConfig, build_members
 
     cfg = MLPConfig(out_dim=2, hidden=(64, 64, 64))
     params = init_params(cfg, 3, jax.random.key(0))

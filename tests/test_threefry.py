@@ -1,5 +1,5 @@
-"""pnc.threefry draws JAX's random bits and Bernoulli masks bit for bit, and the MLP's dropout
-(pnc.mlp.Dropout) gives Flax's dropout outputs."""
+"""pnc.core.threefry draws JAX's random bits and Bernoulli masks bit for bit, and the MLP's dropout
+(pnc.core.mlp.Dropout) gives Flax's dropout outputs."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pnc import threefry
-from pnc.mlp import Dropout, GaussianMLP, MLPConfig, init_params
+from pnc.core import threefry
+from pnc.core.mlp import Dropout, GaussianMLP, MLPConfig, init_params
 
 KEYS = {
     "typed": jax.random.key(7),

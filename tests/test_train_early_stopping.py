@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from pnc import MLPConfig, TrainConfig
-from pnc.mlp import forward, gaussian_nll
-from pnc.training import Standardizer, fit, fit_params, fit_summary, train
+from pnc.core.mlp import forward, gaussian_nll
+from pnc.core.training import Standardizer, fit, fit_params, fit_summary, train
 
 CFG = MLPConfig(out_dim=1, hidden=(16,))
 

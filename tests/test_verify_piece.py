@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pnc.mujoco.selection import read_metric_tables, select
 from pnc.report import verify
 from pnc.report.__main__ import main
 from pnc.report.pieces import MANIFESTS
+from pnc.studies.mujoco.selection import read_metric_tables, select
 
 REFERENCE = Path(__file__).resolve().parents[1] / "docs/results/offline/pieces"
 ENV = "InvertedPendulum"

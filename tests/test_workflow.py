@@ -29,15 +29,15 @@ from snakemake.utils import update_config
 from workflow_copy import copy_workflow
 from workflow_copy import run_snakemake as _snakemake
 
-from pnc.io import atomic_path
-from pnc.mujoco.results import RESULT_COLUMNS
+from pnc.runtime.io import atomic_path
+from pnc.studies.mujoco.results import RESULT_COLUMNS
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 RULE_FILES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-# a rule's command, after an optional GLIBC_TUNABLES for its job alone (pnc.allocator)
+# a rule's command, after an optional GLIBC_TUNABLES for its job alone (pnc.runtime.allocator)
 STAGE = re.compile(
     r'(?:GLIBC_TUNABLES="[^"]*" )?python -m pnc\.workflow (\w+) --threads \{threads\}(?= |$)'
 )
@@ -143,9 +143,9 @@ def test_every_rule_runs_a_thread_limited_stage():
 
 
 def test_short_lived_stages_start_with_the_prefix_the_library_defines():
-    """A rule that sets GLIBC_TUNABLES for its job sets it as pnc.allocator.SHELL_PREFIX does (its
-    braces doubled for Snakemake's formatting), for the stages in pnc.allocator.SHORT_LIVED."""
-    from pnc.allocator import SHELL_PREFIX, SHORT_LIVED
+    """A rule that sets GLIBC_TUNABLES for its job sets it as pnc.runtime.allocator.SHELL_PREFIX does (its
+    braces doubled for Snakemake's formatting), for the stages in pnc.runtime.allocator.SHORT_LIVED."""
+    from pnc.runtime.allocator import SHELL_PREFIX, SHORT_LIVED
 
     prefix = SHELL_PREFIX.replace("{", "{{").replace("}", "}}")
     without = set()
@@ -194,10 +194,10 @@ def test_upstream_jobs_and_the_mechanism_chain_go_before_training_and_evaluation
 @pytest.mark.parametrize(
     ("stage", "library", "argv", "expected"),
     [
-        ("behaviour_policies", "pnc.data.behaviour", ["Ant", "--out", "p", "--seed", "3"], None),
-        ("offline_data", "pnc.data.offline", ["Ant", "--transitions", "10", "--force"], None),
-        ("far_data", "pnc.data.far", ["Ant", "--minari-root", "m", "--transitions", "5"], None),
-        ("episode_splits", "pnc.data.__main__", ["Ant", "--seed", "0", "--out", "s"], None),
+        ("behaviour_policies", "pnc.studies.mujoco.data.behaviour", ["Ant", "--out", "p", "--seed", "3"], None),
+        ("offline_data", "pnc.studies.mujoco.data.offline", ["Ant", "--transitions", "10", "--force"], None),
+        ("far_data", "pnc.studies.mujoco.data.far", ["Ant", "--minari-root", "m", "--transitions", "5"], None),
+        ("episode_splits", "pnc.studies.mujoco.data.__main__", ["Ant", "--seed", "0", "--out", "s"], None),
         (
             "report_tables",
             "pnc.report.__main__",
@@ -648,7 +648,7 @@ def test_device_sets_the_jobs_platform_and_gpus(workdir, tmp_path):
 def test_behaviour_policies_are_trained_only_where_none_are_stored(workdir, tmp_path):
     """Offline source: stored policies are rolled out as they are (every environment has them);
     ``retrain_policies`` trains each environment's own instead, and its data job reads them."""
-    from pnc.data.policy_store import POLICY_DIR
+    from pnc.studies.mujoco.data.policy_store import POLICY_DIR
 
     config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
     config["envs"] = ["InvertedPendulum", "Humanoid"]
@@ -793,9 +793,9 @@ def test_tiny_config_end_to_end(request, evaluation):
         assert list((workdir / "benchmarks" / rule).rglob("*.tsv")), rule
         assert list((workdir / "logs" / rule).rglob("*.log")), rule
     # every job's log (same path as its benchmark file) ends with its exact process record
-    from pnc import allocator
-    from pnc.io import read_process_record
     from pnc.report.costs import read_benchmarks
+    from pnc.runtime import allocator
+    from pnc.runtime.io import read_process_record
 
     caller = os.environ.get("GLIBC_TUNABLES")
 
@@ -803,7 +803,7 @@ def test_tiny_config_end_to_end(request, evaluation):
         rel = bench.relative_to(workdir / "benchmarks")
         record = read_process_record(workdir / "logs" / rel.parent / f"{rel.name[:-4]}.log")
         assert record is not None and record["status"] == 0 and record["cpu_s"] > 0, rel
-        # config allocator, default heap; the mechanism stage gets hugetlb=0 alone (pnc.allocator)
+        # config allocator, default heap; the mechanism stage gets hugetlb=0 alone (pnc.runtime.allocator)
         short_lived = rel.parts[0] == "mechanism"
         added = allocator.SHORT_LIVED_TUNABLES if short_lived else allocator.HEAP
         assert record["glibc_tunables"] == allocator.tunables(caller, added), rel

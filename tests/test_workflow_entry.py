@@ -92,7 +92,7 @@ def test_a_stage_process_ends_without_the_interpreter_teardown(tmp_path, full_ex
     (here an ``atexit`` handler) is skipped unless ``PNC_FULL_EXIT=1``."""
     import os
 
-    from pnc.io import PROCESS_RECORD
+    from pnc.runtime.io import PROCESS_RECORD
 
     env = {k: v for k, v in os.environ.items() if k != commands.FULL_EXIT_VAR}
     if full_exit:

@@ -6,8 +6,8 @@ compile times are reported separately as ``*_compile_s``):
 
 - ``train_s``: 5,000 Adam steps of batch 64 through :func:`pnc.train`;
 - ``pnc_build_s``: P&C with 50 members, ``K = 20``, ``bootstrap_frac = 0.1`` on 50,000
-  calibration rows, every hidden layer perturbed (:func:`pnc.perturb_correct.build_members`);
-- ``pnc_predict_s``: the 50 members on 10,000 inputs (:func:`pnc.perturb_correct.predict_members`);
+  calibration rows, every hidden layer perturbed (:func:`pnc.core.perturb_correct.build_members`);
+- ``pnc_predict_s``: the 50 members on 10,000 inputs (:func:`pnc.core.perturb_correct.predict_members`);
 - ``pnc_build_over_train``: the post-hoc cost relative to training;
 - ``paper_regime``: the P&C build as the authors ran it on MuJoCo (:data:`PAPER_REGIME`:
   4,096 calibration rows drawn from the training inputs, hidden layers 0 and 2 perturbed, 50
@@ -42,9 +42,9 @@ import numpy as np
 from pnc.bench.command_line import bench_parser, emit
 from pnc.bench.flops import pnc_build_macs, train_macs
 from pnc.bench.method_costs import benchmark_methods
-from pnc.mlp import MLPConfig
-from pnc.perturb_correct import PnCConfig, build_members, predict_members
-from pnc.training import Standardizer, TrainConfig, train
+from pnc.core.mlp import MLPConfig
+from pnc.core.perturb_correct import PnCConfig, build_members, predict_members
+from pnc.core.training import Standardizer, TrainConfig, train
 
 STATE_DIM, ACTION_DIM = 27, 8
 

@@ -135,7 +135,7 @@ def run_stage(stage: str, argv: list[str]) -> dict[str, Any]:
     process (the CLI): it counts the process's CPU time since start and patches the file functions
     and ``__import__`` for the rest of the process's life.
     """
-    from pnc import compile_cache
+    from pnc.runtime import compile_cache
 
     compile_cache.enable_from_env()  # as a job's start-up does, before JAX is imported
     wall_start = time.time() - _process_age()

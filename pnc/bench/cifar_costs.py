@@ -4,12 +4,12 @@
 Measured here, on the full-width PreAct ResNet-18 at 32x32 with random weights and images (only
 sizes matter), wall clock after a compiling call, the fastest of ``REPEATS`` calls:
 
-- ``train``: images per second of :func:`pnc.cifar.recipe.train_epoch` (augmentation on the
+- ``train``: images per second of :func:`pnc.core.classifier.recipe.train_epoch` (augmentation on the
   device, forward, backward, SGD update) over ``--train-steps`` steps of ``--train-batch`` images;
 - ``forward``: images per second of a plain forward pass (evaluation mode) on ``--eval-batch``
   images, the pass every post-hoc job makes over every split;
 - ``pnc_predict``: images per second of P&C prediction with the shared prefix
-  (:func:`pnc.conv.predict_logits`) for ``--members`` members at block (3, 0), and extrapolated to
+  (:func:`pnc.core.conv.predict_logits`) for ``--members`` members at block (3, 0), and extrapolated to
   50 members as prefix + 50 x (per-member suffix).
 
 FLOPs per image come from XLA's cost analysis of the same functions as lowered, before the
@@ -48,10 +48,10 @@ import numpy as np
 
 from pnc.bench.__main__ import environment
 from pnc.bench.command_line import bench_parser, emit
-from pnc.cifar.model import normalize
-from pnc.cifar.recipe import Recipe, init_state, train_epoch
-from pnc.conv import ConvPnCConfig, ResNetConfig, build_members, resnet
-from pnc.conv.inference import shared_prefix_logits
+from pnc.core.classifier.model import normalize
+from pnc.core.classifier.recipe import Recipe, init_state, train_epoch
+from pnc.core.conv import ConvPnCConfig, ResNetConfig, build_members, resnet
+from pnc.core.conv.inference import shared_prefix_logits
 
 REPEATS = 2
 OPENOOD_SIZES = {

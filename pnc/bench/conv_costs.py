@@ -35,7 +35,7 @@ import jax.numpy as jnp
 
 from pnc.bench.__main__ import environment
 from pnc.bench.command_line import bench_parser, emit
-from pnc.conv import (
+from pnc.core.conv import (
     ConvPnCConfig,
     ResNetConfig,
     build_members,
@@ -43,7 +43,7 @@ from pnc.conv import (
     init_variables,
     resnet,
 )
-from pnc.conv.inference import predict_logits
+from pnc.core.conv.inference import predict_logits
 
 REPEATS = 2
 """Timed calls after the compiling one; the fastest is reported (the machine is shared)."""

@@ -1,6 +1,6 @@
 """Floating-point work of training and of the P&C build, counted from the matrix products.
 
-These are the dominant products of :func:`pnc.train` and :func:`pnc.perturb_correct.build_members`
+These are the dominant products of :func:`pnc.train` and :func:`pnc.core.perturb_correct.build_members`
 on the Gaussian MLP, counted as multiply-adds (``FLOPs = 2 * MACs``); elementwise work, the
 random draws and the one-off forward pass over the calibration set are left out. With a time per
 call they give a rate (GFLOP/s), so the benchmark can say how much of a build-over-train ratio
@@ -9,8 +9,8 @@ comes from the arithmetic itself and how much from how fast it runs.
 
 from __future__ import annotations
 
-from pnc.mlp import MLPConfig
-from pnc.perturb_correct import PnCConfig
+from pnc.core.mlp import MLPConfig
+from pnc.core.perturb_correct import PnCConfig
 
 
 def layer_widths(mlp_config: MLPConfig, in_dim: int) -> list[tuple[int, int]]:

@@ -1,4 +1,4 @@
-"""Benchmark: dropout masks with ``jax.random.bernoulli`` and with :func:`pnc.threefry.bernoulli`
+"""Benchmark: dropout masks with ``jax.random.bernoulli`` and with :func:`pnc.core.threefry.bernoulli`
 (the unrolled hash), printing JSON.
 
     python -m pnc.bench.mask_draws [--rows 31000] [--width 200] [--repeats 10] [--out FILE]
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rows, --width and --repeats must be >= 1")
     import jax
 
-    from pnc import threefry
+    from pnc.core import threefry
 
     sizes = (args.rows, args.width, args.repeats)
     result = {

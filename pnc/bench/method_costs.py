@@ -23,9 +23,9 @@ import jax
 import numpy as np
 
 from pnc.bench.command_line import bench_parser, emit
+from pnc.core.mlp import MLPConfig
+from pnc.core.training import TrainConfig
 from pnc.methods import regression as registry
-from pnc.mlp import MLPConfig
-from pnc.training import TrainConfig
 
 
 def synthetic_problem(

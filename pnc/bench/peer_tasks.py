@@ -7,7 +7,7 @@ MLP through :func:`pnc.train`); nothing here looks at a method.
 - ``digits``: scikit-learn's 8x8 digits (shipped with the package), classes 0-4 as ID and 5-9
   as the held-out-class shift; rotated and noisy ID test images at three severities each.
 - ``halfcheetah``: offline HalfCheetah transitions generated from the stored behaviour policies
-  (:mod:`pnc.data.offline`): ID = expert, Near = medium, Far = uniform-random actions.
+  (:mod:`pnc.studies.mujoco.data.offline`): ID = expert, Near = medium, Far = uniform-random actions.
 """
 
 from __future__ import annotations
@@ -233,13 +233,13 @@ def halfcheetah_task(seed: int = 0, *, pool: int = 10000, evaluation: int = 2000
     ID pool: ``pool`` expert transitions (data seed ``seed``), a random 10 % of its rows held out
     for validation (the study's rule). ID test: ``evaluation`` expert transitions from fresh
     episodes (data seed ``seed + 1``). Near: the medium policy; Far: uniform-random actions; each
-    ``evaluation`` transitions. Policies and action noise as in :mod:`pnc.data.offline`.
+    ``evaluation`` transitions. Policies and action noise as in :mod:`pnc.studies.mujoco.data.offline`.
     """
-    from pnc.data.action_noise import action_noise_for
-    from pnc.data.far import collect_random_episodes
-    from pnc.data.minari_io import transitions
-    from pnc.data.offline import rollout_policy
-    from pnc.data.policy_checks import load_checked_policies
+    from pnc.studies.mujoco.data.action_noise import action_noise_for
+    from pnc.studies.mujoco.data.far import collect_random_episodes
+    from pnc.studies.mujoco.data.minari_io import transitions
+    from pnc.studies.mujoco.data.offline import rollout_policy
+    from pnc.studies.mujoco.data.policy_checks import load_checked_policies
 
     env = "HalfCheetah"
     loaded, _ = load_checked_policies(env, None)
@@ -263,7 +263,7 @@ def halfcheetah_task(seed: int = 0, *, pool: int = 10000, evaluation: int = 2000
     }
     test = level("expert", seed + 1, evaluation)
     info = {
-        "source": "pnc.data.offline rollouts of the stored HalfCheetah policies",
+        "source": "pnc.studies.mujoco.data.offline rollouts of the stored HalfCheetah policies",
         "target": "next_state",
         "rows": {"train": int(train.size), "val": int(n_val), "test": len(test[0])}
         | {name: len(v[0]) for name, v in shifts.items()},

@@ -58,11 +58,11 @@ from pnc.bench.peer_tasks import (
     train_vit,
     transformer_task,
 )
-from pnc.cifar import ood_metrics
-from pnc.conv.classification import entropy, mixture_probabilities
-from pnc.mlp import GaussianMLP, MLPConfig, forward, hidden_activations, split_head
-from pnc.mujoco.metrics import mean_gaussian_nll, rmse
-from pnc.roc import auroc
+from pnc.core.conv.classification import entropy, mixture_probabilities
+from pnc.core.mlp import GaussianMLP, MLPConfig, forward, hidden_activations, split_head
+from pnc.core.roc import auroc
+from pnc.studies.cifar import ood_metrics
+from pnc.studies.mujoco.metrics import mean_gaussian_nll, rmse
 
 TASKS = ("digits", "halfcheetah", "transformer")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pnc.labels import SHARED_LABELS
+from pnc.core.labels import SHARED_LABELS
 
 LABELS = {
     "base": "base network",

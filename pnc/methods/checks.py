@@ -43,16 +43,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from pnc.cifar.model import Classifier
-from pnc.cifar.trained import RunSpec, TrainedNetwork
-from pnc.conv.resnet import ResNetConfig
+from pnc.core.classifier.model import Classifier
+from pnc.core.classifier.trained import RunSpec, TrainedNetwork
+from pnc.core.conv.resnet import ResNetConfig
+from pnc.core.mlp import MLPConfig
+from pnc.core.predictive import Predictive
+from pnc.core.training import Collection, TrainConfig
 from pnc.methods.base import BaseMethod
 from pnc.methods.ood.posthoc import Context, SectionContext, finite_or_none, mark_selected
 from pnc.methods.registry import Registry
 from pnc.methods.regression.runs import TrainingRun
-from pnc.mlp import MLPConfig
-from pnc.predictive import Predictive
-from pnc.training import Collection, TrainConfig
 
 Method = Any  # a method of either family (:class:`pnc.methods.base.BaseMethod`)
 

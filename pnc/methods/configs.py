@@ -5,7 +5,7 @@ A method accepts the fields named in its ``config_keys`` (its ``training_fields`
 ``posthoc_fields``, :class:`pnc.methods.regression.contract.MethodBase`); every other field of
 ``config_cls`` is pinned, to the value in the method's ``fixed`` mapping or else to the field's
 default. This lets two methods share one config class: ``pnc`` and ``pnc_nocorr`` both use
-:class:`pnc.perturb_correct.PnCConfig`, the latter pinning ``correct=False`` and
+:class:`pnc.core.perturb_correct.PnCConfig`, the latter pinning ``correct=False`` and
 ``bootstrap_frac=None`` and not accepting ``ridge``. A workflow turns a YAML grid into configs with
 :func:`make_config` (unknown keys and ill-typed values are rejected with a message naming the key)
 and names each one by :func:`config_id`, e.g. ``"sigma=16,bootstrap_frac=0.1,ridge=0.0001"``: the

@@ -43,10 +43,10 @@ import json
 import sys
 from pathlib import Path
 
-from pnc.io import write_json
-from pnc.mujoco.results import ResultsError, load
 from pnc.report import compare, costs, export, figures, pieces, stats, variant, verify
 from pnc.report.tables import write_tables_and_stats
+from pnc.runtime.io import write_json
+from pnc.studies.mujoco.results import ResultsError, load
 
 
 def _parser() -> argparse.ArgumentParser:

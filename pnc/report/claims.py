@@ -82,7 +82,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pnc.mujoco.results import (
+from pnc.report import stats as st
+from pnc.report.mechanism_table import (
+    EVIDENCE_1BC,
+    EVIDENCE_3A,
+    EVIDENCE_3B,
+    EVIDENCE_3C,
+    EVIDENCE_THM3,
+)
+from pnc.report.table1 import Cell, Column, our_readings
+from pnc.report.tables import column_label
+from pnc.runtime.render import ARROW, decimals_for, fmt, markdown_table
+from pnc.studies.mujoco.results import (
     DEEP_ENSEMBLE,
     METHOD_INFO,
     PER_SIGMA_METHODS,
@@ -92,17 +103,6 @@ from pnc.mujoco.results import (
     per_sigma_choices,
     sigma_points,
 )
-from pnc.report import stats as st
-from pnc.report.mechanism_table import (
-    EVIDENCE_1BC,
-    EVIDENCE_3A,
-    EVIDENCE_3B,
-    EVIDENCE_3C,
-    EVIDENCE_THM3,
-)
-from pnc.report.render import ARROW, decimals_for, fmt, markdown_table
-from pnc.report.table1 import Cell, Column, our_readings
-from pnc.report.tables import column_label
 
 #: The verdicts (module docstring; ``"partly: k of n (...)"``: :func:`environment_verdict`).
 HOLDS = "holds"
@@ -476,7 +476,7 @@ def read_piece_metrics(
 def seed_3a_rows(metrics: pd.DataFrame, envs: Sequence[str]) -> pd.DataFrame:
     """3A per seed: per environment and sigma, P&C's Far NLL minus that of P&C w/o Corr on each
     seed, each at the (configuration, calibration) that the mechanism table's 3A rows compare (the
-    lowest seed-mean validation NLL at that sigma, :func:`pnc.mujoco.results.per_sigma_choices`).
+    lowest seed-mean validation NLL at that sigma, :func:`pnc.studies.mujoco.results.per_sigma_choices`).
     Rows in the mechanism table's columns, with ``seed``.
 
     Raises:
@@ -898,6 +898,6 @@ def moves_markdown(moves: Sequence[Move], variant_label: str) -> str:
 
 
 def claims_markdown(claims: Sequence[Claim]) -> str:
-    """The claims as a Markdown pipe table (:func:`pnc.report.render.markdown_table`)."""
+    """The claims as a Markdown pipe table (:func:`pnc.runtime.render.markdown_table`)."""
     rows = [[c.claim, c.measured, c.rule or "-", c.verdict] for c in claims]
     return markdown_table(None, ["Claim", "Measured", "Rule, per environment", "Verdict"], rows)

@@ -1,7 +1,7 @@
 """Our Table 1 beside the paper's: the side-by-side comparison of a reference folder.
 
 A reference folder's ``comparison.md`` shows, for each headline metric of the paper's Table 1
-(:data:`pnc.mujoco.results.HEADLINE`), one row per ranked method and one column per source:
+(:data:`pnc.studies.mujoco.results.HEADLINE`), one row per ranked method and one column per source:
 
 - **ours, draws**: the folder's ``results.csv`` with the Deep Ensemble's predictive as in the
   authors' runs (one draw per member, ``deep_ensemble``);
@@ -39,18 +39,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pnc.mujoco.results import (
-    HEADLINE,
-    METHOD_INFO,
-    RANKED_METHODS,
-    REFERENCE,
-    SUBSPACE,
-    ResultsError,
-    load,
-)
 from pnc.report import claims
 from pnc.report import stats as st
-from pnc.report.render import markdown_table
 from pnc.report.table1 import (  # noqa: F401  (re-exported: the cells are part of this API)
     MIXTURE_SUBSTITUTION,
     Cell,
@@ -61,6 +51,16 @@ from pnc.report.table1 import (  # noqa: F401  (re-exported: the cells are part 
 )
 from pnc.report.tables import column_label
 from pnc.report.variant import read_config
+from pnc.runtime.render import markdown_table
+from pnc.studies.mujoco.results import (
+    HEADLINE,
+    METHOD_INFO,
+    RANKED_METHODS,
+    REFERENCE,
+    SUBSPACE,
+    ResultsError,
+    load,
+)
 
 #: File name of the comparison inside a reference folder.
 COMPARISON_FILE = "comparison.md"

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pnc.io import read_process_record
 from pnc.report.pieces import process_record_path
+from pnc.runtime.io import read_process_record
 
 #: Stages whose benchmark files are per (env, seed): ``{stage}/{env}/seed{S}[/...].tsv``.
 PER_SEED_STAGES = (
@@ -56,7 +56,7 @@ def read_benchmarks(root: str | Path, logs: str | Path | None = None) -> pd.Data
     Snakemake's ``cpu_time`` is sampled (every 0.5 s for the first ~15 s of a job, then every
     30 s, the last sample kept), so it undercounts, the more so the busier the machine. Given the
     study's ``logs`` directory, a job whose log ``logs/{same path}.log`` ends with the exact
-    record every stage writes (:data:`pnc.io.PROCESS_RECORD`) takes its ``cpu_s`` and
+    record every stage writes (:data:`pnc.runtime.io.PROCESS_RECORD`) takes its ``cpu_s`` and
     ``max_rss_mb`` from there (``cpu_source`` ``"process"``), as does a job whose record was
     stored beside its benchmark file (``X.process.json``, :func:`pnc.report.pieces.store_piece`);
     the others keep the sampled values (``cpu_source`` ``"sampled"``).

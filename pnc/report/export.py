@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pnc.io import write_json
-from pnc.mujoco.results import RANKED_METHODS, ResultsError, read_csv
 from pnc.report import compare, costs
 from pnc.report.tables import write_tables_and_stats
+from pnc.runtime.io import write_json
+from pnc.studies.mujoco.results import RANKED_METHODS, ResultsError, read_csv
 
 #: Data files of a reference folder (``costs.json`` is optional).
 DATA_FILES: tuple[str, ...] = ("results.csv", "all_configs.csv", "selection.json")
@@ -47,7 +47,7 @@ def check_complete(frame: pd.DataFrame, *, name: str = "results.csv") -> dict[st
     """Refuse a results table with a missing (env, seed, method) or a non-finite value.
 
     Every method present must have every seed that any method has in the same environment, and
-    every ranked method (:data:`pnc.mujoco.results.RANKED_METHODS`) present anywhere must be
+    every ranked method (:data:`pnc.studies.mujoco.results.RANKED_METHODS`) present anywhere must be
     present in every environment.
 
     Args:

@@ -12,7 +12,7 @@
 
 Every method has its own colour (Okabe-Ito, colour-blind safe), marker, line style and hatch
 (:data:`METHOD_STYLE`), so the figures stay readable in grayscale. Legends show each method's label
-and axis ticks its short label, both from :data:`pnc.mujoco.results.METHOD_INFO` (the tables use the
+and axis ticks its short label, both from :data:`pnc.studies.mujoco.results.METHOD_INFO` (the tables use the
 same). ``python -m pnc.report frontier|metrics`` draws them from the results CSVs; :func:`save`
 writes ``STEM.pdf`` and ``STEM.png``.
 """
@@ -32,7 +32,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from pnc.mujoco.results import (  # noqa: E402
+from pnc.report import stats as st  # noqa: E402
+from pnc.studies.mujoco.results import (  # noqa: E402
     BOUNDED_METRICS,
     CALIBRATIONS,
     HEADLINE,
@@ -46,10 +47,9 @@ from pnc.mujoco.results import (  # noqa: E402
     SPLIT_LABELS,
     select_candidate,
 )
-from pnc.report import stats as st  # noqa: E402
 
 #: Per-method style: colour, marker, line style and hatch (distinct in every channel), from
-#: :data:`pnc.mujoco.results.METHOD_INFO` (the registry).
+#: :data:`pnc.studies.mujoco.results.METHOD_INFO` (the registry).
 METHOD_STYLE: dict[str, dict[str, object]] = {
     m: dict(info.style) for m, info in METHOD_INFO.items()
 }
@@ -172,7 +172,7 @@ def frontier_variants(all_configs: pd.DataFrame) -> pd.DataFrame:
 
     Per (env, method, config): the selected variant where the configuration is the selected one;
     otherwise the variant with the lowest seed-mean validation NLL by the selection's rule
-    (:func:`pnc.mujoco.results.select_candidate`: non-finite values never win, ties go to ``raw``).
+    (:func:`pnc.studies.mujoco.results.select_candidate`: non-finite values never win, ties go to ``raw``).
     A configuration evaluated in a single variant needs no validation rows.
 
     Args:
@@ -213,7 +213,7 @@ def frontier_variants(all_configs: pd.DataFrame) -> pd.DataFrame:
 
 def frontier_splits(all_configs: pd.DataFrame) -> tuple[str, str]:
     """The splits the frontier reads its ID RMSE and Far NLL on: the frontier sample
-    (:data:`pnc.mujoco.results.SAMPLED_SPLITS`) where the table has it (the two-phase evaluation
+    (:data:`pnc.studies.mujoco.results.SAMPLED_SPLITS`) where the table has it (the two-phase evaluation
     scores every configuration there, and on the whole splits only those a table reads), else
     ``id`` and ``far``."""
     sampled = {base: s for s, base in SAMPLED_SPLITS.items()}
@@ -376,7 +376,7 @@ def frontier_figure(all_configs: pd.DataFrame, envs: Sequence[str] | None = None
     selected variant, is highlighted.
 
     Args:
-        all_configs: validated ``all_configs`` table (:func:`pnc.mujoco.results.validate` with
+        all_configs: validated ``all_configs`` table (:func:`pnc.studies.mujoco.results.validate` with
             ``require_selected=True, drop_selection_split=False``; the ``val`` rows choose each
             configuration's variant).
         envs: environments to draw (default: all, in table order).

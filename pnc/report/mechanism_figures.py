@@ -26,8 +26,6 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from pnc.mujoco.grid import config_field, read_tables
-from pnc.mujoco.results import MECHANISM_METHODS, MECHANISM_SPLITS, METHOD_INFO, load
 from pnc.report.figures import METHOD_STYLE, RC_PARAMS, save
 from pnc.report.mechanism_table import (
     LOG_FLOOR,
@@ -41,6 +39,8 @@ from pnc.report.mechanism_table import (
     sketch_regression,
     split_label,
 )
+from pnc.studies.mujoco.grid import config_field, read_tables
+from pnc.studies.mujoco.results import MECHANISM_METHODS, MECHANISM_SPLITS, METHOD_INFO, load
 
 #: The figures of one environment: file stem -> what it shows.
 MECHANISM_FIGURES = ("magnitudes", "frontier_sigma", "distance", "sketch")

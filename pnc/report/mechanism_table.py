@@ -1,6 +1,6 @@
 """The mechanism evidence (paper Figures 1 B/C and 3) as statistics and the mechanism table.
 
-Reads the per-(env, seed) mechanism files (:data:`pnc.mujoco.results.MECHANISM_COLUMNS`) and the
+Reads the per-(env, seed) mechanism files (:data:`pnc.studies.mujoco.results.MECHANISM_COLUMNS`) and the
 ``all_configs`` table, and computes per environment (seeds pooled):
 
 - **3B** (:func:`distance_regression`): OLS of the P&C disagreement ``D(x)`` on
@@ -31,9 +31,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pnc.io import ArtifactError, rebuild_hint
-from pnc.mujoco.grid import config_field, read_tables
-from pnc.mujoco.results import (
+from pnc.runtime.io import ArtifactError, rebuild_hint
+from pnc.runtime.render import (
+    Table,
+    fmt,
+    latex_escape,
+    latex_tabular,
+    markdown_table,
+    write_tables,
+)
+from pnc.studies.mujoco.grid import config_field, read_tables
+from pnc.studies.mujoco.results import (
     MECHANISM_COLUMNS,
     MECHANISM_METHODS,
     METHOD_INFO,
@@ -41,14 +49,6 @@ from pnc.mujoco.results import (
     load,
     per_sigma_choices,
     sigma_points,
-)
-from pnc.report.render import (
-    Table,
-    fmt,
-    latex_escape,
-    latex_tabular,
-    markdown_table,
-    write_tables,
 )
 
 #: Added to disagreement and sketch before the logarithm of the 3C regression.
@@ -81,7 +81,7 @@ def read_mechanism(paths: Sequence[str | Path]) -> pd.DataFrame:
     """Read and concatenate mechanism files (parquet), checking their columns.
 
     Raises:
-        pnc.io.ArtifactError: a file is unreadable or has other columns (named, with the command
+        pnc.runtime.io.ArtifactError: a file is unreadable or has other columns (named, with the command
             that rebuilds it).
     """
     frames = []
@@ -179,7 +179,7 @@ def score_auroc_rows(wide: pd.DataFrame) -> list[dict]:
     dict per part: ``part, auroc, id_median, far_median, n``. Empty when the points have no ID or
     no Far row, or the mechanism files predate the two quantities.
     """
-    from pnc.roc import auroc
+    from pnc.core.roc import auroc
 
     split = _id_far(wide, ("score_aleatoric", "score_epistemic"))
     if split is None:
@@ -243,14 +243,14 @@ def frontier_verdicts(
     all_configs: pd.DataFrame, env: str, sigmas: Mapping[tuple[str, str], float]
 ) -> pd.DataFrame:
     """3A per sigma of P&C: P&C and P&C without correction, each chosen by validation NLL among
-    its candidates at that sigma (:func:`pnc.mujoco.results.per_sigma_choices`, the configurations
+    its candidates at that sigma (:func:`pnc.studies.mujoco.results.per_sigma_choices`, the configurations
     the two-phase evaluation scores on the test splits for this); ``verdict`` says which has the
     lower Far NLL and ID RMSE.
 
     Columns ``env, sigma, pnc_config, pnc_far_nll, pnc_id_rmse, nocorr_config, nocorr_far_nll,
     nocorr_id_rmse, verdict`` (the no-correction columns empty where it was not run at that
     sigma). ``sigmas``: each configuration's sigma from the grid tables
-    (:func:`pnc.mujoco.grid.config_field`).
+    (:func:`pnc.studies.mujoco.grid.config_field`).
 
     Raises:
         ValueError: a chosen configuration lacks its ID RMSE or Far NLL (named).
@@ -295,7 +295,7 @@ def frontier_verdicts(
 def sigma_choices(
     all_configs: pd.DataFrame, env: str, sigmas: Mapping[tuple[str, str], float]
 ) -> pd.DataFrame:
-    """:func:`pnc.mujoco.results.per_sigma_choices` of ``env``'s :func:`sigma_points`, each with
+    """:func:`pnc.studies.mujoco.results.per_sigma_choices` of ``env``'s :func:`sigma_points`, each with
     its seed-mean ID RMSE and Far NLL.
 
     Raises:
@@ -411,7 +411,7 @@ def mechanism_stats(
     computed on each seed's points (rows with a ``seed``) and summarised over them
     (:func:`over_seeds`: the mean, and ``seed_sd``, the spread); the summary rows come first.
     3A is computed from ``all_configs``' seed means in either case (``seed`` empty), each
-    configuration's sigma read from ``sigmas`` (:func:`pnc.mujoco.grid.config_field`).
+    configuration's sigma read from ``sigmas`` (:func:`pnc.studies.mujoco.grid.config_field`).
     """
     seeds = sorted(frame.seed.unique())
     rows = []

@@ -10,7 +10,7 @@ benchmark files of its jobs (for the cost summary). A *piece* is those files of 
   ``results/pieces/{env}/seed{S}.json`` (:func:`write_manifest`) once every one of them exists;
 - :func:`store_piece` copies them, the benchmark files of the (env, seed)'s jobs (with, beside
   each, ``X.process.json``: the exact CPU time and peak memory the job recorded at the end of its
-  log, :data:`pnc.io.PROCESS_RECORD`) and the manifest into a store (``docs/results/offline/pieces/``), keeping their paths relative to the study, after
+  log, :data:`pnc.runtime.io.PROCESS_RECORD`) and the manifest into a store (``docs/results/offline/pieces/``), keeping their paths relative to the study, after
   checking every hash, and refuses to overwrite a stored file with different content;
 - :func:`restore_pieces` copies a store's files back into a study directory, hash-checked, so that
   the selection and tables can be rebuilt on a machine where the runs never ran.
@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pnc.compile_cache import cpu_name, host_tag
-from pnc.io import file_sha256, read_process_record, write_json
+from pnc.runtime.compile_cache import cpu_name, host_tag
+from pnc.runtime.io import file_sha256, read_process_record, write_json
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,8 @@ def write_manifest(
 
     Returns:
         The manifest: ``env``, ``seed``, ``files`` (``{relative path: {"sha256", "bytes"}}``) and
-        ``host``, the machine that wrote it (``{"tag": pnc.compile_cache.host_tag(), "cpu":
-        pnc.compile_cache.cpu_name()}``): pieces of one tag were made on one CPU kind, whose
+        ``host``, the machine that wrote it (``{"tag": pnc.runtime.compile_cache.host_tag(), "cpu":
+        pnc.runtime.compile_cache.cpu_name()}``): pieces of one tag were made on one CPU kind, whose
         results can differ in the last bits from another's (``docs/results.md``, "What
         reproduces where"). Manifests written before it was recorded have no ``host``.
 

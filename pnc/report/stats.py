@@ -16,8 +16,8 @@ without ``calibration`` reads as ``raw`` throughout. From it this module compute
    ``alpha = 0.05``.
 
 The P&C ablation without correction (``pnc_nocorr``) is carried through the summary but never ranked
-or tested. Methods, splits, metrics and their directions are those of :mod:`pnc.mujoco.results`;
-the input is validated there (:func:`pnc.mujoco.results.validate`). This module only computes:
+or tested. Methods, splits, metrics and their directions are those of :mod:`pnc.studies.mujoco.results`;
+the input is validated there (:func:`pnc.studies.mujoco.results.validate`). This module only computes:
 ``python -m pnc.report tables RESULTS.csv --out DIR`` writes the tables (:mod:`pnc.report.tables`)
 and ``DIR/stats.json``.
 """
@@ -33,7 +33,7 @@ import pandas as pd
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from pnc.mujoco.results import (
+from pnc.studies.mujoco.results import (
     HEADLINE,
     METHODS,
     METRIC_INFO,
@@ -78,7 +78,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     """Mean and sample standard deviation over seeds per (env, method, split, metric).
 
     Args:
-        df: a validated results table (:func:`pnc.mujoco.results.validate`).
+        df: a validated results table (:func:`pnc.studies.mujoco.results.validate`).
 
     Returns:
         Columns ``env, method, config, calibration, split, metric, mean, std, n_seeds``; ``std``

@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from pnc.mujoco.results import HEADLINE, READINGS, REFERENCE
 from pnc.report import stats as st
-from pnc.report.render import ARROW
+from pnc.runtime.render import ARROW
+from pnc.studies.mujoco.results import HEADLINE, READINGS, REFERENCE
 
 #: The Deep Ensemble's second reading, ranked in its place in the "mixture" column (read from
 #: the registry: each method's ``reading_of``).

@@ -1,8 +1,8 @@
 """The paper's MuJoCo tables, each as LaTeX (booktabs), Markdown and CSV of the same numbers.
 
-Five :class:`pnc.report.render.Table` objects are built from a validated results table
-(:func:`pnc.mujoco.results.validate`) and the statistics of
-:func:`pnc.report.stats.compute_statistics`; :func:`pnc.report.render.write_tables` writes them:
+Five :class:`pnc.runtime.render.Table` objects are built from a validated results table
+(:func:`pnc.studies.mujoco.results.validate`) and the statistics of
+:func:`pnc.report.stats.compute_statistics`; :func:`pnc.runtime.render.write_tables` writes them:
 
 - ``cross_env`` (paper Table 1): mean rank +- standard deviation and wins per headline metric
   (ID RMSE, Far NLL, Far AUROC, Far Spearman), best mean rank in bold, Wilcoxon-Holm arrows;
@@ -16,7 +16,7 @@ Five :class:`pnc.report.render.Table` objects are built from a validated results
 Bold marks the best seed mean among the six ranked methods (every exactly tied best is bold). Where
 a single seed leaves the standard deviation undefined, only the mean is printed (and the caption
 says so). Method, split and metric labels and the metric definitions in the captions come from
-:mod:`pnc.mujoco.results`. The LaTeX needs ``\\usepackage{booktabs,longtable}``.
+:mod:`pnc.studies.mujoco.results`. The LaTeX needs ``\\usepackage{booktabs,longtable}``.
 :func:`write_tables_and_stats` goes from a results CSV to the written tables and ``stats.json``.
 """
 
@@ -29,8 +29,22 @@ from typing import Any
 
 import pandas as pd
 
-from pnc.io import write_json
-from pnc.mujoco.results import (
+from pnc.report import stats as st
+from pnc.runtime.io import write_json
+from pnc.runtime.render import (
+    ARROW,
+    LATEX_ARROW,
+    Table,
+    best_mask,
+    decimals_for,
+    latex_escape,
+    latex_longtable,
+    latex_tabular,
+    markdown_table,
+    mean_std_cell,
+    write_tables,
+)
+from pnc.studies.mujoco.results import (
     ABLATION_METHODS,
     BOUNDED_METRICS,
     CALIBRATION_INFO,
@@ -44,20 +58,6 @@ from pnc.mujoco.results import (
     REPORTED_SPLITS,
     SPLIT_LABELS,
     load,
-)
-from pnc.report import stats as st
-from pnc.report.render import (
-    ARROW,
-    LATEX_ARROW,
-    Table,
-    best_mask,
-    decimals_for,
-    latex_escape,
-    latex_longtable,
-    latex_tabular,
-    markdown_table,
-    mean_std_cell,
-    write_tables,
 )
 
 #: Metrics whose definition a caption prints.
@@ -326,7 +326,7 @@ def _hparam_names() -> re.Pattern:
 def abbreviate_config(config: str) -> str:
     """The hparams cell of a ``config`` label, for display only (nothing is read from it):
     ``"sigma=16,bootstrap_frac=0.1,ridge=0.0001"`` -> ``"ps=16, bf=0.1, lreg=0.0001"`` (the names
-    :data:`~pnc.mujoco.results.HPARAM_ABBREVIATIONS` knows abbreviated); any other label, e.g.
+    :data:`~pnc.studies.mujoco.results.HPARAM_ABBREVIATIONS` knows abbreviated); any other label, e.g.
     ``"default"`` or a user's ``"selected"``, as given."""
     text = _hparam_names().sub(lambda m: f"{m[1]}{HPARAM_ABBREVIATIONS[m[2]]}=", str(config))
     if not text:

@@ -3,7 +3,7 @@
 A *variant* is a study config that differs from a reference config (whose pieces are stored,
 :mod:`pnc.report.pieces`) in some methods' entries only: ``config/offline_authors.yaml`` is
 ``config/offline.yaml`` with P&C's base network trained 2,000 steps and its calibration rows drawn
-from the whole ID pool (:mod:`pnc.mujoco.grid`), which only ``pnc`` and ``pnc_nocorr`` read. Every
+from the whole ID pool (:mod:`pnc.studies.mujoco.grid`), which only ``pnc`` and ``pnc_nocorr`` read. Every
 evaluation job depends on its method's entry, its run and the (env, seed)'s data alone, and the
 selection is per method, so the other methods' metric tables, validation rows, selection and test
 rows are the reference's, bit for bit. The variant therefore runs:
@@ -53,9 +53,9 @@ def _defaults_of(path: Path) -> Path | None:
 
 def read_config(path: str | Path) -> dict[str, Any]:
     """A study config file (YAML) as the workflow reads it: merged into the workflow's
-    config.yaml (:func:`pnc.mujoco.config_check.overlay`, as ``--configfile`` is), ``methods``
+    config.yaml (:func:`pnc.studies.mujoco.config_check.overlay`, as ``--configfile`` is), ``methods``
     holding the methods that run (``run_methods``)."""
-    from pnc.mujoco.config_check import overlay, run_methods
+    from pnc.studies.mujoco.config_check import overlay, run_methods
 
     path = Path(path)
     config = yaml.safe_load(path.read_text())

@@ -44,8 +44,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from pnc.io import ArtifactError, file_sha256
-from pnc.mujoco.results import (
+from pnc.report.pieces import MANIFESTS, PieceError
+from pnc.runtime.io import ArtifactError, file_sha256
+from pnc.studies.mujoco.results import (
     CALIBRATIONS,
     SELECTION_METRIC,
     SELECTION_SPLIT,
@@ -53,7 +54,6 @@ from pnc.mujoco.results import (
     select_candidate,
     validate,
 )
-from pnc.report.pieces import MANIFESTS, PieceError
 
 #: Family-wise level of the metric check (Bonferroni over the rows checked).
 ALPHA = 0.05
@@ -95,9 +95,9 @@ def cross_seed_selection(frame: pd.DataFrame, seeds: list[int]) -> dict[str, dic
 
     Per method, the (config, calibration) candidate with the lowest validation NLL averaged
     over ``seeds``, configurations in table order and calibrations in
-    :data:`pnc.mujoco.results.CALIBRATIONS` order, ties and non-finite values resolved by
-    :func:`pnc.mujoco.results.select_candidate`: the rule of
-    :func:`pnc.mujoco.selection.select`, which ``tests/test_verify_piece.py`` checks it equals.
+    :data:`pnc.studies.mujoco.results.CALIBRATIONS` order, ties and non-finite values resolved by
+    :func:`pnc.studies.mujoco.results.select_candidate`: the rule of
+    :func:`pnc.studies.mujoco.selection.select`, which ``tests/test_verify_piece.py`` checks it equals.
 
     Returns:
         ``{method: {"choice": (config, calibration), "candidates": {(config, calibration):
@@ -322,7 +322,7 @@ def verify_piece(
 
     Raises:
         PieceError: the store lacks the seed, or the re-run lacks tables.
-        FileNotFoundError, pnc.io.ArtifactError: a table is missing or malformed (named).
+        FileNotFoundError, pnc.runtime.io.ArtifactError: a table is missing or malformed (named).
     """
     study, store = Path(study), Path(store)
     seeds = stored_seeds(store, env)

@@ -1,7 +1,7 @@
 """The workflow's stages: ``python -m pnc.workflow STAGE --threads N ARGS``.
 
 Every rule's shell command runs one stage of this table, and every stage follows one convention:
-it parses its arguments, calls :func:`pnc.workflow.limit_threads` with ``--threads`` (the rule's
+it parses its arguments, calls :func:`pnc.runtime.stage.limit_threads` with ``--threads`` (the rule's
 ``threads:``) before any JAX computation, then calls one library function or library command line.
 Stages hold no logic of their own.
 
@@ -25,8 +25,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from pnc.workflow import (
-    _PROGS,
+from pnc.runtime.stage import (
+    STAGE_PROGS,
     json_arg,
     limit_threads,
     parser,
@@ -66,7 +66,7 @@ def _add_splits(p: argparse.ArgumentParser) -> None:
 
 
 def train_run(argv: list[str]) -> int:
-    """Train one shared training run on the train split of (env, seed) (pnc.mujoco.stages.train_run)."""
+    """Train one shared training run on the train split of (env, seed) (pnc.studies.mujoco.stages.train_run)."""
     p = parser("Train one shared training run on the train split of (env, seed).")
     _add_env_seed(p)
     p.add_argument("--run-id", required=True, help="e.g. base, deep_ensemble-n_members5")
@@ -82,7 +82,7 @@ def train_run(argv: list[str]) -> int:
     log = setup_logging()
     log.info("train %s seed %d run %s on CPUs %s", args.env, args.seed, args.run_id, cpus)
 
-    from pnc.mujoco.stages import spec_from_dict, train_run
+    from pnc.studies.mujoco.stages import spec_from_dict, train_run
 
     spec = spec_from_dict(args.spec)
     if spec.run_id != args.run_id:
@@ -101,7 +101,7 @@ def train_run(argv: list[str]) -> int:
 
 
 def evaluate_run(argv: list[str]) -> int:
-    """Construct, predict and score every configuration of one (env, seed, method, run) (pnc.mujoco.stages.evaluate_run)."""
+    """Construct, predict and score every configuration of one (env, seed, method, run) (pnc.studies.mujoco.stages.evaluate_run)."""
     p = parser("Post-hoc construction, prediction and metrics for one method on one training run.")
     _add_env_seed(p)
     p.add_argument("--method", required=True)
@@ -122,20 +122,20 @@ def evaluate_run(argv: list[str]) -> int:
         "--calibrations",
         nargs="+",
         metavar="VARIANT",
-        help="calibration variants to score (pnc.mujoco.results.CALIBRATIONS): raw (as "
+        help="calibration variants to score (pnc.studies.mujoco.results.CALIBRATIONS): raw (as "
         "constructed), vcal (variance scaled on val); default: all",
     )
     p.add_argument(
         "--score",
         nargs="+",
         metavar="SPLIT",
-        help="splits to score (pnc.mujoco.results.SCORED_SPLITS; val among them); default: every "
+        help="splits to score (pnc.studies.mujoco.results.SCORED_SPLITS; val among them); default: every "
         "evaluation split (the full evaluation)",
     )
     p.add_argument(
         "--posteriors",
         help="also write the posteriors of methods that store them here (.npz; the two-phase "
-        "evaluation's validation phase, pnc.mujoco.phases)",
+        "evaluation's validation phase, pnc.studies.mujoco.phases)",
     )
     p.add_argument("--out", required=True, help="metric table (CSV)")
     args = p.parse_args(argv)
@@ -150,11 +150,11 @@ def evaluate_run(argv: list[str]) -> int:
         cpus,
     )
 
-    from pnc.io import write_csv
-    from pnc.mujoco.grid import points_by_id, read_table
-    from pnc.mujoco.phases import write_posteriors
-    from pnc.mujoco.results import CALIBRATIONS
-    from pnc.mujoco.stages import evaluate_run
+    from pnc.runtime.io import write_csv
+    from pnc.studies.mujoco.grid import points_by_id, read_table
+    from pnc.studies.mujoco.phases import write_posteriors
+    from pnc.studies.mujoco.results import CALIBRATIONS
+    from pnc.studies.mujoco.stages import evaluate_run
 
     calibrations = CALIBRATIONS if args.calibrations is None else tuple(args.calibrations)
     posteriors: dict | None = None if args.posteriors is None else {}
@@ -189,7 +189,7 @@ def evaluate_run(argv: list[str]) -> int:
 
 
 def evaluate_test(argv: list[str]) -> int:
-    """The test phase of one (env, seed, method): its planned configurations on the test splits (pnc.mujoco.phases.evaluate_test)."""
+    """The test phase of one (env, seed, method): its planned configurations on the test splits (pnc.studies.mujoco.phases.evaluate_test)."""
     p = parser(
         "The two-phase evaluation's test phase: the configurations the test plan names, on the "
         "test splits."
@@ -215,10 +215,10 @@ def evaluate_test(argv: list[str]) -> int:
     log = setup_logging()
     log.info("test phase of %s seed %d %s (CPUs %s)", args.env, args.seed, args.method, cpus)
 
-    from pnc.io import write_csv
-    from pnc.mujoco.grid import read_table
-    from pnc.mujoco.phases import evaluate_test
-    from pnc.mujoco.results import CALIBRATIONS
+    from pnc.runtime.io import write_csv
+    from pnc.studies.mujoco.grid import read_table
+    from pnc.studies.mujoco.phases import evaluate_test
+    from pnc.studies.mujoco.results import CALIBRATIONS
 
     frame, timings = evaluate_test(
         env=args.env,
@@ -260,14 +260,14 @@ def _add_selection_inputs(p: argparse.ArgumentParser) -> None:
 
 
 def _grid_tables(paths: list[str] | None) -> dict | None:
-    """``{method id: grid table}`` of ``--grid`` (pnc.mujoco.grid.read_tables), or None."""
-    from pnc.mujoco.grid import read_tables
+    """``{method id: grid table}`` of ``--grid`` (pnc.studies.mujoco.grid.read_tables), or None."""
+    from pnc.studies.mujoco.grid import read_tables
 
     return None if paths is None else read_tables(paths)
 
 
 def select_validation(argv: list[str]) -> int:
-    """The two-phase evaluation's selection: selection.json and the test plan from the validation phase's tables (pnc.mujoco.phases)."""
+    """The two-phase evaluation's selection: selection.json and the test plan from the validation phase's tables (pnc.studies.mujoco.phases)."""
     p = parser(
         "Select per (env, method) by seed-mean validation NLL on the validation phase's tables "
         "and write the test plan."
@@ -280,7 +280,7 @@ def select_validation(argv: list[str]) -> int:
     limit_threads(args.threads)
     log = setup_logging()
 
-    from pnc.mujoco.phases import select_validation_and_write
+    from pnc.studies.mujoco.phases import select_validation_and_write
 
     _, plan = select_validation_and_write(
         args.tables,
@@ -298,7 +298,7 @@ def select_validation(argv: list[str]) -> int:
 
 
 def assemble(argv: list[str]) -> int:
-    """The two-phase evaluation's all_configs.csv and results.csv of one environment (pnc.mujoco.phases)."""
+    """The two-phase evaluation's all_configs.csv and results.csv of one environment (pnc.studies.mujoco.phases)."""
     p = parser("all_configs.csv and results.csv from the two phases' metric tables.")
     p.add_argument("--validation", nargs="+", required=True, help="validation-phase metric CSVs")
     p.add_argument("--test", nargs="+", required=True, help="test-phase metric CSVs")
@@ -311,7 +311,7 @@ def assemble(argv: list[str]) -> int:
     limit_threads(args.threads)
     log = setup_logging()
 
-    from pnc.mujoco.phases import assemble_and_write
+    from pnc.studies.mujoco.phases import assemble_and_write
 
     assemble_and_write(
         args.validation,
@@ -330,7 +330,7 @@ def assemble(argv: list[str]) -> int:
 
 
 def select(argv: list[str]) -> int:
-    """Select per (env, method) by seed-mean validation NLL and write the results tables (pnc.mujoco.selection)."""
+    """Select per (env, method) by seed-mean validation NLL and write the results tables (pnc.studies.mujoco.selection)."""
     p = parser(
         "Select the (configuration, calibration) pair with the lowest seed-mean validation NLL "
         "per (env, method)."
@@ -348,7 +348,7 @@ def select(argv: list[str]) -> int:
     limit_threads(args.threads)
     log = setup_logging()
 
-    from pnc.mujoco.selection import select_and_write
+    from pnc.studies.mujoco.selection import select_and_write
 
     selection = select_and_write(
         args.tables,
@@ -374,7 +374,7 @@ def select(argv: list[str]) -> int:
 
 
 def aggregate(argv: list[str]) -> int:
-    """Concatenate the per-environment results tables and selection records (pnc.mujoco.selection)."""
+    """Concatenate the per-environment results tables and selection records (pnc.studies.mujoco.selection)."""
     p = parser("Concatenate per-environment results tables and selection records.")
     p.add_argument("--all-configs", nargs="+", required=True, help="per-env all_configs.csv files")
     p.add_argument("--results", nargs="+", required=True, help="per-env results.csv files")
@@ -386,7 +386,7 @@ def aggregate(argv: list[str]) -> int:
     limit_threads(args.threads)
     log = setup_logging()
 
-    from pnc.mujoco.selection import concatenate_outputs
+    from pnc.studies.mujoco.selection import concatenate_outputs
 
     sizes = concatenate_outputs(args.all_configs, args.results, args.selection, args.out_dir)
     log.info("wrote %s", sizes)
@@ -394,7 +394,7 @@ def aggregate(argv: list[str]) -> int:
 
 
 def minari_data(argv: list[str]) -> int:
-    """Check (with --download, fetch) one environment's Minari datasets (pnc.mujoco.stages.fetch_minari)."""
+    """Check (with --download, fetch) one environment's Minari datasets (pnc.studies.mujoco.stages.fetch_minari)."""
     p = parser("Make sure the Minari datasets of one environment are present.")
     p.add_argument("env")
     p.add_argument(
@@ -406,8 +406,8 @@ def minari_data(argv: list[str]) -> int:
     limit_threads(args.threads)
     log = setup_logging()
 
-    from pnc.io import atomic_path, write_json
-    from pnc.mujoco.stages import fetch_minari
+    from pnc.runtime.io import atomic_path, write_json
+    from pnc.studies.mujoco.stages import fetch_minari
 
     record = fetch_minari(args.env, root=args.minari_root, download=args.download)
     with atomic_path(args.out) as tmp:
@@ -417,7 +417,7 @@ def minari_data(argv: list[str]) -> int:
 
 
 def pnc_members(argv: list[str]) -> int:
-    """Build and store the selected P&C members of one (env, seed) (pnc.mujoco.mechanism)."""
+    """Build and store the selected P&C members of one (env, seed) (pnc.studies.mujoco.mechanism)."""
     p = parser("Build and store the selected P&C members of one (env, seed).")
     _add_env_seed(p)
     p.add_argument("--run", required=True, help="directory of the base training run")
@@ -430,9 +430,9 @@ def pnc_members(argv: list[str]) -> int:
     log = setup_logging()
     log.info("P&C members of %s seed %d (CPUs %s)", args.env, args.seed, cpus)
 
-    from pnc.io import read_json
-    from pnc.mujoco.grid import read_table
-    from pnc.mujoco.mechanism import write_pnc_members
+    from pnc.runtime.io import read_json
+    from pnc.studies.mujoco.grid import read_table
+    from pnc.studies.mujoco.mechanism import write_pnc_members
 
     record = write_pnc_members(
         env=args.env,
@@ -455,7 +455,7 @@ def pnc_members(argv: list[str]) -> int:
 
 
 def mechanism_diagnostics(argv: list[str]) -> int:
-    """Per-point mechanism diagnostics of one (env, seed) (pnc.mujoco.mechanism)."""
+    """Per-point mechanism diagnostics of one (env, seed) (pnc.studies.mujoco.mechanism)."""
     p = parser("Mechanism diagnostics (paper Figures 1 B/C and 3) of one (env, seed).")
     _add_env_seed(p)
     p.add_argument("--run", required=True, help="directory of the base training run")
@@ -481,8 +481,8 @@ def mechanism_diagnostics(argv: list[str]) -> int:
     log = setup_logging()
     log.info("mechanism diagnostics of %s seed %d (CPUs %s)", args.env, args.seed, cpus)
 
-    from pnc.io import read_json, write_json
-    from pnc.mujoco.mechanism import MechanismSettings, mechanism_frame, write_mechanism
+    from pnc.runtime.io import read_json, write_json
+    from pnc.studies.mujoco.mechanism import MechanismSettings, mechanism_frame, write_mechanism
 
     settings = {k: v for k, v in args.settings.items() if k not in ("enabled", "seeds")}
     frame, info = mechanism_frame(
@@ -540,23 +540,23 @@ def mechanism_report(argv: list[str]) -> int:
 #: Every stage by name: a :class:`Forward` or a function ``stage(argv) -> exit status``. The rules
 #: of ``workflow/rules/`` name them (``tests/test_workflow_entry.py`` checks that every name exists).
 STAGES: dict[str, Callable[[list[str]], int]] = {
-    # MuJoCo data (pnc.data)
+    # MuJoCo data (pnc.studies.mujoco.data)
     "behaviour_policies": Forward(
-        "pnc.data.behaviour",
-        "Train the behaviour policies of one environment (pnc.data.behaviour).",
+        "pnc.studies.mujoco.data.behaviour",
+        "Train the behaviour policies of one environment (pnc.studies.mujoco.data.behaviour).",
     ),
     "offline_data": Forward(
-        "pnc.data.offline", "Offline behaviour datasets of one environment (pnc.data.offline)."
+        "pnc.studies.mujoco.data.offline", "Offline behaviour datasets of one environment (pnc.studies.mujoco.data.offline)."
     ),
     "minari_data": minari_data,
     "far_data": Forward(
-        "pnc.data.far", "Far (uniform-random-action) dataset of one environment (pnc.data.far)."
+        "pnc.studies.mujoco.data.far", "Far (uniform-random-action) dataset of one environment (pnc.studies.mujoco.data.far)."
     ),
     "episode_splits": Forward(
-        "pnc.data.__main__",
-        "Train/val/id/near/mid/far episode splits of one (env, seed) (pnc.data).",
+        "pnc.studies.mujoco.data.__main__",
+        "Train/val/id/near/mid/far episode splits of one (env, seed) (pnc.studies.mujoco.data).",
     ),
-    # MuJoCo study (pnc.mujoco)
+    # MuJoCo study (pnc.studies.mujoco)
     "train_run": train_run,
     "evaluate_run": evaluate_run,
     "select": select,
@@ -582,49 +582,49 @@ STAGES: dict[str, Callable[[list[str]], int]] = {
         "List one (env, seed)'s output files with their hashes (pnc.report piece).",
         ("piece",),
     ),
-    # CIFAR-10 study (pnc.cifar.cli)
+    # CIFAR-10 study (pnc.studies.cifar.cli)
     "cifar_fetch": Forward(
-        "pnc.cifar.cli",
-        "Download the missing CIFAR and OpenOOD v1.5 files, checksums verified (pnc.cifar.cli fetch).",
+        "pnc.studies.cifar.cli",
+        "Download the missing CIFAR and OpenOOD v1.5 files, checksums verified (pnc.studies.cifar.cli fetch).",
         ("fetch",),
     ),
     "cifar_tiny_data": Forward(
-        "pnc.cifar.cli",
+        "pnc.studies.cifar.cli",
         "The generated tiny CIFAR-10 + OpenOOD benchmark in the real file formats (CI scale) "
-        "(pnc.cifar.cli tiny-data).",
+        "(pnc.studies.cifar.cli tiny-data).",
         ("tiny-data",),
     ),
     "cifar_data": Forward(
-        "pnc.cifar.cli",
+        "pnc.studies.cifar.cli",
         "Check the CIFAR-10 and OpenOOD v1.5 files and write their arrays once "
-        "(pnc.cifar.cli prepare).",
+        "(pnc.studies.cifar.cli prepare).",
         ("prepare",),
     ),
     "cifar_train": Forward(
-        "pnc.cifar.cli",
-        "One CIFAR-10 training run of one seed, resuming from its last epoch (pnc.cifar.cli train).",
+        "pnc.studies.cifar.cli",
+        "One CIFAR-10 training run of one seed, resuming from its last epoch (pnc.studies.cifar.cli train).",
         ("train",),
     ),
     "cifar_validate": Forward(
-        "pnc.cifar.cli",
+        "pnc.studies.cifar.cli",
         "One method on one seed: every configuration it selects from, built and scored on the "
-        "validation split (pnc.cifar.cli validate).",
+        "validation split (pnc.studies.cifar.cli validate).",
         ("validate",),
     ),
     "cifar_select": Forward(
-        "pnc.cifar.cli",
-        "One method's selection by validation NLL from every seed's sweep (pnc.cifar.cli select).",
+        "pnc.studies.cifar.cli",
+        "One method's selection by validation NLL from every seed's sweep (pnc.studies.cifar.cli select).",
         ("select",),
     ),
     "cifar_posthoc": Forward(
-        "pnc.cifar.cli",
+        "pnc.studies.cifar.cli",
         "One method on one seed at its selected configuration: the OOD confidences "
-        "(pnc.cifar.cli posthoc).",
+        "(pnc.studies.cifar.cli posthoc).",
         ("posthoc",),
     ),
     "cifar_tables": Forward(
-        "pnc.cifar.cli",
-        "Metrics, Table 2 and the sweep table of the CIFAR-10 study (pnc.cifar.cli tables).",
+        "pnc.studies.cifar.cli",
+        "Metrics, Table 2 and the sweep table of the CIFAR-10 study (pnc.studies.cifar.cli tables).",
         ("tables",),
     ),
 }
@@ -677,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in STAGES:
         print(f"error: unknown stage {name!r}; valid stages: {', '.join(STAGES)}", file=sys.stderr)
         return 2
-    _PROGS.append(f"python -m pnc.workflow {name}")
+    STAGE_PROGS.append(f"python -m pnc.workflow {name}")
     status, failed = None, False
     try:
         status = STAGES[name](rest)
@@ -689,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = True
         raise
     finally:
-        _PROGS.pop()
+        STAGE_PROGS.pop()
         if "-h" not in rest and "--help" not in rest:
             # a stage that returned None exits with status 0 (sys.exit(None))
             code = 0 if status is None and not failed else status

@@ -4,12 +4,12 @@
 # allowed), then validated again by Snakemake, which fills in the schema's defaults (both in
 # shared.smk, which the CIFAR study's common.smk includes too). Checks across
 # keys follow (pool sizes, log-variance bounds, P&C layers and ranks against the network, the SWAG
-# and Subspace snapshots); method grids are expanded with pnc.mujoco.grid, so an unknown
+# and Subspace snapshots); method grids are expanded with pnc.studies.mujoco.grid, so an unknown
 # hyperparameter fails while the DAG is built, before any job runs. Every config error found here is
 # a WorkflowError naming the key and its value.
 #
 # The grids are expanded here and only here: each method's configurations, typed and keyed by their
-# id, are written to its grid table results/grid/{method}.json (pnc.mujoco.grid.write_table), and
+# id, are written to its grid table results/grid/{method}.json (pnc.studies.mujoco.grid.write_table), and
 # every job reads the configurations it handles from that table by id. A table is rewritten only
 # when its content changes, so Snakemake's modification-time check reruns exactly the jobs of a
 # method whose configurations changed. (snakemake.utils.Paramspace would put every hyperparameter
@@ -21,16 +21,16 @@ import os
 import re
 import shlex
 
-from pnc.mujoco import grid as pnc_grid
-from pnc.mujoco.config_check import cross_key_problems, ordered_like, run_methods
-from pnc.mujoco.results import PER_SIGMA_METHODS
+from pnc.studies.mujoco import grid as pnc_grid
+from pnc.studies.mujoco.config_check import cross_key_problems, ordered_like, run_methods
+from pnc.studies.mujoco.results import PER_SIGMA_METHODS
 
 
 include: "shared.smk"
 
 
 def _defaults_order():
-    """Every mapping of `config` in config.yaml's key order (pnc.mujoco.config_check.ordered_like):
+    """Every mapping of `config` in config.yaml's key order (pnc.studies.mujoco.config_check.ordered_like):
     Snakemake merges config.yaml into a --configfile overlay, which puts the overlay's keys first.
     """
     import yaml
@@ -51,7 +51,7 @@ allocator(config)
 
 
 def _run_methods():
-    """Config `run_methods` (pnc.mujoco.config_check.run_methods): `config["methods"]` keeps the
+    """Config `run_methods` (pnc.studies.mujoco.config_check.run_methods): `config["methods"]` keeps the
     entries of the methods that run, in that order."""
     try:
         config["methods"] = run_methods(config)
@@ -75,7 +75,7 @@ DATA = config["data"]
 
 
 def _check_across_keys(points):
-    """Every cross-key problem (pnc.mujoco.config_check.cross_key_problems) in one error."""
+    """Every cross-key problem (pnc.studies.mujoco.config_check.cross_key_problems) in one error."""
     found = cross_key_problems(config, points)
     for line in found.warnings:
         logger.warning(f"config: {line}")
@@ -98,7 +98,7 @@ METHODS = list(GRID_POINTS)
 TRAINING_RUNS = {p.run_id: p.spec for pts in GRID_POINTS.values() for p in pts}
 METHOD_RUNS = list(dict.fromkeys((m, p.run_id) for m, pts in GRID_POINTS.items() for p in pts))
 THREADS = {"train": 1, "evaluate": 1, "data": 1, **config.get("threads", {})}
-# config `evaluation` (pnc.mujoco.phases): `two_phase` scores every configuration on the validation
+# config `evaluation` (pnc.studies.mujoco.phases): `two_phase` scores every configuration on the validation
 # split (and the frontier sample), then, after each environment's selection, the configurations
 # that the tables and figures read on the test splits; `full` scores every one on every split.
 TWO_PHASE = config["evaluation"] == "two_phase"
@@ -107,7 +107,7 @@ TWO_PHASE = config["evaluation"] == "two_phase"
 # Scheduling order: longest jobs first. With as many jobs as cores, a long evaluation started last
 # runs alone at the end while the other cores idle (a Humanoid seed's P&C evaluation did so for
 # 15 of the piece's 56 minutes). A job's priority is the rough size of its work that
-# pnc.mujoco.grid.evaluation_work / training_work read from the config. Priorities only order the
+# pnc.studies.mujoco.grid.evaluation_work / training_work read from the config. Priorities only order the
 # ready jobs: no output, command or parameter depends on them.
 EVALUATION_WORK = pnc_grid.evaluation_work(GRID_POINTS)
 TRAINING_WORK = pnc_grid.training_work(GRID_POINTS)
@@ -141,9 +141,9 @@ MINARI_ROOT = DATA.get("minari_root", "resources/minari")
 
 
 def _compile_cache():
-    """The jobs' shared JAX compilation cache (pnc.compile_cache): config `compile_cache` (a
+    """The jobs' shared JAX compilation cache (pnc.runtime.compile_cache): config `compile_cache` (a
     directory, or false), unless PNC_COMPILE_CACHE is already set; jobs inherit the variable."""
-    from pnc import compile_cache
+    from pnc.runtime import compile_cache
 
     setting = config.get("compile_cache", compile_cache.DEFAULT_DIR)
     if isinstance(setting, str) and setting.strip().lower() in compile_cache.OFF_VALUES:
@@ -196,8 +196,8 @@ wildcard_constraints:
 
 
 def policy_dir(env):
-    """Behaviour policies trained by the workflow, or None to use the stored copies in pnc/data."""
-    from pnc.data.policy_store import POLICY_DIR
+    """Behaviour policies trained by the workflow, or None to use the stored copies in pnc/studies/mujoco/data."""
+    from pnc.studies.mujoco.data.policy_store import POLICY_DIR
 
     stored = (POLICY_DIR / env / "policies.json").exists()
     if stored and not DATA.get("retrain_policies", False):
@@ -255,7 +255,7 @@ TEST_PLAN = "results/envs/{env}/test_plan.json"
 
 def validation_phase_options(wildcards, output):
     """The `evaluate` job's options of the two-phase validation phase (none in `full`)."""
-    from pnc.mujoco.phases import VALIDATION_SPLITS
+    from pnc.studies.mujoco.phases import VALIDATION_SPLITS
 
     if not TWO_PHASE:
         return ""
@@ -424,7 +424,7 @@ PNC_RUN = GRID_POINTS["pnc"][0].run_id if MECHANISM_ON else None
 def mechanism_runs(wildcards):
     """Every training run the mechanism stage reads for one (env, seed): the base run and the own
     runs of the mechanism methods (Subspace's trajectory), each as msgpack and json."""
-    from pnc.mujoco.results import MECHANISM_METHODS
+    from pnc.studies.mujoco.results import MECHANISM_METHODS
 
     run_ids = dict.fromkeys(
         p.run_id for m in MECHANISM_METHODS if m in GRID_POINTS for p in GRID_POINTS[m]
@@ -438,7 +438,7 @@ def mechanism_runs(wildcards):
 
 def mechanism_grid_tables():
     """The grid tables of the mechanism methods that run (their selected configurations)."""
-    from pnc.mujoco.results import MECHANISM_METHODS
+    from pnc.studies.mujoco.results import MECHANISM_METHODS
 
     return grid_tables(MECHANISM_METHODS)
 
@@ -448,7 +448,7 @@ def mechanism_posteriors(wildcards):
     them (Subspace's chains), which the mechanism stage restores instead of running the chains
     again; none in `full` (it stores none)."""
     from pnc.methods.regression import get as get_method
-    from pnc.mujoco.results import MECHANISM_METHODS
+    from pnc.studies.mujoco.results import MECHANISM_METHODS
 
     if not TWO_PHASE:
         return []

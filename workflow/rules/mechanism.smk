@@ -90,7 +90,7 @@ rule mechanism:
     conda:
         "../../envs/pnc.yaml"
     shell:
-        # short-lived buffers: huge pages or a kept heap cost more, pnc.allocator.SHELL_PREFIX
+        # short-lived buffers: huge pages or a kept heap cost more, pnc.runtime.allocator.SHELL_PREFIX
         'GLIBC_TUNABLES="${{PNC_GLIBC_TUNABLES_SHORT_LIVED-${{GLIBC_TUNABLES-}}}}" '
         "python -m pnc.workflow mechanism_diagnostics --threads {threads} --env {wildcards.env}"
         " --seed {wildcards.seed} --run {params.run:q} --splits {params.splits:q}"

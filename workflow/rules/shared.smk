@@ -9,7 +9,7 @@ import os
 
 from snakemake.utils import validate
 
-from pnc.config_schema import integer_seeds, schema_problems
+from pnc.runtime.config_schema import integer_seeds, schema_problems
 
 SCHEMA_DIR = os.path.normpath(os.path.join(workflow.current_basedir, "..", "schemas"))
 
@@ -57,9 +57,9 @@ def job_resources(data, name):
 
 def allocator(data):
     """Config `allocator` (filled in by the schema): the jobs inherit GLIBC_TUNABLES with the
-    policy's tunables added to what the caller set (pnc.allocator.enable): the same results, less
-    CPU time. Rules of the stages in pnc.allocator.SHORT_LIVED start their command with
-    pnc.allocator.SHELL_PREFIX."""
-    from pnc import allocator as policy
+    policy's tunables added to what the caller set (pnc.runtime.allocator.enable): the same results, less
+    CPU time. Rules of the stages in pnc.runtime.allocator.SHORT_LIVED start their command with
+    pnc.runtime.allocator.SHELL_PREFIX."""
+    from pnc.runtime import allocator as policy
 
     policy.enable(data["allocator"])

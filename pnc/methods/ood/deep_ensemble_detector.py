@@ -8,9 +8,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from pnc.cifar import baselines as B
-from pnc.cifar.trained import ensemble_runs
-from pnc.labels import SHARED_LABELS
+from pnc.core.classifier import baselines as B
+from pnc.core.classifier.trained import ensemble_runs
+from pnc.core.labels import SHARED_LABELS
 from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs
 
 

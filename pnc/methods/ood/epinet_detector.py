@@ -7,15 +7,15 @@ import dataclasses
 import functools
 from typing import ClassVar
 
-from pnc.cifar import baselines as B
-from pnc.cifar.model import features_and_logits
+from pnc.core.classifier import baselines as B
+from pnc.core.classifier.model import features_and_logits
 from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs
 
 
 @dataclasses.dataclass(frozen=True)
 class EpinetSection(MethodSection):
     """Epinet: ``n_samples`` sampled indices per prior scale (``grid``); the network and its
-    training (defaults: :class:`pnc.cifar.baselines.EpinetConfig`'s)."""
+    training (defaults: :class:`pnc.core.classifier.baselines.EpinetConfig`'s)."""
 
     grid_keys: ClassVar[tuple[str, ...]] = ("prior_scale",)
     n_samples: int = 50

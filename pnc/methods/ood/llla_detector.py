@@ -9,8 +9,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from pnc.cifar import baselines as B
-from pnc.cifar.model import features_and_logits
+from pnc.core.classifier import baselines as B
+from pnc.core.classifier.model import features_and_logits
 from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs
 
 

@@ -7,10 +7,10 @@ import dataclasses
 import functools
 from typing import ClassVar
 
-from pnc.cifar import baselines as B
-from pnc.cifar.model import features_and_logits
-from pnc.cifar.trained import dropout_run
-from pnc.labels import SHARED_LABELS
+from pnc.core.classifier import baselines as B
+from pnc.core.classifier.model import features_and_logits
+from pnc.core.classifier.trained import dropout_run
+from pnc.core.labels import SHARED_LABELS
 from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs
 
 

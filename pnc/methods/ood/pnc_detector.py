@@ -1,4 +1,4 @@
-"""Convolutional P&C in the CIFAR study (:mod:`pnc.conv`): members built on the base run from
+"""Convolutional P&C in the CIFAR study (:mod:`pnc.core.conv`): members built on the base run from
 calibration images drawn once per seed; block, ``sigma`` and ``bootstrap_frac`` selected by
 coordinate descent on validation (:func:`pnc.methods.ood.posthoc.coordinate_descent`)."""
 
@@ -12,9 +12,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from pnc.cifar.model import normalize
-from pnc.conv import ConvPnCConfig, build_members, calibration_cache, predict_logits
-from pnc.labels import SHARED_LABELS
+from pnc.core.classifier.model import normalize
+from pnc.core.conv import ConvPnCConfig, build_members, calibration_cache, predict_logits
+from pnc.core.labels import SHARED_LABELS
 from pnc.methods.ood.posthoc import (
     Context,
     MethodSection,
@@ -35,7 +35,7 @@ PNC_CALIBRATION_STREAM = 1024
 
 @dataclasses.dataclass(frozen=True)
 class PnCSection(MethodSection):
-    """P&C: the fixed settings of :class:`pnc.conv.ConvPnCConfig` and the calibration images
+    """P&C: the fixed settings of :class:`pnc.core.conv.ConvPnCConfig` and the calibration images
     drawn once per seed; ``grid``: block, sigma, bootstrap_frac (coordinate descent)."""
 
     grid_keys: ClassVar[tuple[str, ...]] = ("block", "sigma", "bootstrap_frac")

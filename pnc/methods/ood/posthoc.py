@@ -7,7 +7,7 @@ selection (temperature per configuration, :func:`select_ensemble`; P&C's
 module per method (the single-model scores share one), registered there.
 
 Selection (paper, Appendix D.2): per method, on the 5,000-image ID validation split only; every
-configuration of an ensemble gets its own temperature ``T`` (:func:`pnc.conv.fit_temperature`,
+configuration of an ensemble gets its own temperature ``T`` (:func:`pnc.core.conv.fit_temperature`,
 golden-section search on ``[1e-2, 1e2]``) and is scored by the validation NLL of its mixture at
 that temperature; the lowest wins. P&C is selected by coordinate descent in the order of the
 paper's table: the block (with ``sigma`` and ``bootstrap_frac`` at the first values of their
@@ -43,11 +43,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.cifar.model import features_and_logits
-from pnc.cifar.trained import RunSpec, TrainedNetwork
-from pnc.conv.classification import entropy, fit_temperature, mixture_nll, mixture_probabilities
-from pnc.conv.resnet import ResNetConfig
-from pnc.keys import derive_key
+from pnc.core.classifier.model import features_and_logits
+from pnc.core.classifier.trained import RunSpec, TrainedNetwork
+from pnc.core.conv.classification import (
+    entropy,
+    fit_temperature,
+    mixture_nll,
+    mixture_probabilities,
+)
+from pnc.core.conv.resnet import ResNetConfig
+from pnc.core.keys import derive_key
 from pnc.methods.base import BaseMethod
 from pnc.methods.configs import field_names, make_config
 
@@ -285,7 +290,7 @@ class PosthocMethod(BaseMethod):
         return self.config_cls.from_section(overrides, self.id)
 
     def runs_of(self, config: MethodSection) -> list[str]:
-        """The ids of the training runs it reads (:class:`pnc.cifar.trained.RunSpec`)."""
+        """The ids of the training runs it reads (:class:`pnc.core.classifier.trained.RunSpec`)."""
         return [RunSpec("base").run_id]
 
     def study_problems(self, config: MethodSection, study: SectionContext) -> list[str]:

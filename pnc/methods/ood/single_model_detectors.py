@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from pnc.cifar import baselines as B
-from pnc.cifar.model import features_and_logits
+from pnc.core.classifier import baselines as B
+from pnc.core.classifier.model import features_and_logits
 from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs, single_score
 
 

@@ -11,8 +11,8 @@ from typing import ClassVar
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.cifar import baselines as B
-from pnc.labels import SHARED_LABELS
+from pnc.core.classifier import baselines as B
+from pnc.core.labels import SHARED_LABELS
 from pnc.methods.ood.posthoc import Context, MethodSection, PosthocMethod, Runs, SectionContext
 
 #: Fixed label of the seeded generator that draws the BN-refresh images from a seed's training

@@ -29,7 +29,7 @@ Usage::
     posterior = method.build(run, config, x_std, y_std, key=...)   # a pytree of arrays
     pred = method.predict(posterior, x_test_std, key=...)
 
-``pnc`` and ``pnc_nocorr`` both take :class:`pnc.perturb_correct.PnCConfig` (re-exported here);
+``pnc`` and ``pnc_nocorr`` both take :class:`pnc.core.perturb_correct.PnCConfig` (re-exported here);
 ``pnc_nocorr`` pins ``correct=False, bootstrap_frac=None`` and accepts ``n_members``, ``rank``,
 ``sigma`` and ``layers`` only. The shared ``base`` run lives in
 :mod:`pnc.methods.regression.base_run`.
@@ -37,6 +37,7 @@ Usage::
 
 from __future__ import annotations
 
+from pnc.core.perturb_correct import PnCConfig
 from pnc.methods.configs import config_id, make_config
 from pnc.methods.registry import Registry, UnknownMethodError
 from pnc.methods.regression.base_run import base_spec, train_base
@@ -52,7 +53,6 @@ from pnc.methods.regression.pnc_method import PerturbAndCorrect, PerturbNoCorrec
 from pnc.methods.regression.runs import TrainingRun, TrainingSpec
 from pnc.methods.regression.subspace import SubspaceConfig, SubspaceInference
 from pnc.methods.regression.swag import SWAG, SWAGConfig
-from pnc.perturb_correct import PnCConfig
 
 #: The registry of the regression family, in the tables' order (a new baseline adds one line).
 REGISTRY: Registry[MethodBase] = Registry(
@@ -89,7 +89,7 @@ def train_spec(
     ``run_kind`` is ``spec.kind``; ``validation`` (raw ``(x_val, y_val)``) is needed for early
     stopping.
 
-    (The workflow's ``train_run`` stage, :func:`pnc.mujoco.stages.train_run`, calls it and writes
+    (The workflow's ``train_run`` stage, :func:`pnc.studies.mujoco.stages.train_run`, calls it and writes
     the run to disk.)"""
     trainers: dict[str, Method] = {}
     for method in REGISTRY.registered():

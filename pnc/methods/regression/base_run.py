@@ -1,6 +1,6 @@
 """The shared ``base`` training run, and the SWAG moments collected during it.
 
-The base run is standard training (:func:`pnc.training.fit`: AdamW, early stopping on validation NLL
+The base run is standard training (:func:`pnc.core.training.fit`: AdamW, early stopping on validation NLL
 with the best parameters restored) whose returned parameters are the base model of P&C, Laplace
 and SWAG. On the schedule ``train_config.collection`` (the authors': every step from step 1,000) it
 also keeps running first and second moments of the flattened iterates and the last ``K`` deviation
@@ -21,9 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from pnc.methods.regression.runs import TrainingRun, TrainingSpec
-from pnc.mlp import MLPConfig, Params
-from pnc.training import (
+from pnc.core.mlp import MLPConfig, Params
+from pnc.core.training import (
     Collection,
     FitResult,
     Observer,
@@ -34,6 +33,7 @@ from pnc.training import (
     standardized_validation,
     standardizers,
 )
+from pnc.methods.regression.runs import TrainingRun, TrainingSpec
 
 Array = jax.Array
 
@@ -43,7 +43,7 @@ Array = jax.Array
 
 def base_spec() -> TrainingSpec:
     """The spec of the shared base run (``run_id == "base"``); its SWAG collection schedule is the
-    training recipe's ``collection`` (:class:`pnc.training.Collection`)."""
+    training recipe's ``collection`` (:class:`pnc.core.training.Collection`)."""
     return TrainingSpec("base", ())
 
 
@@ -54,7 +54,7 @@ class OnBaseRun:
     ``_check_config`` and ``_check_kind``.
 
     A base run whose spec has a ``steps`` option (P&C's own base run, ``base-steps{N}``,
-    :mod:`pnc.mujoco.grid`) trains with ``train_config.steps`` replaced by it; the only option a
+    :mod:`pnc.studies.mujoco.grid`) trains with ``train_config.steps`` replaced by it; the only option a
     base run accepts."""
 
     run_kind: ClassVar[str] = "base"
@@ -120,7 +120,7 @@ def update_moments(moments: SWAGMoments, theta: Array) -> SWAGMoments:
 
 
 def moments_observer(collection: Collection) -> Observer:
-    """The :class:`pnc.training.Observer` that adds the collected iterates to :class:`SWAGMoments`."""
+    """The :class:`pnc.core.training.Observer` that adds the collected iterates to :class:`SWAGMoments`."""
 
     def init(params: Params) -> SWAGMoments:
         return init_moments(ravel_pytree(params)[0].shape[0], collection.rank)
@@ -144,9 +144,9 @@ def fit_swag(
     key: Array,
     validation: tuple[Array, Array] | None = None,
 ) -> FitResult:
-    """:func:`pnc.training.fit` that also collects SWAG moments (``result.observed``) on the
+    """:func:`pnc.core.training.fit` that also collects SWAG moments (``result.observed``) on the
     schedule ``train_config.collection``; pure and jittable. Collecting does not change the
-    trajectory, so the parameters equal those of :func:`pnc.training.fit` with the same key.
+    trajectory, so the parameters equal those of :func:`pnc.core.training.fit` with the same key.
 
     ``observed.deviations`` holds ``min(K, n)`` valid columns (ring buffer, collection order modulo
     ``K``), ``n = observed.n`` the snapshots taken (fewer than scheduled after an early stop).
@@ -236,7 +236,7 @@ def swag_statistics(run: TrainingRun) -> dict[str, Array]:
 def snapshot_problems(
     method_id: str, collection, run_steps: int, where: str, rank: int | None
 ) -> tuple[list[str], list[str]]:
-    """A run's collected iterates (:class:`pnc.training.Collection` over ``run_steps``) checked for
+    """A run's collected iterates (:class:`pnc.core.training.Collection` over ``run_steps``) checked for
     a snapshot method (SWAG, Subspace): it needs >= 2 when the run goes to its step cap, and a
     ``rank`` above the kept columns is cut (a warning).
 

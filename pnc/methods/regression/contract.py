@@ -30,12 +30,12 @@ from typing import Any, ClassVar, Protocol
 
 import jax
 
+from pnc.core.mlp import MLPConfig
+from pnc.core.predictive import Predictive
+from pnc.core.training import TrainConfig
 from pnc.methods.base import BaseMethod
 from pnc.methods.configs import field_names, parse_config_id
 from pnc.methods.regression.runs import TrainingRun, TrainingSpec
-from pnc.mlp import MLPConfig
-from pnc.predictive import Predictive
-from pnc.training import TrainConfig
 
 Array = jax.Array
 
@@ -115,7 +115,7 @@ class Method(Protocol):
 
         Args:
             config: one of the method's configurations.
-            study: the study's :class:`pnc.mujoco.config_check.StudyContext` (``hidden``,
+            study: the study's :class:`pnc.studies.mujoco.config_check.StudyContext` (``hidden``,
                 ``envs``, ``input_dims``, ``train``, ``max_train_rows``, ``pool_text``).
 
         Returns:
@@ -168,7 +168,7 @@ class MethodBase(BaseMethod):
         shares_keys_with: the id of a method whose construction and sampling keys this one uses
             in the study (:attr:`key_id`); ``None``: its own.
         entry_options: the keys its entry in the study config accepts beside ``fixed`` and
-            ``grid`` (:data:`pnc.mujoco.grid.ENTRY_DEFAULTS` gives their meaning and defaults).
+            ``grid`` (:data:`pnc.studies.mujoco.grid.ENTRY_DEFAULTS` gives their meaning and defaults).
         run_kind: the :attr:`TrainingSpec.kind` its :meth:`train` trains (``"base"`` for the
             methods built post hoc on the shared run).
         label: display name (table rows, figure legends).
@@ -277,7 +277,7 @@ class MethodBase(BaseMethod):
 
         Args:
             config: one of the method's configurations.
-            study: the study's :class:`pnc.mujoco.config_check.StudyContext` (``hidden``,
+            study: the study's :class:`pnc.studies.mujoco.config_check.StudyContext` (``hidden``,
                 ``envs``, ``input_dims``, ``train``, ``max_train_rows``, ``pool_text``).
 
         Returns:

@@ -1,7 +1,7 @@
 """Deep Ensembles (Lakshminarayanan et al., 2017): ``M`` networks from independent initialisations
 and data orders; each member contributes one predictive sample, so ``S = M``.
 
-The members are trained together with ``jax.vmap`` over keys of :func:`pnc.training.fit` (one
+The members are trained together with ``jax.vmap`` over keys of :func:`pnc.core.training.fit` (one
 jitted program); the paper uses ``M = 5`` (Appendix C). ``predictive`` says how the members'
 Gaussians ``N(mu_m(x), var_m(x))`` are combined
 (:data:`pnc.methods.regression.sampling.PREDICTIVE_RULES`):
@@ -26,7 +26,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.labels import SHARED_LABELS
+from pnc.core.labels import SHARED_LABELS
+from pnc.core.mlp import MLPConfig, Params, forward
+from pnc.core.predictive import Predictive
+from pnc.core.training import TrainConfig, TrainedModel, fit, fit_summary, standardized_validation
 from pnc.methods.configs import check_choice, check_positive
 from pnc.methods.regression.contract import MethodBase
 from pnc.methods.regression.runs import TrainingRun, TrainingSpec
@@ -36,9 +39,6 @@ from pnc.methods.regression.sampling import (
     check_inputs,
     standardise,
 )
-from pnc.mlp import MLPConfig, Params, forward
-from pnc.predictive import Predictive
-from pnc.training import TrainConfig, TrainedModel, fit, fit_summary, standardized_validation
 
 Array = jax.Array
 
@@ -93,7 +93,7 @@ def train_ensemble(
 
     Returns:
         ``(first member as TrainedModel, stacked params [M, ...], per-member fit summary
-        (:func:`pnc.training.fit_summary`), seconds)``.
+        (:func:`pnc.core.training.fit_summary`), seconds)``.
     """
     x_norm, y_norm = standardise(x, y, model_config.out_dim, train_config)
     run = jax.jit(

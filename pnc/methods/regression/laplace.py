@@ -44,14 +44,14 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
+from pnc.core.mlp import MLPConfig, Params, forward, gaussian_nll, split_head
+from pnc.core.predictive import Predictive
+from pnc.core.training import TrainedModel
 from pnc.methods.configs import check_max_rows, check_positive
 from pnc.methods.regression.base_run import OnBaseRun
 from pnc.methods.regression.contract import MethodBase
 from pnc.methods.regression.runs import TrainingRun
 from pnc.methods.regression.sampling import check_inputs, sample_predictive
-from pnc.mlp import MLPConfig, Params, forward, gaussian_nll, split_head
-from pnc.predictive import Predictive
-from pnc.training import TrainedModel
 
 Array = jax.Array
 

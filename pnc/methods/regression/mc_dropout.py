@@ -2,7 +2,7 @@
 test time and average ``S`` stochastic passes.
 
 The dropout rate is a training field (one run per rate; grid {0.05, 0.1, 0.2, 0.3, 0.5}, paper
-Appendix C). Dropout masks are independent per element (:class:`pnc.mlp.GaussianMLP`), in training
+Appendix C). Dropout masks are independent per element (:class:`pnc.core.mlp.GaussianMLP`), in training
 and at test time: each of the ``S = 100`` passes draws, from its own key, a fresh mask per hidden
 layer and per example, as the authors' MC Dropout does (``model(x, deterministic=False)`` on the
 whole batch), so within one pass different inputs see different sub-networks.
@@ -20,14 +20,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.labels import SHARED_LABELS
+from pnc.core.labels import SHARED_LABELS
+from pnc.core.mlp import GaussianMLP, MLPConfig, Params
+from pnc.core.predictive import Predictive
+from pnc.core.training import TrainedModel, fit, fit_summary, standardized_validation
 from pnc.methods.configs import check_positive
 from pnc.methods.regression.contract import MethodBase
 from pnc.methods.regression.runs import TrainingRun, TrainingSpec
 from pnc.methods.regression.sampling import check_inputs, sample_predictive, standardise
-from pnc.mlp import GaussianMLP, MLPConfig, Params
-from pnc.predictive import Predictive
-from pnc.training import TrainedModel, fit, fit_summary, standardized_validation
 
 Array = jax.Array
 

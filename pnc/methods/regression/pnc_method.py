@@ -1,15 +1,15 @@
 """Perturb-and-Correct behind the method interface: ``pnc`` and its ablation ``pnc_nocorr``.
 
 Both use the shared ``base`` run and the standardised *training inputs* as the calibration set
-``D_cal`` (paper, Section 3), and both take :class:`pnc.perturb_correct.PnCConfig` as their config.
+``D_cal`` (paper, Section 3), and both take :class:`pnc.core.perturb_correct.PnCConfig` as their config.
 ``pnc`` sweeps ``sigma x bootstrap_frac x ridge`` (Appendix C: {8, 16, 32} x {0.05, 0.1, 0.2, 0.3}
 x {1e-4, 1e-2}, ``K = 20``, ``M = 50``) and pins ``correct=True``. ``pnc_nocorr`` applies the same
 random low-rank perturbations without the least-squares correction and sweeps ``sigma`` only: it
 pins ``correct=False`` and ``bootstrap_frac=None`` and accepts ``n_members``, ``rank``, ``sigma``,
 ``layers`` and ``perturbation_norm`` (the correction's fields stay at their defaults, unused without
 correction); in the study it shares P&C's keys (``key_id``), so both apply identical perturbations.
-Members are built by :func:`pnc.perturb_correct.build_members` and evaluated by
-:func:`pnc.perturb_correct.predict_members`, so ``S = M``.
+Members are built by :func:`pnc.core.perturb_correct.build_members` and evaluated by
+:func:`pnc.core.perturb_correct.predict_members`, so ``S = M``.
 """
 
 from __future__ import annotations
@@ -22,20 +22,20 @@ from typing import Any, ClassVar
 
 import jax
 
-from pnc.labels import SHARED_LABELS
-from pnc.methods.regression.base_run import OnBaseRun
-from pnc.methods.regression.contract import MethodBase
-from pnc.methods.regression.runs import TrainingRun
-from pnc.methods.regression.sampling import check_inputs
-from pnc.mlp import Params
-from pnc.perturb_correct import (
+from pnc.core.labels import SHARED_LABELS
+from pnc.core.mlp import Params
+from pnc.core.perturb_correct import (
     PnCConfig,
     build_members,
     build_members_ridge_path,
     predict_members,
 )
-from pnc.predictive import Predictive
-from pnc.training import TrainedModel
+from pnc.core.predictive import Predictive
+from pnc.core.training import TrainedModel
+from pnc.methods.regression.base_run import OnBaseRun
+from pnc.methods.regression.contract import MethodBase
+from pnc.methods.regression.runs import TrainingRun
+from pnc.methods.regression.sampling import check_inputs
 
 Array = jax.Array
 
@@ -155,7 +155,7 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
         self, run: TrainingRun, configs: Sequence[PnCConfig], x, y, *, key
     ) -> list[PnCPosterior]:
         """Each group of :meth:`build_groups` is built in one
-        :func:`pnc.perturb_correct.build_members_ridge_path` call, which shares the perturbations,
+        :func:`pnc.core.perturb_correct.build_members_ridge_path` call, which shares the perturbations,
         subsets, activations and the first corrected layer's Gram across the ridge values; the
         members equal separate :meth:`build` calls up to float32 rounding."""
         out: list[PnCPosterior | None] = [None] * len(configs)

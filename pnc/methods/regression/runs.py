@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pnc.io import ArtifactError, load_checked_run, rebuild_hint, save_checked_run
-from pnc.mlp import MLPConfig
-from pnc.training import TrainedModel, model_from_state, model_state
+from pnc.core.mlp import MLPConfig
+from pnc.core.training import TrainedModel, model_from_state, model_state
+from pnc.runtime.io import ArtifactError, load_checked_run, rebuild_hint, save_checked_run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +88,7 @@ class TrainingRun:
 
         Raises:
             FileNotFoundError: ``run.json`` or ``run.msgpack`` is missing (named).
-            pnc.io.ArtifactError: a file is truncated or corrupt, or ``run.msgpack`` does not
+            pnc.runtime.io.ArtifactError: a file is truncated or corrupt, or ``run.msgpack`` does not
                 match the SHA-256 recorded in ``run.json`` (named, with the command that rebuilds
                 the run). Runs saved without a recorded SHA-256 are read unverified.
         """

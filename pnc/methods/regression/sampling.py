@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.predictive import Predictive, gaussian_draws
-from pnc.training import Standardizer, TrainConfig, standardizers
+from pnc.core.predictive import Predictive, gaussian_draws
+from pnc.core.training import Standardizer, TrainConfig, standardizers
 
 Array = jax.Array
 
@@ -79,7 +79,7 @@ PREDICTIVE_RULES = ("mixture", "sample")
 """How a method's ``S`` Gaussians become its predictive (the ``predictive`` option).
 
 ``mixture``: the ``S`` Gaussians themselves, combined by :func:`pnc.mixture` (Lakshminarayanan et
-al.); ``sample``: one draw from each, as point masses (:func:`pnc.predictive.gaussian_draws`), so
+al.); ``sample``: one draw from each, as point masses (:func:`pnc.core.predictive.gaussian_draws`), so
 the predictive mean and variance are those of the ``S`` draws (the authors' code)."""
 
 

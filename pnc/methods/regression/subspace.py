@@ -37,6 +37,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from pnc.core.mlp import MLPConfig, Params, forward, gaussian_nll
+from pnc.core.predictive import Predictive
+from pnc.core.training import Collection, TrainedModel
 from pnc.methods.configs import check_choice, check_max_rows, check_positive
 from pnc.methods.regression.base_run import snapshot_problems, swag_statistics, train_base
 from pnc.methods.regression.contract import MethodBase
@@ -48,9 +51,6 @@ from pnc.methods.regression.sampling import (
     check_inputs,
     sample_predictive,
 )
-from pnc.mlp import MLPConfig, Params, forward, gaussian_nll
-from pnc.predictive import Predictive
-from pnc.training import Collection, TrainedModel
 
 Array = jax.Array
 
@@ -261,7 +261,7 @@ class SubspaceInference(MethodBase):
     def study_problems(self, config: SubspaceConfig, study) -> tuple[list[str], list[str]]:
         """Its own run's snapshots (``collect_start``/``collect_every`` over
         ``trajectory_steps``): >= 2 needed."""
-        from pnc.training import Collection
+        from pnc.core.training import Collection
 
         collection = Collection(config.collect_start, config.collect_every, config.n_snapshots)
         where = "methods.subspace collect_start/collect_every over trajectory_steps"

@@ -19,7 +19,7 @@ sqrt(0.5 var) eps); it is swept post hoc over {0.1, 0.3, 1, 3, 10} (paper, Appen
 Appendix C) or ``diag`` (the first term only, ``D`` dropped; the authors' MuJoCo code, which
 collected no deviation columns).
 
-The sampler is :func:`pnc.swag_gaussian.swag_sample` (re-exported here), beside the CIFAR study's.
+The sampler is :func:`pnc.core.swag_gaussian.swag_sample` (re-exported here), beside the CIFAR study's.
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from pnc.labels import SHARED_LABELS
+from pnc.core.labels import SHARED_LABELS
+from pnc.core.mlp import MLPConfig, Params, forward
+from pnc.core.predictive import Predictive
+from pnc.core.swag_gaussian import swag_sample
+from pnc.core.training import TrainedModel
 from pnc.methods.configs import check_choice, check_positive
 from pnc.methods.regression.base_run import OnBaseRun, snapshot_problems, swag_statistics
 from pnc.methods.regression.contract import MethodBase
 from pnc.methods.regression.runs import TrainingRun
 from pnc.methods.regression.sampling import check_inputs, sample_predictive
-from pnc.mlp import MLPConfig, Params, forward
-from pnc.predictive import Predictive
-from pnc.swag_gaussian import swag_sample
-from pnc.training import TrainedModel
 
 Array = jax.Array
 
@@ -159,7 +159,7 @@ class SWAG(OnBaseRun, MethodBase):
 
     def study_problems(self, config: SWAGConfig, study) -> tuple[list[str], list[str]]:
         """The base run's snapshots (``train.collection`` over ``train.steps``): >= 2 needed."""
-        from pnc.training import Collection
+        from pnc.core.training import Collection
 
         try:
             collection = Collection(**study.train["collection"])

@@ -4,7 +4,7 @@
 # study's common.smk includes too); checks across keys follow (OOD names, P&C blocks against the
 # network, SWAG start epochs against the training epochs, the Deep Ensemble and calibration sizes
 # against the training split). Every error names the key. Each method's sweep is then expanded,
-# once (pnc.cifar.sweep.expand_sweep), and written keyed by configuration id to
+# once (pnc.studies.cifar.sweep.expand_sweep), and written keyed by configuration id to
 # results/cifar/sweeps/<method>.json: every post-hoc job reads its method's configurations there.
 
 import json
@@ -24,7 +24,7 @@ SEEDS = [int(s) for s in config["seeds"]]
 
 
 def _methods():
-    from pnc.cifar.sweep import evaluated_methods
+    from pnc.studies.cifar.sweep import evaluated_methods
 
     return evaluated_methods(config)
 
@@ -44,11 +44,11 @@ RES = job_resources(config, "cifar.schema.yaml")
 
 
 def _check_across_keys():
-    from pnc.cifar.data import ID_DATASETS, tiny_train_images
-    from pnc.cifar.jobs import resnet_config
+    from pnc.studies.cifar.data import ID_DATASETS, tiny_train_images
+    from pnc.studies.cifar.jobs import resnet_config
     from pnc.methods import ood as registry
     from pnc.methods.ood.posthoc import SectionContext
-    from pnc.cifar.recipe import Recipe
+    from pnc.core.classifier.recipe import Recipe
 
     missing = [m for m in METHODS if m not in config["methods"]]
     if missing:
@@ -97,7 +97,7 @@ def sweep_path(method):
 def _write_sweeps():
     """Each method's configurations, expanded here once and written keyed by id (a file that
     holds them already is kept as it is, so no job reruns)."""
-    from pnc.cifar.sweep import expand_sweep
+    from pnc.studies.cifar.sweep import expand_sweep
 
     sweeps = {m: expand_sweep(m, SECTIONS[m]) for m in METHODS}
     for method, sweep in sweeps.items():

@@ -1,0 +1,185 @@
+"""The CIFAR study's sweeps as data: each method's configurations, expanded once by the workflow
+(``workflow/rules/cifar/common.smk`` calls :func:`expand_sweep`, nothing else does) and written
+keyed by id to ``results/cifar/sweeps/<method>.json``; the post-hoc jobs read that file
+(:meth:`Sweep.read`) and a configuration by its id (:meth:`Sweep.at`), never expanding a grid
+again and never reading an id's text.
+
+A configuration is one point of the method's ``grid``: one value per grid key, keys and values as
+the config gives them (``bootstrap_frac`` stays ``bootstrap_frac`` and ``1`` stays ``1``: the
+values name the configuration in the sweep table and derive its PRNG keys). The points are the
+product of the grid in the order of the method's grid keys, the last key fastest (LLLA's
+precisions as listed; P&C's block, then sigma, then bootstrap_frac), which is the order of the
+method's sweep; a method that selects but has no grid key (the Deep Ensemble) has one
+configuration, the empty point; a method that selects nothing has none. An id is the method and
+the point's place in that order (``pnc-3``): a key into the table, nothing to parse.
+
+The file also holds the method's section with every default filled in (:attr:`Sweep.section`):
+the job's config comes from there, so the DAG and every job read one table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import types
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pnc.methods.ood.posthoc import MethodSection
+from pnc.runtime.io import atomic_path
+
+#: Where the workflow writes a method's sweep (relative to the working directory).
+SWEEP_PATH = "results/cifar/sweeps/{method}.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """A method's configurations, keyed by id.
+
+    Attributes:
+        method: the method id.
+        section: its config section, every default filled in (typed values; tuples as lists).
+        configurations: configuration id -> its point (grid key -> value), in the sweep's order.
+    """
+
+    method: str
+    section: Mapping[str, Any]
+    configurations: Mapping[str, Mapping[str, Any]]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "section", types.MappingProxyType(dict(self.section)))
+        points = {i: types.MappingProxyType(dict(p)) for i, p in self.configurations.items()}
+        object.__setattr__(self, "configurations", types.MappingProxyType(points))
+
+    # ------------------------------------------------------------------------------- reading
+
+    def config(self) -> MethodSection:
+        """The method's typed section (:meth:`pnc.methods.ood.posthoc.PosthocMethod.make_config`)."""
+        from pnc.methods import ood as registry
+
+        return registry.method_config(self.method, self.section)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The configuration ids, in the sweep's order."""
+        return tuple(self.configurations)
+
+    def at(self, config_id: str) -> MethodSection:
+        """The typed section narrowed to configuration ``config_id``: every grid key holds that
+        configuration's one value, so the method builds that configuration only.
+
+        Raises:
+            ValueError: ``config_id`` is not in the table (the message lists the ids).
+        """
+        if config_id not in self.configurations:
+            raise ValueError(
+                f"{self.method}: no configuration {config_id!r}; known: {', '.join(self.ids)}"
+            )
+        point = self.configurations[config_id]
+        return dataclasses.replace(
+            self.config(), grid=types.MappingProxyType({k: [v] for k, v in point.items()})
+        )
+
+    def id_of(self, name: Mapping[str, Any]) -> str:
+        """The id of the configuration a sweep record names (its ``config``: the point's grid
+        keys and values, plus any fixed setting the method shows beside them).
+
+        Raises:
+            ValueError: no configuration of the table has those values.
+        """
+        index = {_point_key(p): i for i, p in self.configurations.items()}
+        keys = list(next(iter(self.configurations.values()), {}))
+        try:
+            key = _point_key({k: name[k] for k in keys})
+        except (KeyError, TypeError):
+            key = None
+        if key not in index:
+            raise ValueError(
+                f"{self.method}: the configuration {json.dumps(name, default=str)} is not in its"
+                f" sweep ({len(self.configurations)} configurations)"
+            )
+        return index[key]
+
+    # ------------------------------------------------------------------------------- the file
+
+    def to_json(self) -> dict:
+        return {
+            "method": self.method,
+            "section": dict(self.section),
+            "configurations": {i: dict(p) for i, p in self.configurations.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Sweep:
+        return cls(data["method"], data["section"], data["configurations"])
+
+    @classmethod
+    def read(cls, path: str | Path) -> Sweep:
+        """The sweep the workflow wrote to ``path``."""
+        with open(path) as f:
+            return cls.from_json(json.load(f))
+
+    def write(self, path: str | Path) -> bool:
+        """Write the table to ``path`` unless it holds it already (an unchanged file keeps its
+        modification time, so no job reruns). Returns whether it wrote."""
+        text = json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n"
+        path = Path(path)
+        if path.exists() and path.read_text() == text:
+            return False
+        with atomic_path(path) as tmp:
+            tmp.write_text(text)
+        return True
+
+
+def evaluated_methods(config: Mapping) -> list[str]:
+    """The methods a study config runs: ``evaluate`` in its order, or every method configured
+    under ``methods`` in the tables' order (the registry's; a merged config's keys come in the
+    order of the overlay, which must not reorder the tables), then any other configured id."""
+    from pnc.methods.ood import METHOD_IDS
+
+    if config.get("evaluate"):
+        return list(config["evaluate"])
+    configured = config["methods"]
+    return [m for m in METHOD_IDS if m in configured] + [
+        m for m in configured if m not in METHOD_IDS
+    ]
+
+
+def _point_key(point: Mapping[str, Any]) -> str:
+    return json.dumps(dict(point), sort_keys=True)
+
+
+def _plain(value: Any) -> Any:
+    """A typed setting as JSON holds it (tuples as lists)."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def expand_sweep(method: str, section: Mapping | None) -> Sweep:
+    """Method ``method``'s configurations from its config section: the one expansion of a CIFAR
+    sweep (see the module docstring for the order and the ids).
+
+    Raises:
+        ValueError: an unknown method, an invalid section (:meth:`MethodSection.from_section`),
+            or an empty grid list.
+    """
+    from pnc.methods import ood as registry
+
+    spec = registry.get(method)
+    config = spec.make_config(section)
+    settings = {
+        f.name: _plain(getattr(config, f.name))
+        for f in dataclasses.fields(config)
+        if f.name != "grid"
+    }
+    typed = {**settings, **({"grid": _plain(dict(config.grid))} if config.grid_keys else {})}
+    if not spec.selects:
+        return Sweep(method, typed, {})
+    axes = [config.values(key) for key in config.grid_keys]
+    points = [dict(zip(config.grid_keys, p, strict=True)) for p in itertools.product(*axes)]
+    return Sweep(method, typed, {f"{method}-{i}": _plain(p) for i, p in enumerate(points)})

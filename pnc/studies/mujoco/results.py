@@ -1,0 +1,795 @@
+"""The vocabulary of the study's results tables and their one validator.
+
+Every table the study writes or reads (per-job metric tables, ``results/all_configs.csv``,
+``results/results.csv``) is in long format, one row per measured value, with the columns
+:data:`RESULT_COLUMNS`. This module names everything that may appear in them and how it is shown:
+
+- columns: :data:`RESULT_COLUMNS`, :data:`REQUIRED_COLUMNS`, :data:`OPTIONAL_DEFAULTS`,
+  :data:`SELECTED_COLUMN`, :data:`MEASUREMENT_KEY`, :data:`DATA_SOURCES`;
+- post-hoc calibration variants: :data:`CALIBRATION_INFO` (label, description),
+  :data:`CALIBRATIONS` (candidate order), :data:`RAW`, :data:`VCAL`;
+- methods: :data:`METHOD_INFO` (label, short label, whether ranked, style),
+  :data:`HPARAM_ABBREVIATIONS`, :data:`HPARAM_LEGEND`, :data:`METHODS`, :data:`RANKED_METHODS`
+  (paper row order), :data:`ABLATION_METHODS`, :data:`READINGS`, :data:`REFERENCE`,
+  ``DEEP_ENSEMBLE``; all but :data:`REFERENCE` read from the method
+  registry when used (the mappings are :class:`RegistryView` objects, the tuples module
+  attributes given by :func:`method_ids`, :func:`ranked_methods`, :func:`ablation_methods`), so a
+  method registered after import is seen;
+- splits: :data:`EVAL_SPLITS`, :data:`SHIFTED_SPLITS`, :data:`REPORTED_SPLITS`,
+  :data:`SPLIT_LABELS`, the selection criterion :data:`SELECTION_SPLIT`/:data:`SELECTION_METRIC`,
+  and the frontier sample of the two-phase evaluation, :data:`SAMPLED_SPLITS`;
+- metrics: :data:`METRIC_INFO` (label, direction, bounds, reference line, definition),
+  :data:`METRICS`, :data:`SPLIT_METRICS`, :data:`SHIFT_METRICS`, :data:`BOUNDED_METRICS`,
+  :data:`HEADLINE`.
+
+:func:`validate` checks a table against this vocabulary; :func:`read_csv` and :func:`load` read one.
+A ``config`` cell is a configuration id: a key into the methods' grid tables
+(:mod:`pnc.studies.mujoco.grid`), never read for its values.
+:func:`select_candidate` is the selection rule (lowest finite value, ties to the first candidate),
+shared by the hyperparameter selection and the frontier figure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+# --------------------------------------------------------------------------------------------
+# Columns
+# --------------------------------------------------------------------------------------------
+
+#: Columns of the per-job metric tables, ``results/all_configs.csv`` and ``results/results.csv``.
+RESULT_COLUMNS: tuple[str, ...] = (
+    "env",
+    "method",
+    "config",
+    "calibration",
+    "seed",
+    "split",
+    "metric",
+    "value",
+    "data_source",
+)
+#: Columns every results table must have (the others take :data:`OPTIONAL_DEFAULTS`).
+REQUIRED_COLUMNS: tuple[str, ...] = ("env", "method", "seed", "split", "metric", "value")
+#: Optional columns and the value they take when absent. Tables written before the post-hoc
+#: calibration variants existed lack ``calibration``: their rows are the raw predictive.
+OPTIONAL_DEFAULTS: dict[str, str] = {
+    "config": "default",
+    "calibration": "raw",
+    "data_source": "unspecified",
+}
+#: Boolean column of ``all_configs.csv``: whether the row's configuration was selected.
+SELECTED_COLUMN = "selected"
+#: Columns that identify one measured value (no two rows may share them).
+MEASUREMENT_KEY: tuple[str, ...] = (
+    "env",
+    "method",
+    "config",
+    "calibration",
+    "seed",
+    "split",
+    "metric",
+)
+#: Where an environment's data came from (``unspecified`` where the table does not say).
+DATA_SOURCES: tuple[str, ...] = ("minari", "offline", "unspecified")
+
+# --------------------------------------------------------------------------------------------
+# Post-hoc calibration variants
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationInfo:
+    """One post-hoc calibration variant of a configuration's predictive.
+
+    Attributes:
+        id: the value of the ``calibration`` column.
+        label: how a selected variant is marked next to its configuration (empty for ``raw``).
+        description: one sentence for captions.
+    """
+
+    id: str
+    label: str
+    description: str
+
+
+#: The variants every configuration may be evaluated in, in candidate order (on equal validation
+#: NLL the earlier wins). ``vcal`` multiplies the moment-matched predictive variance by one scalar
+#: fitted on the validation split (:mod:`pnc.studies.mujoco.calibration`).
+RAW = "raw"
+VCAL = "vcal"
+CALIBRATION_INFO: dict[str, CalibrationInfo] = {
+    c.id: c
+    for c in (
+        CalibrationInfo(RAW, "", "raw: the method's predictive as constructed."),
+        CalibrationInfo(
+            VCAL,
+            "+ vcal",
+            "+ vcal: post-hoc variance calibration, the predictive variance multiplied by one "
+            "scalar per (configuration, seed) fitted on the validation split (mean squared "
+            "standardised residual of the raw predictive).",
+        ),
+    )
+}
+CALIBRATIONS: tuple[str, ...] = tuple(CALIBRATION_INFO)
+
+# --------------------------------------------------------------------------------------------
+# Methods
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodInfo:
+    """How a method appears in the results, read from its registered class
+    (:class:`pnc.methods.regression.contract.MethodBase`).
+
+    Attributes:
+        id: the method id (``pnc.methods.regression.METHOD_IDS``).
+        label: display name (table rows, figure legends).
+        short: abbreviation (table column headers, figure axis ticks).
+        ranked: whether the method takes part in ranks and Wilcoxon-Holm tests (ablations do not).
+        style: figure style (``color``, ``marker``, ``linestyle``, ``hatch``).
+    """
+
+    id: str
+    label: str
+    short: str
+    ranked: bool
+    style: Mapping[str, object] = dataclasses.field(default_factory=dict)
+
+
+class RegistryView(Mapping[str, V]):
+    """A read-only mapping built from the method registry when it is read, so a method registered
+    after import (:func:`pnc.methods.regression.register`) is seen; rebuilt whenever the registry
+    changed.
+
+    Args:
+        build: returns the mapping from the registered methods.
+        doc: what the mapping holds (its ``repr`` and ``__doc__``).
+    """
+
+    def __init__(self, build: Callable[[], Mapping[str, V]], doc: str) -> None:
+        self._build = build
+        self._cache: tuple[tuple[object, ...] | None, Mapping[str, V]] = (None, {})
+        self.__doc__ = doc
+
+    def _current(self) -> Mapping[str, V]:
+        from pnc.methods.regression import registered
+
+        key = registered()
+        if self._cache[0] != key:
+            self._cache = (key, self._build())
+        return self._cache[1]
+
+    def __getitem__(self, name: str) -> V:
+        return self._current()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def __repr__(self) -> str:
+        return f"RegistryView({dict(self._current())!r})"
+
+
+def _method_info() -> dict[str, MethodInfo]:
+    from pnc.methods.regression import registered
+
+    return {
+        m.id: MethodInfo(m.id, m.label, m.short_label, m.ranked, dict(m.style))
+        for m in sorted(registered(), key=lambda m: m.row)
+    }
+
+
+def _merged(attribute: str, what: str) -> dict[str, str]:
+    """The registered methods' ``attribute`` mappings merged in row order; a key given two values
+    raises ``ValueError``."""
+    from pnc.methods.regression import registered
+
+    found: dict[str, str] = {}
+    for method in sorted(registered(), key=lambda m: m.row):
+        for name, value in getattr(method, attribute).items():
+            if found.setdefault(name, value) != value:
+                raise ValueError(f"{what} {name!r} is given two ways: "
+                                 f"{found[name]!r} and {value!r} ({method.id})")  # fmt: skip
+    return found
+
+
+def _hparam_legend() -> dict[str, str]:
+    from pnc.methods.regression.contract import SHARED_HPARAM_LEGEND
+
+    return {**_merged("hparam_legend", "abbreviation"), **SHARED_HPARAM_LEGEND}
+
+
+#: Every registered method in the tables' row order (each method's ``row``; the paper's: the six
+#: ranked methods, P&C last, then the ablation), read from the registry when used.
+METHOD_INFO: Mapping[str, MethodInfo] = RegistryView(
+    _method_info, "method id -> MethodInfo, in the tables' row order"
+)
+#: Abbreviations of hyperparameter names in the selected-configuration table (paper Table 3),
+#: merged from the registered methods' ``hparam_abbreviations`` (a name abbreviated two ways
+#: raises ``ValueError`` when read).
+HPARAM_ABBREVIATIONS: Mapping[str, str] = RegistryView(
+    lambda: _merged("hparam_abbreviations", "hyperparameter"),
+    "hyperparameter name -> abbreviation",
+)
+#: The caption text of each abbreviation, in caption order: the methods' own
+#: (``hparam_legend``, in row order), then the shared ones
+#: (:data:`pnc.methods.regression.contract.SHARED_HPARAM_LEGEND`).
+HPARAM_LEGEND: Mapping[str, str] = RegistryView(_hparam_legend, "abbreviation -> caption text")
+
+
+def _readings() -> dict[str, str]:
+    from pnc.methods.regression import registered
+
+    return {m.reading_of: m.id for m in registered() if m.reading_of is not None}
+
+
+#: Ranked method -> the unranked method that reads its run and members with another predictive
+#: (each method's ``reading_of``: the Deep Ensemble and its mixture reading), ranked in its place
+#: in the report's second reading of Table 1.
+READINGS: Mapping[str, str] = RegistryView(_readings, "ranked method id -> its second reading")
+
+
+def _deep_ensemble() -> str:
+    from pnc.methods.regression import DEEP_ENSEMBLE_ID
+
+    return DEEP_ENSEMBLE_ID
+
+
+def _subspace() -> str:
+    from pnc.methods.regression import SUBSPACE_ID
+
+    return SUBSPACE_ID
+
+
+def method_ids() -> tuple[str, ...]:
+    """Every registered method id in the tables' row order (:data:`METHODS`)."""
+    return tuple(METHOD_INFO)
+
+
+def ranked_methods() -> tuple[str, ...]:
+    """The methods of the ranking, in the paper's row order (P&C last) (:data:`RANKED_METHODS`)."""
+    return tuple(m for m, info in METHOD_INFO.items() if info.ranked)
+
+
+def ablation_methods() -> tuple[str, ...]:
+    """Methods reported in the summary and figures but never ranked or tested
+    (:data:`ABLATION_METHODS`)."""
+    return tuple(m for m, info in METHOD_INFO.items() if not info.ranked)
+
+
+#: The method every baseline is tested against.
+REFERENCE = "pnc"
+
+# --------------------------------------------------------------------------------------------
+# Splits
+# --------------------------------------------------------------------------------------------
+
+#: Splits a configuration is evaluated on, in table order (``mid`` only where the env has it).
+EVAL_SPLITS: tuple[str, ...] = ("val", "id", "near", "mid", "far")
+#: Splits whose points are scored against the ``id`` split for AUROC.
+SHIFTED_SPLITS: tuple[str, ...] = ("near", "mid", "far")
+#: The split and metric that drive hyperparameter selection (lowest mean over seeds wins).
+SELECTION_SPLIT = "val"
+SELECTION_METRIC = "nll"
+#: Splits the results report, in display order (the selection split is not reported).
+REPORTED_SPLITS: tuple[str, ...] = tuple(s for s in EVAL_SPLITS if s != SELECTION_SPLIT)
+SPLIT_LABELS: dict[str, str] = {
+    "val": "Val",
+    "id": "ID",
+    "near": "Near",
+    "mid": "Mid",
+    "far": "Far",
+}
+#: The frontier sample of the two-phase evaluation (config ``evaluation: two_phase``): every
+#: configuration is also scored on a fixed, seeded sample of at most :data:`SAMPLE_ROWS` rows of the
+#: splits the ID/OOD frontier figure reads, so that the figure shows every configuration without
+#: each being scored on the whole test splits. ``{sample split: the split it is drawn from}``. Only
+#: :data:`SPLIT_METRICS` are computed on them (no AUROC); the selected configurations' whole-split
+#: metrics are the ``id``/``far`` rows.
+SAMPLED_SPLITS: dict[str, str] = {"id_sample": "id", "far_sample": "far"}
+#: The rows of each sample split (fewer where the split is smaller: then the whole split).
+SAMPLE_ROWS = 1000
+#: Every split a configuration can be scored on, in table order: the evaluation splits, then the
+#: frontier sample's.
+SCORED_SPLITS: tuple[str, ...] = (*EVAL_SPLITS, *SAMPLED_SPLITS)
+
+# --------------------------------------------------------------------------------------------
+# Metrics
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricInfo:
+    """What a metric measures and how it is shown.
+
+    Attributes:
+        id: the metric name in the tables.
+        label: display name.
+        higher_is_better: the preferred direction.
+        shifted_only: computed on shifted splits only (against ``id``), not on every split.
+        definition: one sentence defining the metric, as printed in table captions.
+        bounds: the metric's range where it is bounded, else ``None``.
+        reference: the no-skill value (chance-level AUROC, zero correlation), else ``None``.
+    """
+
+    id: str
+    label: str
+    higher_is_better: bool
+    shifted_only: bool
+    definition: str
+    bounds: tuple[float, float] | None = None
+    reference: float | None = None
+
+    @property
+    def arrow(self) -> str:
+        """``↑`` where higher is better, else ``↓``."""
+        return "↑" if self.higher_is_better else "↓"
+
+
+#: Every metric of the results tables, in display order.
+METRIC_INFO: dict[str, MetricInfo] = {
+    m.id: m
+    for m in (
+        MetricInfo(
+            "rmse",
+            "RMSE",
+            higher_is_better=False,
+            shifted_only=False,
+            definition="ID RMSE: root mean squared error of the predictive mean on the held-out "
+            "ID evaluation split, in original target units.",
+        ),
+        MetricInfo(
+            "rmse_std",
+            "RMSE (std.)",
+            higher_is_better=False,
+            shifted_only=False,
+            definition="RMSE (std.): root mean squared error of the predictive mean in "
+            "standardised units (targets standardised with the training statistics).",
+        ),
+        MetricInfo(
+            "nll",
+            "NLL",
+            higher_is_better=False,
+            shifted_only=False,
+            definition="NLL: Gaussian negative log-likelihood of the moment-matched predictive "
+            "(mean of the member means; mean of the member variances plus variance of the member "
+            "means), averaged over points and target dimensions, in original target units, with "
+            "1e-6 added to the variance (as the authors' code).",
+        ),
+        MetricInfo(
+            "nll_std",
+            "NLL (std.)",
+            higher_is_better=False,
+            shifted_only=False,
+            definition="NLL (std.): the NLL of the same predictive in standardised units "
+            "(targets standardised with the training statistics), without a variance floor.",
+        ),
+        MetricInfo(
+            "auroc",
+            "AUROC",
+            higher_is_better=True,
+            shifted_only=True,
+            definition="AUROC: ID evaluation points against the shifted split's points, scored by "
+            "the total predictive variance averaged over target dimensions, original units "
+            "(shifted = positive).",
+            bounds=(0.0, 1.0),
+            reference=0.5,
+        ),
+        MetricInfo(
+            "auroc_epistemic",
+            "AUROC (epist.)",
+            higher_is_better=True,
+            shifted_only=True,
+            definition="AUROC (epist.): as AUROC, scored by the variance of the member means "
+            "averaged over target dimensions.",
+            bounds=(0.0, 1.0),
+            reference=0.5,
+        ),
+        MetricInfo(
+            "spearman",
+            "Spearman",
+            higher_is_better=True,
+            shifted_only=False,
+            definition="Spearman: per split, rank correlation between each point's total "
+            "predictive variance and its squared error (both averaged over target dimensions, "
+            "original units).",
+            bounds=(-1.0, 1.0),
+            reference=0.0,
+        ),
+    )
+}
+METRICS: tuple[str, ...] = tuple(METRIC_INFO)
+#: Metrics computed on every split.
+SPLIT_METRICS: tuple[str, ...] = tuple(m for m in METRICS if not METRIC_INFO[m].shifted_only)
+#: Metrics computed on shifted splits only (ID vs the split).
+SHIFT_METRICS: tuple[str, ...] = tuple(m for m in METRICS if METRIC_INFO[m].shifted_only)
+#: Metrics with a bounded range (printed with three decimals, drawn with a reference line).
+BOUNDED_METRICS: tuple[str, ...] = tuple(m for m in METRICS if METRIC_INFO[m].bounds is not None)
+#: The four headline (split, metric) pairs of paper Table 1.
+HEADLINE: tuple[tuple[str, str], ...] = (
+    ("id", "rmse"),
+    ("far", "nll"),
+    ("far", "auroc"),
+    ("far", "spearman"),
+)
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+
+class ResultsError(ValueError):
+    """The results table is malformed; the message names the offending column, value or rows."""
+
+
+def _describe_rows(frame: pd.DataFrame, limit: int = 5) -> str:
+    cols = [c for c in MEASUREMENT_KEY if c in frame]
+    rows = [
+        ", ".join(f"{c}={r[c]}" for c in cols) for r in frame[cols].head(limit).to_dict("records")
+    ]
+    more = f" (and {len(frame) - limit} more)" if len(frame) > limit else ""
+    return "; ".join(rows) + more
+
+
+def validate(
+    frame: pd.DataFrame,
+    *,
+    require_selected: bool = False,
+    one_config: bool | None = None,
+    all_columns: bool = False,
+    finite: bool = True,
+    drop_selection_split: bool = True,
+) -> pd.DataFrame:
+    """Check a long-format results table against the vocabulary and return a clean copy.
+
+    The defaults suit ``results.csv`` (one selected (config, calibration) pair per (env, method));
+    with
+    ``require_selected`` ``all_configs.csv``; the metric tables of the evaluation jobs, the input of
+    selection, need ``all_columns=True, one_config=False, finite=False,
+    drop_selection_split=False``.
+
+    Args:
+        frame: one row per measured value; the columns :data:`REQUIRED_COLUMNS`, optionally
+            ``config``, ``calibration`` and ``data_source`` (:data:`OPTIONAL_DEFAULTS` where
+            absent) and, with ``require_selected``, a boolean :data:`SELECTED_COLUMN`.
+        require_selected: the table lists every configuration with a boolean ``selected`` column.
+        one_config: the table holds one (config, calibration) pair per (env, method); default:
+            not ``require_selected``.
+        all_columns: every column of :data:`RESULT_COLUMNS` must be present (no defaults).
+        finite: every value must be finite; otherwise ``nan`` and ``inf`` are accepted (but
+            non-numeric entries are not).
+        drop_selection_split: remove the :data:`SELECTION_SPLIT` rows from the copy; the rest of
+            the table must then not be empty.
+
+    Returns:
+        A copy with string ``env``/``method``/``config``/``calibration``/``split``/``metric``/
+        ``data_source`` (surrounding blanks removed, an empty ``config`` read as ``"default"``)
+        and float ``value``; boolean ``selected`` with ``require_selected``.
+
+    Raises:
+        ResultsError: on missing columns, unknown methods/calibrations/splits/metrics/data
+            sources, empty identifying cells, missing, non-numeric or (with ``finite``)
+            non-finite values, duplicated measurements, several (config, calibration) pairs of one
+            (env, method) with ``one_config``, a non-boolean ``selected`` column or an env with
+            more than one data source.
+    """
+    if one_config is None:
+        one_config = not require_selected
+    needed = RESULT_COLUMNS if all_columns else REQUIRED_COLUMNS
+    missing = [c for c in needed if c not in frame.columns]
+    if require_selected and SELECTED_COLUMN not in frame.columns:
+        missing.append(SELECTED_COLUMN)
+    if missing:
+        raise ResultsError(
+            f"results table lacks required column(s) {missing}; it has {list(frame.columns)}"
+        )
+    df = frame.copy()
+    for column, default in OPTIONAL_DEFAULTS.items():
+        if column not in df.columns:
+            df[column] = default
+    df["config"] = df["config"].fillna("").astype(str).replace("", OPTIONAL_DEFAULTS["config"])
+    for column in ("env", "method", "calibration", "split", "metric", "data_source"):
+        if df[column].isna().any():
+            raise ResultsError(
+                f"column {column!r} is empty in rows: {_describe_rows(df[df[column].isna()])}"
+            )
+        df[column] = df[column].astype(str).str.strip()
+    if df["seed"].isna().any():
+        raise ResultsError(f"column 'seed' is empty in rows: {_describe_rows(df[df.seed.isna()])}")
+
+    for column, allowed in (
+        ("method", method_ids()),
+        ("calibration", CALIBRATIONS),
+        ("split", SCORED_SPLITS),
+        ("metric", METRICS),
+        ("data_source", DATA_SOURCES),
+    ):
+        unknown = sorted(set(df[column]) - set(allowed))
+        if unknown:
+            raise ResultsError(f"unknown {column} value(s) {unknown}; expected one of {allowed}")
+
+    if drop_selection_split:
+        df = df[df["split"] != SELECTION_SPLIT].reset_index(drop=True)
+        if df.empty:
+            raise ResultsError(
+                f"results table holds no rows on the {'/'.join(REPORTED_SPLITS)} splits"
+            )
+
+    values = pd.to_numeric(df["value"], errors="coerce")
+    if finite:
+        bad = ~np.isfinite(values.to_numpy(dtype=float))
+        problem = "missing, non-numeric or non-finite (NaN/inf)"
+    else:
+        bad = (values.isna() & df["value"].notna()).to_numpy()
+        problem = "non-numeric"
+    if bad.any():
+        raise ResultsError(f"{int(bad.sum())} value(s) are {problem}: {_describe_rows(df[bad])}")
+    df["value"] = values.astype(float)
+
+    if require_selected:
+        selected = df[SELECTED_COLUMN]
+        if selected.dtype != bool:
+            mapped = (
+                selected.astype(str)
+                .str.strip()
+                .str.lower()
+                .map({"true": True, "false": False, "1": True, "0": False})
+            )
+            if mapped.isna().any():
+                raise ResultsError(
+                    f"column {SELECTED_COLUMN!r} must be boolean; got "
+                    f"{sorted(set(selected[mapped.isna()].astype(str)))}"
+                )
+            df[SELECTED_COLUMN] = mapped.astype(bool)
+
+    dup = df.duplicated(list(MEASUREMENT_KEY), keep=False)
+    if dup.any():
+        raise ResultsError(f"duplicated measurements: {_describe_rows(df[dup])}")
+
+    if one_config:
+        pairs = df[["env", "method", "config", "calibration"]].drop_duplicates()
+        n_pairs = pairs.groupby(["env", "method"]).size()
+        several = n_pairs[n_pairs > 1]
+        if len(several):
+            raise ResultsError(
+                "a selected-results table holds one configuration per (env, method), in one "
+                "calibration variant; several (config, calibration) pairs in "
+                f"{[f'{e}/{m}' for e, m in several.index]}"
+            )
+    sources = df.groupby("env")["data_source"].nunique()
+    mixed = sources[sources > 1]
+    if len(mixed):
+        raise ResultsError(f"env(s) {list(mixed.index)} list more than one data_source")
+    return df
+
+
+def read_csv(path: str | Path) -> pd.DataFrame:
+    """Read a results CSV as written (identifying columns as strings), without validating it.
+
+    Raises:
+        FileNotFoundError: if ``path`` is not a file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"results table not found: {path}")
+    return pd.read_csv(
+        path,
+        dtype={"env": str, "method": str, "config": str, "calibration": str, "split": str},
+    )
+
+
+def load(path: str | Path, **options: bool | None) -> pd.DataFrame:
+    """Read and validate a results CSV (``options`` as for :func:`validate`)."""
+    return validate(read_csv(path), **options)
+
+
+# --------------------------------------------------------------------------------------------
+# Selection rule
+# --------------------------------------------------------------------------------------------
+
+
+def select_candidate(candidates: Mapping[K, float]) -> K:
+    """The candidate with the lowest value, ties and non-finite values resolved by order.
+
+    ``nan`` and ``inf`` never beat a finite value; among equal values the first candidate (in the
+    mapping's order) wins; if no value is finite the first candidate is returned.
+
+    Args:
+        candidates: value (e.g. seed-mean validation NLL) per candidate, in preference order.
+
+    Raises:
+        ValueError: if ``candidates`` is empty.
+    """
+    order = list(candidates)
+    if not order:
+        raise ValueError("no candidates to select from")
+    finite = [c for c in order if math.isfinite(candidates[c])]
+    if not finite:
+        return order[0]
+    return min(finite, key=lambda c: (candidates[c], order.index(c)))
+
+
+#: The methods whose configurations Figure 3A and the mechanism table compare at equal sigma.
+PER_SIGMA_METHODS: tuple[str, ...] = ("pnc", "pnc_nocorr")
+
+
+#: The seed-mean columns of :func:`sigma_points`: (split, metric) -> column.
+SIGMA_POINT_COLUMNS: dict[tuple[str, str], str] = {
+    (SELECTION_SPLIT, SELECTION_METRIC): "val_nll",
+    ("id", "rmse"): "id_rmse",
+    ("far", "nll"): "far_nll",
+}
+
+
+def sigma_points(
+    frame: pd.DataFrame, env: str, sigmas: Mapping[tuple[str, str], float]
+) -> pd.DataFrame:
+    """Every P&C and P&C-without-correction configuration of ``env`` in each calibration variant:
+    seed-mean validation NLL, ID RMSE and Far NLL (``NaN`` where ``frame`` lacks the configuration's
+    test rows, as after the validation phase). Columns ``method, config, calibration, val_nll,
+    id_rmse, far_nll, sigma``.
+
+    Args:
+        frame: a results table.
+        env: the environment.
+        sigmas: ``{(method, config id): sigma}``, the typed ``sigma`` of each configuration read
+            from the grid tables (:func:`pnc.studies.mujoco.grid.config_field`).
+
+    Raises:
+        ValueError: ``frame`` holds no P&C validation NLL of ``env``, or a configuration that
+            ``sigmas`` lacks (named).
+    """
+    rows = frame[(frame.env == env) & frame.method.isin(list(PER_SIGMA_METHODS))]
+    wanted = SIGMA_POINT_COLUMNS
+    keep = rows[[(s, m) in wanted for s, m in zip(rows.split, rows.metric, strict=True)]].copy()
+    keep["column"] = [wanted[(s, m)] for s, m in zip(keep.split, keep.metric, strict=True)]
+    means = keep.groupby(["method", "config", "calibration", "column"], sort=False)["value"].mean()
+    out = means.unstack("column").reset_index() if len(means) else pd.DataFrame()
+    if out.empty or "val_nll" not in out.columns:
+        raise ValueError(f"{env}: the table lacks P&C rows or their validation NLL")
+    for column in wanted.values():
+        if column not in out.columns:
+            out[column] = np.nan
+    out = out[["method", "config", "calibration", *wanted.values()]]
+    lacking = sorted(
+        {(m, c) for m, c in zip(out["method"], out["config"], strict=True)} - set(sigmas)
+    )
+    if lacking:
+        raise ValueError(
+            f"{env}: no sigma for {lacking} in the grid tables (a table of another config?)"
+        )
+    out["sigma"] = [
+        float(sigmas[(m, c)]) for m, c in zip(out["method"], out["config"], strict=True)
+    ]
+    return out
+
+
+def per_sigma_choices(points: pd.DataFrame) -> pd.DataFrame:
+    """Per method and sigma of :func:`sigma_points`, the (config, calibration) candidate with the
+    lowest seed-mean validation NLL among those at that sigma
+    (:func:`select_candidate`, ties to the first in table order): the rows of
+    ``points`` chosen, with their index, sigma ascending within each method."""
+    chosen = []
+    for method in PER_SIGMA_METHODS:
+        of_method = points[points.method == method]
+        for sigma in sorted(of_method["sigma"].unique()):
+            cands = of_method[of_method.sigma == sigma]
+            values = {i: float(v) for i, v in zip(cands.index, cands.val_nll, strict=True)}
+            chosen.append(select_candidate(values))
+    return points.loc[chosen]
+
+
+# --------------------------------------------------------------------------------------------
+# Mechanism diagnostics (paper Figures 1 B/C and 3; results/mechanism/{env}/seed{seed}.parquet)
+# --------------------------------------------------------------------------------------------
+
+#: Columns of a mechanism file: one row per value. Per-point rows carry the point's row in its
+#: split (``point``) and ``member = -1``; per-member rows (``dh``/``dy`` averaged over the split's
+#: points) carry ``point = -1``.
+MECHANISM_COLUMNS: tuple[str, ...] = (
+    "env",
+    "seed",
+    "split",
+    "point",
+    "method",
+    "member",
+    "quantity",
+    "value",
+)
+#: The splits the mechanism stage measures (``mid`` where the environment has it).
+MECHANISM_SPLITS: tuple[str, ...] = ("id", "near", "mid", "far")
+
+
+def mechanism_methods() -> tuple[str, ...]:
+    """The methods whose members or samples the mechanism stage compares (Figure 1 B/C): every
+    registered method that gives weight samples (``has_parameter_samples``), P&C and its ablation
+    first, then the others in the tables' row order (:data:`MECHANISM_METHODS`)."""
+    from pnc.methods.regression import registered
+    from pnc.methods.regression.pnc_method import PerturbAndCorrect
+
+    with_samples = [m for m in registered() if m.has_parameter_samples]
+    first = [m for m in with_samples if isinstance(m, PerturbAndCorrect)]
+    return tuple(m.id for m in sorted(first, key=lambda m: m.row)) + tuple(
+        m.id for m in sorted(with_samples, key=lambda m: m.row) if m not in first
+    )
+
+
+#: Per-point quantities of the selected P&C ensemble, with their definitions (captions).
+MECHANISM_QUANTITIES: dict[str, str] = {
+    "disagreement": "D(x): variance of the P&C members' predicted means across members, summed "
+    "over target dimensions (the network's output units: standardised with the training "
+    "statistics when train.standardize is true, raw otherwise)",
+    "score_aleatoric": "aleatoric part of the evaluation's OOD score (the total predictive "
+    "variance): the P&C members' mean predicted variance, in original target units, averaged over "
+    "target dimensions",
+    "score_epistemic": "epistemic part of that score: the variance of the members' predicted means "
+    "in original target units, averaged over target dimensions (score_aleatoric + "
+    "score_epistemic = the total score whose ID/Far AUROC the evaluation reports)",
+    "input_distance": "Euclidean distance of the point's input to the nearest ID train row's, "
+    "both standardised by the train rows' mean and standard deviation (whatever "
+    "train.standardize is)",
+    "mahalanobis": "Mahalanobis distance of the base network's second hidden layer activation to "
+    "those of all ID train rows (their mean and covariance, covariance ridge 1e-4 x mean "
+    "diagonal)",
+    "sketch_probe": "sigma^2 s(x), s(x) = (1/(J eps^2)) sum_j ||mu(x; eps u_j) - mu(x; 0)||^2 over "
+    "J random probes u_j of radius eps of the P&C map corrected on the calibration set",
+    "sketch_analytic": "E||A(x) v||^2 for the ensemble's perturbation law: sigma^2 ||A(x)||_F^2 "
+    "(gaussian; Theorem 2), sigma^2 ||A(x)||_F^2 / K (radius), A(x) the corrected sensitivity of "
+    "the predicted mean by autodiff",
+    "a_fro2": "||A(x)||_F^2, the squared Frobenius norm of the corrected sensitivity",
+    "dh": "||dh||: L2 distance of a member's first hidden layer post-activation to the "
+    "reference network's (P&C, Laplace: the trained network; SWAG, Subspace: the SWA mean)",
+    "dy": "||dy||: L2 distance of a member's predicted mean to the reference network's "
+    "(the network's output units, as for disagreement)",
+    "rank_mixture": "Theorem 3: r_eff(C_bar) = tr(C_bar)^2 / ||C_bar||_F^2 of the mixture C_bar = "
+    "mean_m C_m, C_m = A_m A_m^T with A_m the output-level corrected sensitivity of member m "
+    "corrected on its own bootstrap subset (the first mechanism.bootstrap_members members)",
+    "rank_shared": "Theorem 3: r_eff(C_1), one subset (the first member's) shared by all members",
+    "rank_single_mean": "Theorem 3: mean over members of r_eff(C_m)",
+    "alignment": "Theorem 3: alpha_bar, mean over m != m' of <C_m, C_m'>_F / (||C_m||_F ||C_m'||_F)",
+    "rank_predicted": "Theorem 3's right-hand side (tau/nu)^2 M / (1 + (M - 1) alpha_bar), tau and "
+    "nu the mean trace and Frobenius norm of the C_m",
+    "trace_cv": "coefficient of variation of tr(C_m) over members (0 under Theorem 3's condition)",
+    "norm_cv": "coefficient of variation of ||C_m||_F over members (0 under Theorem 3's condition)",
+}
+#: Per-point ridge leverage of the layer after perturbed hidden layer ``l``: ``leverage_l{l}``.
+MECHANISM_LEVERAGE_PREFIX = "leverage_l"
+
+
+#: Names read from the registry when they are used (``results.METHODS``; a ``from ... import``
+#: reads them once, at that import): name -> the function that gives them. ``DEEP_ENSEMBLE`` is
+#: the id of the baseline the paper compares P&C's Far metrics with
+#: (``pnc.methods.regression.DEEP_ENSEMBLE_ID``); ``SUBSPACE`` that of Subspace Inference, whose ID
+#: RMSE rank a paper claim states (``pnc.methods.regression.SUBSPACE_ID``).
+_FROM_REGISTRY: dict[str, Callable[[], Any]] = {
+    "DEEP_ENSEMBLE": _deep_ensemble,
+    "SUBSPACE": _subspace,
+    "METHODS": method_ids,
+    "RANKED_METHODS": ranked_methods,
+    "ABLATION_METHODS": ablation_methods,
+    "MECHANISM_METHODS": mechanism_methods,
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_REGISTRY:
+        return _FROM_REGISTRY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_FROM_REGISTRY])
