@@ -415,7 +415,7 @@ def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch
 
     calls = []
     limit = lambda n: calls.append(("limit", n))
-    monkeypatch.setattr(importlib.import_module("pnc.workflow"), "limit_threads", limit)
+    monkeypatch.setattr(importlib.import_module("pnc.runtime.stage"), "limit_threads", limit)
     cli = importlib.import_module("pnc.studies.cifar.cli")
     monkeypatch.setattr(cli, "main", lambda argv: calls.append(("main", argv)) or 3)
     assert commands.main([stage, "--threads", "2", "--seed", "1", "x"]) == 3

@@ -213,7 +213,7 @@ def test_library_stages_forward_their_arguments(monkeypatch, stage, library, arg
 
     calls = []
     limit = lambda n: calls.append(("limit", n))
-    monkeypatch.setattr(importlib.import_module("pnc.workflow"), "limit_threads", limit)
+    monkeypatch.setattr(importlib.import_module("pnc.runtime.stage"), "limit_threads", limit)
     monkeypatch.setattr(
         importlib.import_module(library), "main", lambda a: calls.append(("main", a)) or 7
     )
@@ -1239,3 +1239,93 @@ def test_killed_run_resumes_after_unlock(tiny_run, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     for name in DETERMINISTIC_OUTPUTS:
         assert (workdir / name).read_bytes() == (tiny_run / name).read_bytes(), name
+
+
+NEW_BASELINE_MODULE = '''"""Jitter: the base network's prediction with Gaussian noise on its mean (a toy baseline)."""
+
+import dataclasses
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from pnc.core.predictive import Predictive
+from pnc.methods.regression.base_run import OnBaseRun
+from pnc.methods.regression.contract import MethodBase
+
+
+@dataclasses.dataclass(frozen=True)
+class JitterConfig:
+    noise: float = 0.1
+    n_samples: int = 4
+
+
+class Jitter(OnBaseRun, MethodBase):
+    id: ClassVar[str] = "jitter"
+    config_cls: ClassVar[type] = JitterConfig
+    posthoc_fields: ClassVar[tuple[str, ...]] = ("noise", "n_samples")
+    id_fields: ClassVar[tuple[str, ...]] = ("noise",)
+    label: ClassVar[str] = "Jitter"
+    short_label: ClassVar[str] = "Jit."
+    row: ClassVar[int] = 55
+    style: ClassVar[dict] = {"color": "#000000", "marker": "*", "linestyle": "-", "hatch": "--"}
+    hparam_abbreviations: ClassVar[dict[str, str]] = {"noise": "jn"}
+    hparam_legend: ClassVar[dict[str, str]] = {"jn": "Jitter noise"}
+
+    def build(self, run, config, x, y, *, key):
+        self._check_config(config)
+        return {"eps": config.noise * jax.random.normal(key, (config.n_samples,))}
+
+    def predict(self, posterior, x, *, key):
+        mean = x[:, :1] * 0.0 + 1.0
+        means = mean[None] + posterior["eps"][:, None, None]
+        return Predictive(means, jnp.ones_like(means))
+'''
+
+
+@pytest.mark.slow
+def test_a_new_baseline_joins_the_tiny_run_with_four_files(tiny_run, tmp_path, monkeypatch):
+    """A new MuJoCo baseline touches four files: its module and one registry line (in a copy of
+    the package, first on the jobs' ``PYTHONPATH``), its id in the schema's method enum and its
+    entry in one config (the tiny run's overlay: its grid, and its id in ``run_methods``).
+    Snakemake then trains nothing (the baseline reads the shared base run), evaluates and selects
+    the baseline, and the other methods' rows stay as they were."""
+    lib = tmp_path / "lib"
+    shutil.copytree(ROOT / "pnc", lib / "pnc", ignore=shutil.ignore_patterns("__pycache__"))
+    (lib / "pnc/methods/regression/jitter.py").write_text(NEW_BASELINE_MODULE)  # 1. its module
+    init = lib / "pnc/methods/regression/__init__.py"  # 2. one registry line (and its import)
+    text = init.read_text()
+    last = "        DeepEnsembleMixture(),\n"
+    assert text.count(last) == 1
+    registry_import = "from pnc.methods.registry import Registry"
+    assert text.count(registry_import) == 1
+    text = text.replace(last, last + "        Jitter(),\n").replace(
+        registry_import, "from pnc.methods.regression.jitter import Jitter\n" + registry_import
+    )
+    init.write_text(text)
+    work = tmp_path / "work"
+    shutil.copytree(tiny_run, work, symlinks=True)
+    schema = work / "workflow/schemas/config.schema.yaml"  # 3. its id in the schema's enum
+    enum = "deep_ensemble_mixture]"
+    assert schema.read_text().count(enum) == 1
+    schema.write_text(schema.read_text().replace(enum, "deep_ensemble_mixture, jitter]"))
+    tiny = work / ".test/config.yaml"  # 4. its entry in one config
+    config = yaml.safe_load(tiny.read_text())
+    config["methods"]["jitter"] = {"fixed": {"n_samples": 4}, "grid": {"noise": [0.1, 1.0]}}
+    config["run_methods"].append("jitter")
+    tiny.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    monkeypatch.setenv("PYTHONPATH", str(lib))
+    proc = _snakemake(work, "--cores", "2", "--configfile", ".test/config.yaml", timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    counts = _job_counts(proc.stdout + proc.stderr)
+    assert "train" not in counts and counts.get("evaluate", 0) >= 1, counts
+    results = pd.read_csv(work / "results/results.csv")
+    assert set(results.loc[results["method"] == "jitter", "config"]) <= {"noise=0.1", "noise=1"}
+    assert (results["method"] == "jitter").any()
+    others = lambda row: row["method"] != "jitter"  # noqa: E731
+    assert _text_rows(work / "results/results.csv", others) == _text_rows(
+        tiny_run / "results/results.csv", others
+    )
+    selection = json.loads((work / "results/selection.json").read_text())["InvertedPendulum"]
+    assert "jitter" in selection
