@@ -107,7 +107,8 @@ print(" ".join(f"{sys.argv[3]}/results/mechanism/{e}/seed{s}.parquet" for e in e
 ' "$mstore" "$config" "$study")"
     mkdir -p "$study/results/tables"
     "$python" -m pnc.workflow mechanism_report --threads 1 table $files \
-        --all-configs "$study/results/all_configs.csv" --out "$study/results/tables"
+        --all-configs "$study/results/all_configs.csv" --out "$study/results/tables" \
+        --grid "$study/results/grid/pnc.json" "$study/results/grid/pnc_nocorr.json"
 fi
 "$python" -m pnc.report export "$study" --out "$out" --force
 echo "[reference_tables] $out rebuilt from $store"

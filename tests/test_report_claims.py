@@ -3,6 +3,8 @@ readings of the Deep Ensemble, the mechanism table, refusals of incomplete input
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -647,6 +649,16 @@ def _pieces_folder(folder: Path, seeds=(0, 1, 2), envs=("Ant", "Hopper", "Swimme
                                          "metric": metric, "value": value,
                                          "data_source": "offline"})  # fmt: skip
     metrics = pd.DataFrame(rows)
+    (folder / claims.GRID_TABLES).mkdir(parents=True)  # each configuration's typed sigma, by id
+    for method in ("pnc", "pnc_nocorr"):
+        grid = {
+            f"sigma={sigma:g},bootstrap_frac={0.1 * (j + 1):g}": {
+                "config": {"sigma": sigma, "bootstrap_frac": 0.1 * (j + 1)}
+            }
+            for sigma in PNC_3A
+            for j in range(2)
+        }
+        (folder / claims.GRID_TABLES / f"{method}.json").write_text(json.dumps(grid))
     for (env, seed, method), table in metrics.groupby(["env", "seed", "method"]):
         where = folder / claims.PIECE_METRICS / env / f"seed{seed}" / method
         where.mkdir(parents=True)
@@ -708,11 +720,11 @@ def test_pieces_that_do_not_match_the_table_are_refused(tmp_path):
         claims.mechanism_of_folder(folder)
 
 
-def test_without_pieces_3a_is_judged_on_the_seed_means_and_says_so(tmp_path):
+@pytest.mark.parametrize("missing", ["pieces", "grid"])
+def test_without_pieces_3a_is_judged_on_the_seed_means_and_says_so(tmp_path, missing):
+    """Without the pieces, or without the grid tables that give each configuration's sigma."""
     folder = _pieces_folder(tmp_path)
-    import shutil
-
-    shutil.rmtree(folder / "pieces")
+    shutil.rmtree(folder / missing)
     mechanism = claims.mechanism_of_folder(folder)
     row = _judge(mechanism, C3A)
     assert row.verdict == claims.HOLDS

@@ -75,7 +75,7 @@ reference folder at the end of its ``comparison.md``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +93,7 @@ from pnc.report.mechanism_table import (
 from pnc.report.table1 import Cell, Column, our_readings
 from pnc.report.tables import column_label
 from pnc.runtime.render import ARROW, decimals_for, fmt, markdown_table
+from pnc.studies.mujoco.grid import config_field, read_tables
 from pnc.studies.mujoco.results import (
     DEEP_ENSEMBLE,
     METHOD_INFO,
@@ -459,6 +460,9 @@ def read_mechanism_table(folder: str | Path) -> pd.DataFrame | None:
 #: Where a reference folder keeps its pieces' metric tables (:mod:`pnc.report.pieces`): every
 #: configuration and calibration of every (environment, seed), from which 3A is judged per seed.
 PIECE_METRICS = Path("pieces") / "results" / "metrics"
+#: A reference folder's grid tables (one per method, ``results/grid/{method}.json`` of the run that
+#: made it: each configuration's typed fields by id), which give each configuration's sigma.
+GRID_TABLES = Path("grid")
 
 
 def read_piece_metrics(
@@ -473,11 +477,15 @@ def read_piece_metrics(
     return pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
 
 
-def seed_3a_rows(metrics: pd.DataFrame, envs: Sequence[str]) -> pd.DataFrame:
+def seed_3a_rows(
+    metrics: pd.DataFrame, envs: Sequence[str], sigmas: Mapping[tuple[str, str], float]
+) -> pd.DataFrame:
     """3A per seed: per environment and sigma, P&C's Far NLL minus that of P&C w/o Corr on each
     seed, each at the (configuration, calibration) that the mechanism table's 3A rows compare (the
     lowest seed-mean validation NLL at that sigma, :func:`pnc.studies.mujoco.results.per_sigma_choices`).
-    Rows in the mechanism table's columns, with ``seed``.
+    Rows in the mechanism table's columns, with ``seed``. ``sigmas``: each configuration's sigma,
+    ``{(method, config id): sigma}`` from the grid tables
+    (:func:`pnc.studies.mujoco.grid.config_field`).
 
     Raises:
         ValueError: a chosen configuration lacks a seed's Far NLL, or the two methods' seeds differ.
@@ -486,7 +494,7 @@ def seed_3a_rows(metrics: pd.DataFrame, envs: Sequence[str]) -> pd.DataFrame:
     far = metrics[(metrics["split"] == "far") & (metrics["metric"] == "nll")]
     far = far.set_index(["env", "method", "config", "calibration", "seed"])["value"].sort_index()
     for env in envs:
-        chosen = per_sigma_choices(sigma_points(metrics, env))
+        chosen = per_sigma_choices(sigma_points(metrics, env, sigmas))
         for sigma in sorted(chosen.loc[chosen["method"] == REFERENCE, "sigma"].unique()):
             at = chosen[chosen["sigma"] == sigma].set_index("method")
             if "pnc_nocorr" not in at.index:
@@ -516,7 +524,8 @@ def seed_3a_rows(metrics: pd.DataFrame, envs: Sequence[str]) -> pd.DataFrame:
 def mechanism_of_folder(folder: str | Path) -> pd.DataFrame | None:
     """A reference folder's mechanism table (:func:`read_mechanism_table`) with 3A's rows per seed
     (:func:`seed_3a_rows`) added from the folder's pieces, where the table holds rows per seed and
-    the folder the pieces (3A is then judged on every seed); ``None`` without a table.
+    the folder the pieces and its grid tables (:data:`GRID_TABLES`, each configuration's sigma): 3A
+    is then judged on every seed; ``None`` without a table.
 
     Raises:
         ValueError: the per-seed rows' means are not the table's 3A rows (pieces and table from
@@ -529,9 +538,11 @@ def mechanism_of_folder(folder: str | Path) -> pd.DataFrame | None:
     if table_3a.empty or table_3a["seed"].notna().any():
         return table
     metrics = read_piece_metrics(folder)
-    if metrics is None:
+    grids = sorted((Path(folder) / GRID_TABLES).glob("*.json"))
+    if metrics is None or not grids:
         return table
-    seeded = seed_3a_rows(metrics, list(dict.fromkeys(table_3a["env"])))
+    sigmas = config_field(read_tables(grids), "sigma")
+    seeded = seed_3a_rows(metrics, list(dict.fromkeys(table_3a["env"])), sigmas)
     means = _seed_means(seeded).set_index(["env", "sigma"])["estimate"]
     stated = table_3a.set_index(["env", "sigma"])["estimate"]
     if set(means.index) != set(stated.index) or not np.allclose(

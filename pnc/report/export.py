@@ -7,7 +7,9 @@ A *reference folder* (``docs/results/offline/`` for the study's published result
   ``benchmarks/`` directory is at hand;
 - ``tables/``: every table of :func:`pnc.report.tables.write_tables_and_stats` built from
   ``results.csv``, plus the mechanism table (``mechanism.*``) copied from the study;
-- ``figures/``: the study's PNG figures, copied.
+- ``figures/``: the study's PNG figures, copied;
+- ``grid/``: the study's grid tables (``results/grid/{method}.json``: each configuration's typed
+  fields by id), copied, from which the claims read each P&C configuration's sigma.
 
 :func:`export_study` makes one from a study's working directory; :func:`check_folder` rebuilds the
 tables from the folder's ``results.csv`` and reports every table that differs from the committed
@@ -151,6 +153,9 @@ def export_study(
         )
         write_json(out / "costs.json", summary)
         written.append(out / "costs.json")
+    # the configurations the study evaluated, typed and keyed by id (each one's sigma, for claims)
+    if (results / "grid").is_dir():
+        written += _copy_tree_files(results / "grid", out / "grid", "*.json")
     written += build_tables(out, out / "tables")
     for name in MECHANISM_TABLES:
         if (results / "tables" / name).is_file():
