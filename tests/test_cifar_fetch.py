@@ -144,7 +144,7 @@ def test_the_fetch_rule_downloads_over_http_then_the_data_check_reads_it(tmp_pat
     config = yaml.safe_load((workdir / "config/cifar_tiny.yaml").read_text())
     del config["data"]["tiny"]
     config["data"].update(root="data/openood", fetch=True, ood=OOD, val_size=4, sources=overrides)
-    config["methods"] = {"msp": {}}
+    config["evaluate"] = ["msp"]  # an overlay of config/cifar.yaml: the methods that run
     (workdir / "mirror.yaml").write_text(yaml.safe_dump(config))
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", "cifar.smk", "resources/cifar/data/data.json"]

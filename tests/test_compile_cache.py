@@ -161,7 +161,7 @@ def test_off_undoes_a_cache_that_the_parent_process_turned_on(tmp_path, jax_firs
     # enable() before JAX is imported passes the cache on in JAX_* variables, which a child
     # inherits; PNC_COMPILE_CACHE=off in the child must still mean no cache
     parent = (
-        "import os, subprocess, sys; from pnc import compile_cache; "
+        "import os, subprocess, sys; from pnc.runtime import compile_cache; "
         f"compile_cache.enable({str(tmp_path)!r}); "
         "print(os.environ['JAX_COMPILATION_CACHE_DIR']); sys.stdout.flush(); "
         "env = {**os.environ, compile_cache.ENV_VAR: 'off'}; "
@@ -169,7 +169,7 @@ def test_off_undoes_a_cache_that_the_parent_process_turned_on(tmp_path, jax_firs
     )
     child = (
         ("import jax; " if jax_first else "")
-        + "from pnc import compile_cache; compile_cache.enable_from_env(); import jax, os; "
+        + "from pnc.runtime import compile_cache; compile_cache.enable_from_env(); import jax, os; "
         "print(jax.config.jax_compilation_cache_dir, os.environ.get('JAX_COMPILATION_CACHE_DIR'))"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}

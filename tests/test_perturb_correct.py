@@ -1018,7 +1018,7 @@ def test_calibration_sizes_with_the_same_rows_share_one_compilation(net):
 def test_the_builders_draw_no_randomness_of_their_own():
     """The conv-block and any-model builders take every key split, basis, coefficient and
     bootstrap draw from the engine in :mod:`pnc.core.perturb_correct` (no ``jax.random`` of theirs)."""
-    root = Path(pnc.__file__).parent
+    root = Path(pnc.__file__).parent / "core"
     for path in [root / "any_model.py", *sorted((root / "conv").glob("*.py"))]:
         tree = ast.parse(path.read_text())
         uses = [
