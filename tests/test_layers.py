@@ -56,6 +56,11 @@ def _layer(module: str) -> str:
 #: runtime (plumbing) < core (the maths) < methods (the shared contract, then its families) <
 #: the studies (neither imports the other; the MuJoCo study's data imports nothing but runtime)
 #: < report < the entry points (workflow stages, benchmarks).
+#: Everything below the report: the plumbing, the maths, the methods and both studies.
+BELOW_REPORT = {
+    "runtime", "core", "methods", "regression methods", "ood methods", "data", "mujoco", "cifar",
+}  # fmt: skip
+
 ALLOWED = {
     "runtime": {"runtime"},
     "core": {"runtime", "core"},
@@ -67,44 +72,12 @@ ALLOWED = {
     "mujoco": {"runtime", "core", "methods", "regression methods", "data", "mujoco"},
     "cifar": {"runtime", "core", "methods", "ood methods", "cifar"},
     "studies": set(),
-    "report": {
-        "runtime",
-        "core",
-        "methods",
-        "regression methods",
-        "ood methods",
-        "data",
-        "mujoco",
-        "cifar",
-        "report",
-    },
+    "report": BELOW_REPORT | {"report"},
     # the peers benchmark (pnc.bench.peers) builds its HalfCheetah task with the offline data
     # generator and scores regressions with the study's metrics; the time breakdown
     # (pnc.bench.breakdown) runs a workflow stage in its process, loaded by name
-    "bench": {
-        "runtime",
-        "core",
-        "methods",
-        "regression methods",
-        "ood methods",
-        "data",
-        "mujoco",
-        "cifar",
-        "workflow",
-        "bench",
-    },
-    "workflow": {
-        "runtime",
-        "core",
-        "methods",
-        "regression methods",
-        "ood methods",
-        "data",
-        "mujoco",
-        "cifar",
-        "report",
-        "workflow",
-    },
+    "bench": BELOW_REPORT | {"workflow", "bench"},
+    "workflow": BELOW_REPORT | {"report", "workflow"},
 }
 
 

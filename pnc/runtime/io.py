@@ -251,6 +251,21 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+def write_text_if_changed(path: str | Path, text: str) -> bool:
+    """Write ``text`` to ``path`` atomically unless the file already holds exactly it, so that its
+    modification time (which Snakemake reruns jobs by) changes only when its content does.
+
+    Returns:
+        Whether the file was written.
+    """
+    path = Path(path)
+    if path.is_file() and path.read_text() == text:
+        return False
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+    return True
+
+
 def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
     """Write ``frame`` as CSV atomically (no index; floats written losslessly)."""
     with atomic_path(path) as tmp:

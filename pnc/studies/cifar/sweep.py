@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pnc.methods.ood.posthoc import MethodSection
-from pnc.runtime.io import atomic_path
+from pnc.runtime.io import write_text_if_changed
 
 #: Where the workflow writes a method's sweep (relative to the working directory).
 SWEEP_PATH = "results/cifar/sweeps/{method}.json"
@@ -124,13 +124,7 @@ class Sweep:
     def write(self, path: str | Path) -> bool:
         """Write the table to ``path`` unless it holds it already (an unchanged file keeps its
         modification time, so no job reruns). Returns whether it wrote."""
-        text = json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n"
-        path = Path(path)
-        if path.exists() and path.read_text() == text:
-            return False
-        with atomic_path(path) as tmp:
-            tmp.write_text(text)
-        return True
+        return write_text_if_changed(path, json.dumps(self.to_json(), indent=2) + "\n")
 
 
 def evaluated_methods(config: Mapping) -> list[str]:

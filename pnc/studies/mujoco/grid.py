@@ -30,12 +30,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pnc.methods.regression.runs import TrainingSpec
+from pnc.runtime.io import write_text_if_changed
 
 #: Where P&C's calibration rows come from: the train split, or train + validation rows.
 CALIBRATION_POOLS: tuple[str, ...] = ("train", "id_pool")
@@ -219,15 +219,7 @@ def write_table(path: str | Path, points: list[GridPoint]) -> bool:
     Returns:
         Whether the file was written.
     """
-    path = Path(path)
-    text = table_text(points)
-    if path.is_file() and path.read_text() == text:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return True
+    return write_text_if_changed(path, table_text(points))
 
 
 def read_table(path: str | Path) -> dict[str, dict[str, Any]]:
