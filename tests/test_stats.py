@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
 from synthetic_results import make_results
 
 from pnc.report import stats as st
@@ -144,6 +145,26 @@ def test_wilcoxon_ties_use_exact_permutation_distribution():
     assert out["p"] == pytest.approx(p)
 
 
+@pytest.mark.parametrize("n", [2, 5, 8, 9])
+def test_tied_wilcoxon_gives_scipys_permutation_p_value_bit_for_bit(n):
+    """The sign-flip p-value is the number scipy's wilcoxon (method "auto", ties) computes."""
+    rng = np.random.default_rng(n)
+    for _ in range(3):
+        d = rng.integers(-3, 4, size=n).astype(float) / 4  # ties, zeros and both signs
+        d[d == 0] = 0.25
+        d[0] = -d[1] if n > 1 else d[0]  # at least one tie of the absolute values
+        out = st.wilcoxon_test(d)
+        expected = sps.wilcoxon(d, zero_method="wilcox", alternative="two-sided", method="auto")
+        assert out["test"].startswith("exact permutation"), out
+        assert out["p"] == float(expected.pvalue), (d, out["p"], expected.pvalue)
+        assert out["statistic"] == float(expected.statistic)
+
+
+def test_sign_flip_p_value_refuses_too_many_pairs():
+    with pytest.raises(ValueError, match="too many"):
+        st.sign_flip_pvalue(np.arange(1.0, 22.0), 5.0)
+
+
 def _holm_by_hand(p):
     p = np.asarray(p, float)
     order = np.argsort(p)
@@ -168,6 +189,14 @@ def test_holm_matches_hand_computation_and_statsmodels():
     for _ in range(4):
         q = rng.uniform(0, 0.2, size=5)
         np.testing.assert_allclose(st.holm(q)[1], _holm_by_hand(q))
+    # the same numbers as statsmodels, bit for bit, with ties, ones and the rejection boundary
+    cases = [rng.uniform(0, 0.1, size=m) for m in (1, 3, 6, 10)]
+    cases += [np.array([0.01, 0.01, 0.0125, 0.5, 1.0]), np.array([0.0125, 0.0125 + 1e-17, 0.9])]
+    for q in cases:
+        ref_reject, ref_adjusted, _, _ = multipletests(q, alpha=0.05, method="holm")
+        reject, adjusted = st.holm(q, 0.05)
+        np.testing.assert_array_equal(reject, ref_reject)
+        np.testing.assert_array_equal(adjusted, ref_adjusted)
 
 
 def test_min_attainable_p_and_the_eight_environment_threshold():
