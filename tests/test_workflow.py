@@ -1223,9 +1223,14 @@ def test_killed_run_resumes_after_unlock(tiny_run, tmp_path):
     """A run killed with SIGKILL part-way (the process group: Snakemake and its jobs) leaves
     Snakemake's lock: the plain rerun stops naming it, ``--unlock`` removes it, and the rerun then
     finishes with the uninterrupted run's results (docs/workflow.md, "After a crash, a kill or a
-    power loss")."""
-    workdir = _copy_workflow(tmp_path / "killed")
-    _kill_after_first(workdir, RESUMED_TARGET, "train", tmp_path / "killed.log")
+    power loss"). The run to kill is the finished tiny run with its test phase and results taken
+    away, killed once the first test-phase job has finished and while others run."""
+    workdir = tmp_path / "killed"
+    shutil.copytree(tiny_run, workdir, symlinks=True)  # modification times kept: nothing else reruns
+    shutil.rmtree(workdir / "results/test")
+    for name in DETERMINISTIC_OUTPUTS:
+        (workdir / name).unlink()
+    _kill_after_first(workdir, RESUMED_TARGET, "evaluate_test", tmp_path / "killed.log")
     assert not (workdir / "results" / "results.csv").exists()
     assert any((workdir / ".snakemake" / "locks").iterdir()), "the killed run left its lock"
     args = (RESUMED_TARGET, "--cores", "2", "--configfile", ".test/config.yaml")
@@ -1237,6 +1242,9 @@ def test_killed_run_resumes_after_unlock(tiny_run, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     proc = _snakemake(workdir, *args, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    jobs = _job_counts(proc.stdout + proc.stderr)
+    assert not {"train", "evaluate", "select"} & set(jobs), jobs
+    assert 1 <= jobs.get("evaluate_test", 0) < 7, jobs  # the killed jobs, not the finished ones
     for name in DETERMINISTIC_OUTPUTS:
         assert (workdir / name).read_bytes() == (tiny_run / name).read_bytes(), name
 
