@@ -183,6 +183,42 @@ def test_offline_fetch_job_names_every_missing_file_and_how_to_place_it(workdir,
         assert name in log, name
 
 
+PROBE_RULE = """include: "cifar.smk"
+
+
+rule probe_job_environment:
+    output:
+        "probe/environment.txt",
+    log:
+        "logs/probe.log",
+    benchmark:
+        "benchmarks/probe.tsv"
+    shell:
+        "python -c 'import os; print(os.environ.get(\\"XLA_PYTHON_CLIENT_PREALLOCATE\\"))'"
+        " > {output:q} 2> {log:q}"
+"""
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "false"), ("true", "true")])
+def test_jobs_allocate_gpu_memory_as_needed_unless_the_user_says(workdir, monkeypatch, given, seen):
+    """A job process of the CIFAR workflow sees XLA_PYTHON_CLIENT_PREALLOCATE=false, so that
+    several jobs can share one GPU under `--resources gpu=N` (JAX otherwise reserves 75 % of the
+    GPU in the first job); a value the user set is kept."""
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    if given is not None:
+        monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", given)
+    probe = workdir / "probe.smk"
+    probe.write_text(PROBE_RULE)
+    out = workdir / "probe" / "environment.txt"
+    out.unlink(missing_ok=True)
+    try:
+        proc = run_snakemake(workdir, "-s", "probe.smk", "--cores", "1", "probe/environment.txt", "--configfile", TINY)  # fmt: skip
+    finally:
+        probe.unlink()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert out.read_text().strip() == seen
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory) -> Path:
     workdir = _copy(tmp_path_factory.mktemp("cifar_tiny"))
