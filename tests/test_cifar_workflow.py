@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -496,3 +498,30 @@ def test_smoke_config_is_full_width_and_paper_sized_pnc(workdir):
     assert (pnc["n_members"], pnc["rank"]) == (50, 20) and set(smoke["methods"]) == set(paper["methods"])  # fmt: skip
     proc = _snakemake(workdir, "-n", "--configfile", "config/cifar_smoke.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_gpu_check_config_runs_every_method_at_full_width_with_shared_gpus(workdir):
+    """config/cifar_gpu_check.yaml: the paper's network and batch, every method to Table 2, one
+    seed; its DAG builds with `--resources gpu=8` (the jobs share the GPU:
+    test_jobs_allocate_gpu_memory_as_needed_unless_the_user_says)."""
+    check = _effective(workdir, "config/cifar_gpu_check.yaml")
+    paper = yaml.safe_load((workdir / "config/cifar.yaml").read_text())
+    assert check["model"] == paper["model"] and check["train"]["batch_size"] == 128
+    assert set(check["methods"]) == set(paper["methods"]) and check["seeds"] == [0]
+    assert check["data"]["tiny"] and check["train"]["epochs"] <= 3
+    args = ("-n", "--cores", "16", "--resources", "gpu=8", "--configfile", "config/cifar_gpu_check.yaml")  # fmt: skip
+    proc = _snakemake(workdir, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = dict(re.findall(r"^(cifar\w*)\s+(\d+)$", proc.stdout, flags=re.M))
+    assert (counts["cifar_train"], counts["cifar_posthoc"], counts["cifar_tables"]) == ("3", "10", "1")  # fmt: skip
+
+
+def test_gpu_check_script_stops_at_once_without_a_gpu():
+    """scripts/cifar_gpu_check.sh runs on the machine's own JAX: where that JAX finds no GPU it
+    stops before any job, saying so."""
+    proc = subprocess.run(
+        ["bash", "scripts/cifar_gpu_check.sh", "-n"], cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu"}, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "finds no GPU" in proc.stderr and "snakemake" not in proc.stdout
