@@ -65,3 +65,42 @@ def test_committed_gpu_measurement_matches_the_projection_and_the_page():
     for rate in (train, forward, measured["pnc_predict"]["images_per_s"]):
         assert f"{rate:,.0f}" in page
     assert f"**{again['hours']['total_per_seed']:.1f} h on one H200**" in page
+
+
+def test_job_costs_add_compilation_loading_and_the_time_between_epochs():
+    rates = cifar_costs.projection_at_rates(1_000.0, 4_000.0)["hours"]
+    out = cifar_costs.projection_with_job_costs(
+        1_000.0, 4_000.0, compile_s=30.0, load_s=6.0, overhead_s_per_epoch=2.0
+    )
+    hours = out["hours"]
+    jobs = 9 + 16  # training runs and post-hoc jobs of a seed
+    assert out["job_costs"]["jobs_per_seed"] == jobs
+    assert hours["compile_and_load"] == pytest.approx(jobs * 36.0 / 3600)
+    assert hours["between_epochs"] == pytest.approx(9 * 300 * 2.0 / 3600)
+    assert hours["total_per_seed"] == pytest.approx(
+        rates["total_per_seed"] + hours["compile_and_load"] + hours["between_epochs"]
+    )
+    assert hours["training_per_run"] == pytest.approx(
+        rates["training_per_run"] + (36.0 + 300 * 2.0) / 3600
+    )
+    # nothing besides the images: the plain projection
+    none = cifar_costs.projection_with_job_costs(
+        1_000.0, 4_000.0, compile_s=0.0, load_s=0.0, overhead_s_per_epoch=0.0
+    )
+    assert none["hours"]["total_per_seed"] == pytest.approx(rates["total_per_seed"])
+
+
+def test_epoch_costs_report_computation_and_overhead_per_epoch():
+    """The per-epoch measurement on a tiny network: its fields, and the overhead is the run's
+    wall time per epoch less the computation (the set-up subtracted)."""
+    from pnc.core.conv import ResNetConfig
+
+    net = ResNetConfig(widths=(4, 8), blocks_per_stage=(1, 1))
+    out = cifar_costs.bench_epochs(net, batch=8, steps=2, epochs=2, checkpoint_every=1)
+    assert (out["images"], out["epochs"], out["swag_starts"]) == (16, 2, [0, 1])
+    assert out["compute_s_per_epoch"] > 0 and out["checkpoint"]["mb"] > 0
+    per_epoch = (out["wall_s"] - out["setup_s"]) / 2
+    assert out["overhead_s_per_epoch"] == pytest.approx(per_epoch - out["compute_s_per_epoch"])
+    assert out["overhead_fraction"] == pytest.approx(
+        out["overhead_s_per_epoch"] / out["compute_s_per_epoch"]
+    )

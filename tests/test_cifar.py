@@ -322,6 +322,33 @@ def test_checkpoints_are_written_every_n_epochs_and_after_the_last(tmp_path, mon
         train(x, y, TINY_NET, recipe, seed=0, run_id="base", checkpoint=ckpt, checkpoint_every=0)
 
 
+def test_a_failed_checkpoint_write_fails_the_run(tmp_path, monkeypatch):
+    """Checkpoints are written off the training thread; a write that fails still fails the run
+    (no run goes on believing it can resume), and the checkpoint before it is left whole."""
+    from pnc.core.classifier import recipe as R
+
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 256, (32, 32, 32, 3), dtype=np.uint8)
+    y = rng.integers(0, 10, 32).astype(np.uint8)
+    recipe = Recipe(epochs=3, batch_size=16, lr=0.05, warmup_epochs=1)
+    ckpt = tmp_path / "c.msgpack"
+    real_save = R.save_checkpoint
+
+    def save(path, state, meta):
+        if int(state["epoch"]) == 2:
+            raise OSError("No space left on device")
+        real_save(path, state, meta)
+
+    monkeypatch.setattr(R, "save_checkpoint", save)
+    with pytest.raises(OSError, match="No space left"):
+        train(x, y, TINY_NET, recipe, seed=0, run_id="base", checkpoint=ckpt)
+    meta = json.loads(ckpt.with_suffix(".json").read_text())
+    assert meta["history"]["loss"] and len(meta["history"]["loss"]) == 1  # epoch 1's, whole
+    monkeypatch.setattr(R, "save_checkpoint", real_save)
+    _, history = train(x, y, TINY_NET, recipe, seed=0, run_id="base", checkpoint=ckpt)
+    assert history["resumed_from"] == 1 and len(history["loss"]) == 3
+
+
 def _recipe_updates_by_hand(recipe: Recipe, steps_per_epoch: int, grads, w0: float) -> np.ndarray:
     """The recipe's parameter trajectory written out in float64 (Appendix D.1): PyTorch's coupled
     weight decay (``g + wd w``), Nesterov momentum (``b = mu b + g``, step ``g + mu b``) and a

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -181,6 +183,42 @@ def test_offline_fetch_job_names_every_missing_file_and_how_to_place_it(workdir,
     for name in ("data_batch_1.bin", "test_batch.bin", "test_cifar100.txt", "test_svhn.txt",
                  "images_classic/svhn/", "place them by hand", "expected layout"):  # fmt: skip
         assert name in log, name
+
+
+PROBE_RULE = """include: "cifar.smk"
+
+
+rule probe_job_environment:
+    output:
+        "probe/environment.txt",
+    log:
+        "logs/probe.log",
+    benchmark:
+        "benchmarks/probe.tsv"
+    shell:
+        "python -c 'import os; print(os.environ.get(\\"XLA_PYTHON_CLIENT_PREALLOCATE\\"))'"
+        " > {output:q} 2> {log:q}"
+"""
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "false"), ("true", "true")])
+def test_jobs_allocate_gpu_memory_as_needed_unless_the_user_says(workdir, monkeypatch, given, seen):
+    """A job process of the CIFAR workflow sees XLA_PYTHON_CLIENT_PREALLOCATE=false, so that
+    several jobs can share one GPU under `--resources gpu=N` (JAX otherwise reserves 75 % of the
+    GPU in the first job); a value the user set is kept."""
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    if given is not None:
+        monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", given)
+    probe = workdir / "probe.smk"
+    probe.write_text(PROBE_RULE)
+    out = workdir / "probe" / "environment.txt"
+    out.unlink(missing_ok=True)
+    try:
+        proc = run_snakemake(workdir, "-s", "probe.smk", "--cores", "1", "probe/environment.txt", "--configfile", TINY)  # fmt: skip
+    finally:
+        probe.unlink()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert out.read_text().strip() == seen
 
 
 @pytest.fixture(scope="module")
@@ -460,3 +498,30 @@ def test_smoke_config_is_full_width_and_paper_sized_pnc(workdir):
     assert (pnc["n_members"], pnc["rank"]) == (50, 20) and set(smoke["methods"]) == set(paper["methods"])  # fmt: skip
     proc = _snakemake(workdir, "-n", "--configfile", "config/cifar_smoke.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_gpu_check_config_runs_every_method_at_full_width_with_shared_gpus(workdir):
+    """config/cifar_gpu_check.yaml: the paper's network and batch, every method to Table 2, one
+    seed; its DAG builds with `--resources gpu=8` (the jobs share the GPU:
+    test_jobs_allocate_gpu_memory_as_needed_unless_the_user_says)."""
+    check = _effective(workdir, "config/cifar_gpu_check.yaml")
+    paper = yaml.safe_load((workdir / "config/cifar.yaml").read_text())
+    assert check["model"] == paper["model"] and check["train"]["batch_size"] == 128
+    assert set(check["methods"]) == set(paper["methods"]) and check["seeds"] == [0]
+    assert check["data"]["tiny"] and check["train"]["epochs"] <= 3
+    args = ("-n", "--cores", "16", "--resources", "gpu=8", "--configfile", "config/cifar_gpu_check.yaml")  # fmt: skip
+    proc = _snakemake(workdir, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = dict(re.findall(r"^(cifar\w*)\s+(\d+)$", proc.stdout, flags=re.M))
+    assert (counts["cifar_train"], counts["cifar_posthoc"], counts["cifar_tables"]) == ("3", "10", "1")  # fmt: skip
+
+
+def test_gpu_check_script_stops_at_once_without_a_gpu():
+    """scripts/cifar_gpu_check.sh runs on the machine's own JAX: where that JAX finds no GPU it
+    stops before any job, saying so."""
+    proc = subprocess.run(
+        ["bash", "scripts/cifar_gpu_check.sh", "-n"], cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu"}, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "finds no GPU" in proc.stderr and "snakemake" not in proc.stdout

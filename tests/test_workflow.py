@@ -616,7 +616,11 @@ def _probe_device(workdir, tmp_path, device, resources, environ) -> dict:
         " 'env': {k: os.environ.get(k) for k in ('JAX_PLATFORMS',"
         " 'XLA_PYTHON_CLIENT_PREALLOCATE')}}))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS",)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("JAX_PLATFORMS", "XLA_PYTHON_CLIENT_PREALLOCATE")
+    }
     env.update(environ)
     try:
         proc = subprocess.run(
@@ -626,23 +630,50 @@ def _probe_device(workdir, tmp_path, device, resources, environ) -> dict:
     finally:
         probe.unlink()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.split("PROBE ", 1)[1].splitlines()[0])
+    probed = json.loads(proc.stdout.split("PROBE ", 1)[1].splitlines()[0])
+    return {**probed, "output": proc.stdout + proc.stderr}
 
 
 def test_device_sets_the_jobs_platform_and_gpus(workdir, tmp_path):
     """`device: cpu` (default) runs every job on the CPU (JAX_PLATFORMS=cpu, no GPUs declared);
-    `device: gpu` leaves JAX to pick the GPU, allocates GPU memory as needed and declares one GPU
-    per training, evaluation and mechanism job, a stage's `resources.gpu` overriding it; a
-    JAX_PLATFORMS the user set wins."""
+    `device: gpu` leaves JAX to pick the GPU and declares one GPU per training, evaluation and
+    mechanism job, a stage's `resources.gpu` overriding it; GPU memory is allocated as needed
+    with either (shared.smk, both studies); a JAX_PLATFORMS the user set wins."""
     cpu = _probe_device(workdir, tmp_path, "cpu", {}, {})
-    assert set(cpu["gpu"].values()) == {0}
-    assert cpu["env"]["JAX_PLATFORMS"] == "cpu"
+    assert set(cpu["gpu"].values()) == {0} and "launch-bound" not in cpu["output"]
+    assert cpu["env"] == {"JAX_PLATFORMS": "cpu", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     gpu = _probe_device(workdir, tmp_path, "gpu", {"mechanism": {"gpu": 2}}, {})
     assert {k for k, v in gpu["gpu"].items() if v} == {"train", "evaluate", "mechanism"}
     assert gpu["gpu"]["train"] == gpu["gpu"]["evaluate"] == 1 and gpu["gpu"]["mechanism"] == 2
     assert gpu["env"] == {"JAX_PLATFORMS": None, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-    own = _probe_device(workdir, tmp_path, "cpu", {}, {"JAX_PLATFORMS": "cpu,cuda"})
-    assert own["env"]["JAX_PLATFORMS"] == "cpu,cuda"
+    own = _probe_device(
+        workdir, tmp_path, "cpu", {},
+        {"JAX_PLATFORMS": "cpu,cuda", "XLA_PYTHON_CLIENT_PREALLOCATE": "true"},
+    )  # fmt: skip
+    assert own["env"] == {"JAX_PLATFORMS": "cpu,cuda", "XLA_PYTHON_CLIENT_PREALLOCATE": "true"}
+
+
+def test_a_gpu_device_warns_with_the_measurement_before_any_job(workdir, tmp_path):
+    """`device: gpu` costs more than the CPU in this study: the config check says so, with the
+    measurement and how to silence it, before the DAG's first job (here, a dry run's);
+    `device_warning: false` silences it (the CPU default prints nothing:
+    test_device_sets_the_jobs_platform_and_gpus)."""
+    from pnc.studies.mujoco.config_check import GPU_MEASUREMENT
+
+    def dry_run(**change) -> str:
+        config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
+        config.update(change)
+        path = tmp_path / "device.yaml"
+        path.write_text(yaml.safe_dump(config))
+        proc = _snakemake(workdir, "-n", "--configfile", str(path))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout + proc.stderr
+
+    gpu = dry_run(device="gpu")
+    first_job = re.search(r"^Shell command: ", gpu, flags=re.M)
+    assert first_job and -1 < gpu.find(GPU_MEASUREMENT) < first_job.start()
+    assert "2.26 times" in GPU_MEASUREMENT and "device_warning: false" in GPU_MEASUREMENT
+    assert "launch-bound" not in dry_run(device="gpu", device_warning=False)
 
 
 def test_behaviour_policies_are_trained_only_where_none_are_stored(workdir, tmp_path):

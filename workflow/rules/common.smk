@@ -173,9 +173,8 @@ RESOURCES = job_resources(config, "config.schema.yaml")
 # GPUs the JAX-heavy stages declare.
 DEVICE = config.get("device", "cpu")
 GPU_STAGES = ("train", "evaluate", "mechanism")
-if DEVICE == "gpu":
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-else:
+# (GPU memory as needed, XLA_PYTHON_CLIENT_PREALLOCATE=false, is set for every job in shared.smk.)
+if DEVICE != "gpu":
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 for _stage, _spec in RESOURCES.items():
     _spec.setdefault("gpu", int(DEVICE == "gpu" and _stage in GPU_STAGES))

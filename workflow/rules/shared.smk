@@ -2,8 +2,9 @@
 # MuJoCo study) and workflow/rules/cifar/common.smk (the CIFAR study): the config checked against
 # its schema under workflow/schemas/ (one line per violation: key path, offending value, what is
 # allowed; `seeds` given on the command line read as integers), then validated by Snakemake,
-# which fills in the schema's defaults; and each stage's job resources (the schema's `resources`
-# defaults, overridden key by key by the config).
+# which fills in the schema's defaults; each stage's job resources (the schema's `resources`
+# defaults, overridden key by key by the config); and the jobs' GPU memory: allocated as needed,
+# so that `--resources gpu=N` jobs can share one GPU.
 
 import os
 
@@ -63,3 +64,23 @@ def allocator(data):
     from pnc.runtime import allocator as policy
 
     policy.enable(data["allocator"])
+
+
+# JAX's default on a GPU reserves 75 % of its memory in the first process that touches it, so a
+# second job on the same GPU fails with CUDA out of memory. Every job of both studies inherits
+# this from the Snakemake process; a value the user set is kept.
+GPU_MEMORY_VARS = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+
+
+def share_gpu_memory():
+    """The jobs allocate GPU memory as they need it (GPU_MEMORY_VARS, unless set already)."""
+    for name, value in GPU_MEMORY_VARS.items():
+        os.environ.setdefault(name, value)
+
+
+share_gpu_memory()
+
+
+# passed on to jobs that run elsewhere (cluster executors), not only inherited by local ones
+envvars:
+    "XLA_PYTHON_CLIENT_PREALLOCATE",

@@ -11,11 +11,19 @@ image is set to 0 after normalisation (DeVries and Taylor, 2017). An epoch is on
 
 Keys: the run key is :func:`pnc.core.keys.derive_key` of ``("cifar", seed, run_id)``; epoch ``e``
 (0-based) shuffles, augments and draws dropout masks from ``fold_in(run_key, e)``. After every
-epoch (or every ``checkpoint_every``-th) the whole state (parameters, BN statistics, optimiser
-state with its step count, SWAG moments, the epoch) is written to ``checkpoint.msgpack`` (flax
-msgpack) with a JSON sidecar that records its SHA-256, atomically; :func:`train` resumes from it
-(refusing a checkpoint that does not match its hash), and a resumed run equals an uninterrupted
-one.
+``checkpoint_every``-th epoch (and the last one run) the whole state (parameters, BN statistics,
+optimiser state with its step count, SWAG moments, the epoch) is written to
+``checkpoint.msgpack`` (flax msgpack) with a JSON sidecar that records its SHA-256, atomically;
+:func:`train` resumes from it (refusing a checkpoint that does not match its hash), and a resumed
+run equals an uninterrupted one.
+
+Between epochs the device does not wait for the host. :func:`train` hands epoch ``e + 1`` to the
+device before it reads epoch ``e``'s loss (the one value it fetches per epoch: the log and the
+finiteness check), and a checkpoint is copied off the device, hashed and written on a thread of
+its own while the next epochs compute (one write at a time, in order; the next one due waits for
+it). A job killed during a write loses that write only: each file is replaced atomically, the
+large one after its temporary copy is complete and the small sidecar right after it, so the run
+resumes from the previous checkpoint.
 
 SWAG (Maddox et al., 2019) moments are collected on the same run from the end of epoch
 ``start + 1`` on, once per epoch (``swag_collect_freq = 1``), for every ``start`` in
@@ -25,11 +33,13 @@ flattened parameters, and the last ``swag_rank`` deviations ``w - mean`` in a ri
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import hashlib
 import json
 import logging
+import threading
 import time
 from pathlib import Path
 
@@ -219,6 +229,37 @@ def save_checkpoint(path: Path, state: dict, meta: dict) -> None:
         tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
 
 
+class _CheckpointWriter:
+    """Writes checkpoints (:func:`save_checkpoint`) on a thread of its own, one at a time and in
+    order: :meth:`submit` first waits for the write before it, and :meth:`wait` for the last one;
+    an error of a write is raised by the call that waits for it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, state: dict, meta: dict) -> None:
+        self.wait()
+
+        def write() -> None:
+            try:
+                save_checkpoint(self.path, state, meta)
+            except BaseException as err:  # raised again by wait(), in the training thread
+                self._error = err
+
+        self._thread = threading.Thread(target=write, name="checkpoint", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
 def load_checkpoint(path: Path, template: dict, sha256: str | None = None) -> dict:
     """The state in checkpoint ``path``, in the structure of ``template``.
 
@@ -265,7 +306,9 @@ def train(
         stop_after: stop after this many epochs in total (to test resumption).
         checkpoint_every: write the checkpoint after every ``checkpoint_every``-th epoch and after
             the last one run (a restart repeats at most ``checkpoint_every - 1`` epochs; the
-            result does not depend on it).
+            result does not depend on it). Each is written on a thread of its own while the next
+            epochs compute; the function returns once the last one is written, and raises the
+            error of a write that failed.
 
     Returns:
         ``(state, history)`` with ``history = {"loss": [...], "seconds": [...], "resumed_from"}``.
@@ -301,30 +344,51 @@ def train(
         log.info("resumed %s from epoch %d", run_id, int(state["epoch"]))
     x, y = jnp.asarray(images), jnp.asarray(labels.astype(np.int32))
     last = recipe.epochs if stop_after is None else min(stop_after, recipe.epochs)
-    for epoch in range(int(state["epoch"]), last):
-        start = time.perf_counter()
-        state, loss = train_epoch(
-            state,
-            x,
-            y,
-            jax.random.fold_in(run_key, epoch),
-            config=config,
-            recipe=recipe,
-            steps_per_epoch=steps,
-        )
-        history["loss"].append(float(loss))
-        history["seconds"].append(time.perf_counter() - start)
+    writer = _CheckpointWriter(ckpt) if ckpt is not None else None
+    clock = [time.perf_counter()]
+
+    def finish(epoch: int, done: dict, loss: jax.Array) -> None:
+        """Epoch ``epoch``'s host work, while the next epoch computes: its loss (waiting for it),
+        the log, and its checkpoint handed to the writer when one is due."""
+        value = float(loss)
+        now = time.perf_counter()
+        history["loss"].append(value)
+        history["seconds"].append(now - clock[0])
+        clock[0] = now
         log.info(
-            "epoch %d/%d loss %.4f (%.1fs)",
-            epoch + 1,
-            recipe.epochs,
-            float(loss),
-            history["seconds"][-1],
+            "epoch %d/%d loss %.4f (%.1fs)", epoch + 1, recipe.epochs, value, history["seconds"][-1]
         )
-        if not np.isfinite(float(loss)):
+        if not np.isfinite(value):
             raise FloatingPointError(f"{run_id}: non-finite training loss at epoch {epoch + 1}")
-        if ckpt is not None and ((epoch + 1) % checkpoint_every == 0 or epoch + 1 == last):
-            save_checkpoint(ckpt, state, {"identity": identity, "history": history})
+        if writer is not None and ((epoch + 1) % checkpoint_every == 0 or epoch + 1 == last):
+            writer.submit(done, {"identity": identity, "history": copy.deepcopy(history)})
+
+    pending = None  # the epoch handed to the device last, its host work not done yet
+    try:
+        for epoch in range(int(state["epoch"]), last):
+            state, loss = train_epoch(
+                state,
+                x,
+                y,
+                jax.random.fold_in(run_key, epoch),
+                config=config,
+                recipe=recipe,
+                steps_per_epoch=steps,
+            )
+            if pending is not None:
+                finish(*pending)
+            pending = (epoch, state, loss)
+        if pending is not None:
+            finish(*pending)
+    except BaseException:
+        if writer is not None:  # the write in flight ends whole; the error under way is reported
+            try:
+                writer.wait()
+            except Exception:
+                log.exception("checkpoint write failed")
+        raise
+    if writer is not None:
+        writer.wait()
     return state, history
 
 

@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--train", type=_json, default={})
     r.add_argument("--swag-starts", type=int, nargs="*", default=[])
     r.add_argument(
-        "--checkpoint-every", type=int, default=1, help="epochs between checkpoints (default 1)"
+        "--checkpoint-every", type=int, default=10, help="epochs between checkpoints (default 10)"
     )
 
     one = argparse.ArgumentParser(add_help=False)  # one method on one seed

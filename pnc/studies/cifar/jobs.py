@@ -79,7 +79,7 @@ def train_run(
     val_size: int,
     swag_starts: Sequence[int] = (),
     stop_after: int | None = None,
-    checkpoint_every: int = 1,
+    checkpoint_every: int = 10,
 ) -> dict:
     """Train run ``run_id`` of ``seed`` (resuming from ``out/checkpoint.msgpack``, written after
     every ``checkpoint_every``-th epoch)."""
