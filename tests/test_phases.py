@@ -1,6 +1,6 @@
 """The two-phase evaluation's pieces (pnc.studies.mujoco.phases): the test plan, the stored posteriors,
 the plan and validation checks of the test phase, and the assembly of both phases' rows in the
-full evaluation's order. The workflow runs them end to end in tests/test_workflow.py."""
+full evaluation's order. The workflow runs them end to end in tests/test_workflow_run.py."""
 
 from __future__ import annotations
 

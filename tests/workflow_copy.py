@@ -4,6 +4,7 @@ Snakemake run on it by the interpreter that runs the tests (whose environment ha
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,3 +38,15 @@ def run_snakemake(cwd: Path, *args: str, timeout: int = 120) -> subprocess.Compl
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         },
     )
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Parse the 'Job stats' table of a (dry) run."""
+    match = re.search(r"Job stats:\njob\s+count\n[-\s]+\n(.*?)\ntotal\s+(\d+)", output, re.S)
+    assert match, output[-3000:]
+    counts = {}
+    for line in match.group(1).splitlines():
+        name, count = line.split()
+        counts[name] = int(count)
+    counts["total"] = int(match.group(2))
+    return counts

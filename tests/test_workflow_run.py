@@ -1,0 +1,698 @@
+"""The tiny CI configuration (``.test/config.yaml``) end to end in temporary copies of the
+workflow: the clean run with each evaluation, the two evaluations' numbers compared, a run
+interrupted with Ctrl-C and one killed with SIGKILL resumed, damaged tables and runs named, a
+finished piece stored and rebuilt, a variant that reruns only what it changes, and a new baseline
+joining with four files. Apart from ``test_workflow.py`` (the rules, the DAGs and the config
+checks) so that the two run on different workers. The whole module is in the ``slow`` tier."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from workflow_copy import copy_workflow
+from workflow_copy import job_counts as _job_counts
+from workflow_copy import run_snakemake as _snakemake
+
+from pnc.studies.mujoco.results import RESULT_COLUMNS
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def _copy_workflow(dest: Path) -> Path:
+    """A copy of what the workflow needs (the package itself is installed)."""
+    dirs = ("workflow", "config", ".test", "envs", "profiles")
+    return copy_workflow(dest, dirs, ("Snakefile", "config.yaml"))
+
+
+def _tiny(tmp_path_factory, evaluation: str) -> Path:
+    """A clean run of every rule on .test/config.yaml in a temporary copy (a few minutes), with
+    the config's ``evaluation`` set (every later Snakemake call in the copy reads it)."""
+    workdir = _copy_workflow(tmp_path_factory.mktemp(f"tiny-{evaluation}"))
+    config = workdir / ".test" / "config.yaml"
+    config.write_text(config.read_text() + f"\nevaluation: {evaluation}\n")
+    proc = _snakemake(workdir, "--cores", "2", "--configfile", ".test/config.yaml", timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    """The tiny run with the default evaluation, ``two_phase``."""
+    return _tiny(tmp_path_factory, "two_phase")
+
+
+@pytest.fixture(scope="module")
+def tiny_run_full(tmp_path_factory) -> Path:
+    """The tiny run with ``evaluation: full``."""
+    return _tiny(tmp_path_factory, "full")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("evaluation", ["two_phase", "full"])
+def test_tiny_config_end_to_end(request, evaluation):
+    """All rules on .test/config.yaml, then a dry re-run with nothing to do."""
+    workdir = request.getfixturevalue("tiny_run" if evaluation == "two_phase" else "tiny_run_full")
+
+    results = pd.read_csv(workdir / "results" / "results.csv")
+    config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
+    assert tuple(results.columns) == RESULT_COLUMNS
+    assert set(results["data_source"]) == {"offline"}
+    per_split = {"rmse", "rmse_std", "nll", "nll_std", "spearman"}
+    expected = {("id", m) for m in per_split}
+    for split in ("near", "far"):  # InvertedPendulum has no Mid split
+        expected |= {(split, m) for m in per_split | {"auroc", "auroc_epistemic"}}
+    for method in config["methods"]:
+        rows = results[results["method"] == method]
+        assert set(zip(rows["split"], rows["metric"], strict=True)) == expected, method
+        assert rows["config"].nunique() == 1
+    assert results.loc[results["metric"] == "rmse", "value"].notna().all()
+
+    all_configs = pd.read_csv(workdir / "results" / "all_configs.csv")
+    sample = {"id_sample", "far_sample"} if evaluation == "two_phase" else set()
+    assert {"val", "id", "near", "far"} | sample == set(all_configs["split"])
+    assert all_configs.groupby("method")["config"].nunique().to_dict() == {
+        "deep_ensemble": 1,
+        "laplace": 1,
+        "mc_dropout": 1,
+        "pnc": 2,
+        "pnc_nocorr": 1,
+        "subspace": 1,
+        "swag": 2,
+    }
+    selection = json.loads((workdir / "results" / "selection.json").read_text())
+    for method, rec in selection["InvertedPendulum"].items():
+        chosen = all_configs[(all_configs["method"] == method) & all_configs["selected"]]
+        assert set(chosen["config"]) == {rec["config"]}
+        assert rec["val_nll"] == min(rec["candidates"].values())
+    assert (workdir / "results" / "tables" / "cross_env.tex").exists()
+    assert (workdir / "figures" / "frontier" / "InvertedPendulum.png").exists()
+    # every run was trained with early stopping on the val split and records how
+    for run_json in (workdir / "results" / "runs" / "InvertedPendulum" / "seed0").glob(
+        "*/run.json"
+    ):
+        meta = json.loads(run_json.read_text())["meta"]
+        assert meta["train_config"]["patience"] == config["train"]["patience"], run_json
+        assert meta["val_nll"], run_json
+    # the mechanism stage: stored members, the per-point table, figures and the table
+    members = json.loads(
+        (workdir / "results/members/InvertedPendulum/seed0/members.json").read_text()
+    )
+    assert members["config_id"] == selection["InvertedPendulum"]["pnc"]["config"]
+    assert len(members["calibration_rows"]) == config["methods"]["pnc"]["fixed"]["calibration_size"]
+    mechanism = pd.read_parquet(workdir / "results/mechanism/InvertedPendulum/seed0.parquet")
+    points = mechanism[(mechanism.member == -1) & (mechanism.method == "pnc")]
+    assert points.groupby("split")["point"].nunique().to_dict() == {
+        "id": 200,
+        "near": 200,
+        "far": 200,
+    }
+    assert set(mechanism["method"]) == {"pnc", "pnc_nocorr", "swag", "laplace", "subspace"}
+    for figure in ("magnitudes", "frontier_sigma", "distance", "sketch"):
+        assert (workdir / "figures/mechanism/InvertedPendulum" / f"{figure}.png").stat().st_size
+    # Theorem 3 at the first mechanism.bootstrap_points (default 100) points of each split
+    boot = points[points.quantity == "rank_mixture"]
+    assert boot.groupby("split")["point"].nunique().to_dict() == {
+        "id": 100,
+        "near": 100,
+        "far": 100,
+    }
+    assert np.isfinite(boot["value"]).all() and (boot["value"] >= 1 - 1e-9).all()
+    table = pd.read_csv(workdir / "results/tables/mechanism.csv")
+    assert table["evidence"].str.startswith("3C").sum() == 2
+    thm3 = table[table["evidence"].str.startswith("Thm 3")]
+    assert len(thm3) == 1 and thm3["n"].iloc[0] == 300 and thm3["estimate"].iloc[0] > 0
+    # the OOD score's AUROC, total and per part, on the 200 ID and 200 Far points
+    score = table[table["evidence"].str.startswith("Score: Far AUROC")].set_index("evidence")
+    assert len(score) == 3 and (score["n"] == 400).all()
+    assert score["estimate"].between(0, 1).all()
+    distance = table[table["evidence"].str.startswith("Input: nearest train row")]
+    assert len(distance) == 1 and distance["n"].iloc[0] == 400 and distance["estimate"].iloc[0] > 0
+    phases = ("evaluate_test", "assemble") if evaluation == "two_phase" else ()
+    for rule in ("train", "evaluate", "select", *phases, "pnc_members", "mechanism"):
+        assert list((workdir / "benchmarks" / rule).rglob("*.tsv")), rule
+        assert list((workdir / "logs" / rule).rglob("*.log")), rule
+    # every job's log (same path as its benchmark file) ends with its exact process record
+    from pnc.report.costs import read_benchmarks
+    from pnc.runtime import allocator
+    from pnc.runtime.io import read_process_record
+
+    caller = os.environ.get("GLIBC_TUNABLES")
+
+    for bench in sorted((workdir / "benchmarks").rglob("*.tsv")):
+        rel = bench.relative_to(workdir / "benchmarks")
+        record = read_process_record(workdir / "logs" / rel.parent / f"{rel.name[:-4]}.log")
+        assert record is not None and record["status"] == 0 and record["cpu_s"] > 0, rel
+        # config allocator, default heap; the mechanism stage gets hugetlb=0 alone (pnc.runtime.allocator)
+        short_lived = rel.parts[0] == "mechanism"
+        added = allocator.SHORT_LIVED_TUNABLES if short_lived else allocator.HEAP
+        assert record["glibc_tunables"] == allocator.tunables(caller, added), rel
+    jobs = read_benchmarks(workdir / "benchmarks", workdir / "logs")
+    assert (jobs["cpu_source"] == "process").all()
+
+    again = _snakemake(workdir, "-n", "--configfile", ".test/config.yaml")
+    assert again.returncode == 0
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
+
+
+def _text_rows(path: Path, keep=lambda row: True) -> list[str]:
+    """The lines of a CSV whose row (a dict of its cells, as text) ``keep`` accepts."""
+    header, *lines = path.read_text().splitlines()
+    rows = csv.DictReader(path.read_text().splitlines())
+    return [line for line, row in zip(lines, rows, strict=True) if keep(row)]
+
+
+@pytest.mark.slow
+def test_two_phase_gives_the_full_evaluations_numbers(tiny_run, tiny_run_full):
+    """The same study evaluated in two phases and in full: byte-identical validation metrics
+    (every configuration, every seed, every job), results.csv, selection.json and the mechanism
+    table; all_configs.csv of the two phases is the full one's rows of the configurations the test
+    plan names, in the same order, plus every configuration's frontier-sample rows."""
+    mechanism = "results/mechanism/InvertedPendulum/seed0.parquet"
+    for name in ("results/results.csv", "results/selection.json", "results/tables/mechanism.csv",
+                 mechanism):  # fmt: skip
+        assert (tiny_run / name).read_bytes() == (tiny_run_full / name).read_bytes(), name
+    is_val = lambda row: row["split"] == "val"  # noqa: E731
+    full_tables = sorted((tiny_run_full / "results/metrics").rglob("*.csv"))
+    assert len(full_tables) == 7
+    for table in full_tables:
+        phase1 = (
+            tiny_run / "results/validation" / table.relative_to(tiny_run_full / "results/metrics")
+        )
+        assert _text_rows(phase1, is_val) == _text_rows(table, is_val), phase1
+        assert phase1.with_suffix(".npz").is_file()
+    for name in ("results/all_configs.csv", "results/envs/InvertedPendulum/all_configs.csv"):
+        two = _text_rows(tiny_run / name, lambda row: not row["split"].endswith("_sample"))
+        full = _text_rows(tiny_run_full / name)
+        assert _text_rows(tiny_run / name, is_val) == _text_rows(tiny_run_full / name, is_val)
+        assert set(two) <= set(full) and two == [line for line in full if line in set(two)], name
+    plan = json.loads((tiny_run / "results/envs/InvertedPendulum/test_plan.json").read_text())
+    selection = json.loads((tiny_run / "results/selection.json").read_text())["InvertedPendulum"]
+    scored = pd.read_csv(tiny_run / "results/all_configs.csv")
+    scored = scored[scored.split == "far"].groupby("method")["config"].unique()
+    for method, rec in selection.items():
+        assert "selected" in plan["InvertedPendulum"][method][rec["config"]], method
+        assert set(scored[method]) == set(plan["InvertedPendulum"][method]), method
+    # the tiny grid's two P&C sigmas are both Figure 3A points
+    assert len(plan["InvertedPendulum"]["pnc"]) == 2
+    # the test phase restored Subspace's chain instead of running it again
+    log = (tiny_run / "logs/evaluate_test/InvertedPendulum/seed0/subspace.log").read_text()
+    assert " restored in " in log and " built in " not in log, log[-2000:]
+    # ... and so did the mechanism stage (the parquet above: the same samples as the full run's)
+    log = (tiny_run / "logs/mechanism/InvertedPendulum/seed0.log").read_text()
+    assert "subspace temperature=" in log and "posterior restored from results/validation/" in log
+    full_log = (tiny_run_full / "logs/mechanism/InvertedPendulum/seed0.log").read_text()
+    assert "posterior restored" not in full_log
+
+
+#: Outputs that must not depend on how the run got there (timings live elsewhere).
+DETERMINISTIC_OUTPUTS = ("results/results.csv", "results/all_configs.csv", "results/selection.json")
+# The interrupted and resumed run builds the results only: its tests check the results, the metric
+# tables and the jobs up to the aggregation, so the report and the mechanism stage (the tiny run
+# checks those) are left out of it.
+RESUMED_TARGET = "results/results.csv"
+
+
+def _interrupt_after_first(
+    workdir: Path, target: str, rule: str, output: Path, timeout: float = 600
+) -> int:
+    """Start the tiny run of ``target``, send Ctrl-C (SIGINT) once Snakemake reports a finished
+    job of ``rule`` (again each second until Snakemake says it stops); its output (stdout and
+    stderr) goes to ``output``. Returns the run's exit code."""
+    env = {
+        **os.environ,
+        "PYTHONWARNINGS": "ignore",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    finished = re.compile(rf"Finished jobid: \d+ \(Rule: {rule}\)")
+    with output.open("w") as log:
+        proc = subprocess.Popen(
+            [*SNAKEMAKE, target, "--cores", "2", "--configfile", ".test/config.yaml"],
+            cwd=workdir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # a test run started in the background of a non-interactive shell inherits SIGINT as
+            # ignored, and Python then never raises KeyboardInterrupt: restore the default handler
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+    deadline = time.monotonic() + timeout
+    try:
+        while not finished.search(output.read_text()):
+            assert proc.poll() is None, "the run ended before it could be interrupted"
+            assert time.monotonic() < deadline, f"no finished {rule} job after {timeout} s"
+            time.sleep(0.5)
+        # Snakemake drops a KeyboardInterrupt that lands while it writes a log line (its log
+        # handler catches it), and the run then goes on to the end: repeat Ctrl-C until Snakemake
+        # reports that it is stopping, as a user at the terminal would.
+        stopping = "Terminating processes on user request"
+        os.killpg(proc.pid, signal.SIGINT)
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                return proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                assert time.monotonic() < deadline, "the interrupted run did not stop in 300 s"
+                if stopping not in output.read_text():
+                    os.killpg(proc.pid, signal.SIGINT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _finished_jobs(output: str) -> dict[str, int]:
+    """Rule -> number of jobs Snakemake reported finished in ``output``."""
+    counts: dict[str, int] = {}
+    for rule in re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output):
+        counts[rule] = counts.get(rule, 0) + 1
+    return counts
+
+
+@pytest.fixture(scope="module")
+def resume_record(tiny_run, tmp_path_factory) -> dict:
+    """The tiny run's results (:data:`RESUMED_TARGET`) interrupted with Ctrl-C between the two
+    phases of the evaluation (after the selection job finished), then resumed: the work
+    directory, the jobs finished before the interruption and those the resumed run scheduled
+    (rule -> count), and the modification times (ns), taken before resuming, of outputs whose jobs
+    had certainly finished (the data, the training runs, the validation phase's tables and stored
+    posteriors, the selection and the test plan)."""
+    workdir = _copy_workflow(tmp_path_factory.mktemp("resumed"))
+    output = tmp_path_factory.mktemp("interrupted") / "snakemake.log"
+    code = _interrupt_after_first(workdir, RESUMED_TARGET, "select", output)
+    assert code != 0 and not (workdir / "results" / "results.csv").exists()
+    done = _finished_jobs(output.read_text())
+    finished = [
+        *sorted((workdir / "resources/splits").rglob("*")),
+        *sorted((workdir / "resources/data").rglob("*.json")),
+        *sorted((workdir / "results/runs").rglob("run.*")),
+        *sorted((workdir / "results/validation").rglob("*.*")),
+        *sorted((workdir / "results/envs").rglob("*.json")),
+    ]
+    assert len(finished) >= 5 + 2 * 4 + 2 * 7 + 2, finished
+    mtimes = {str(p.relative_to(workdir)): p.stat().st_mtime_ns for p in finished if p.is_file()}
+    proc = _snakemake(
+        workdir, RESUMED_TARGET, "--cores", "2", "--configfile", ".test/config.yaml", timeout=900
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    jobs = _job_counts(proc.stdout + proc.stderr)
+    return {"workdir": workdir, "mtimes": mtimes, "done": done, "jobs": jobs}
+
+
+@pytest.fixture(scope="module")
+def resumed_run(resume_record) -> Path:
+    return resume_record["workdir"]
+
+
+@pytest.mark.slow
+def test_interrupted_run_resumes_to_identical_results(tiny_run, resumed_run):
+    for name in DETERMINISTIC_OUTPUTS:
+        assert (resumed_run / name).read_bytes() == (tiny_run / name).read_bytes(), name
+    tables = [
+        *sorted((tiny_run / "results" / "validation").rglob("*.*")),
+        *sorted((tiny_run / "results" / "test").rglob("*.csv")),
+    ]
+    assert len(tables) == 3 * 7  # the tiny config's 7 methods, one run each
+    for table in tables:
+        other = resumed_run / table.relative_to(tiny_run)
+        assert other.read_bytes() == table.read_bytes(), table
+
+
+@pytest.mark.slow
+def test_resumed_run_reuses_finished_jobs(tiny_run, resume_record):
+    """Interrupted between the phases, the resumed run recomputes nothing finished: no data,
+    training, validation-phase or selection job is scheduled again, the test phase only for the
+    methods whose job had not finished, and every output of the first phase keeps its
+    modification time."""
+    workdir, done, jobs = resume_record["workdir"], resume_record["done"], resume_record["jobs"]
+    n_runs = len(list((tiny_run / "results/runs").glob("*/seed0/*/run.json")))
+    n_tables = len(list((tiny_run / "results/validation").glob("*/seed0/*/*.csv")))
+    n_tests = len(list((tiny_run / "results/test").glob("*/seed0/*.csv")))
+    assert done.get("evaluate", 0) == n_tables and done.get("train", 0) == n_runs, done
+    assert done.get("select") == 1, done
+    assert not {"offline_data", "far_data", "splits", "train", "evaluate", "select"} & set(jobs)
+    assert jobs.get("evaluate_test", 0) == n_tests - done.get("evaluate_test", 0), (jobs, done)
+    assert jobs["assemble"] == 1 and jobs["aggregate"] == 1, jobs
+    for name, mtime in resume_record["mtimes"].items():
+        assert (workdir / name).stat().st_mtime_ns == mtime, f"{name} was rewritten on resume"
+
+
+@pytest.mark.slow
+def test_results_rebuild_from_stored_pieces_alone(tiny_run, tmp_path):
+    """A finished (env, seed)'s piece, stored and restored into a fresh copy of the workflow
+    where nothing upstream ever ran, rebuilds the same results with the selection rules alone
+    (``--allowed-rules select assemble aggregate``): the final tables depend only on committed
+    files (the two phases' metric tables and the stored posteriors)."""
+    piece = "results/pieces/InvertedPendulum/seed0.json"
+    proc = _snakemake(tiny_run, piece, "--cores", "1", "--configfile", ".test/config.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    store = tmp_path / "store"
+    report = [sys.executable, "-m", "pnc.report"]
+    subprocess.run(
+        [*report, "store-piece", piece, "--study", ".", "--store", store], cwd=tiny_run, check=True
+    )
+    fresh = _copy_workflow(tmp_path / "fresh")
+    subprocess.run([*report, "restore-pieces", store, "--study", fresh], check=True)
+    assert not (fresh / "results/runs").exists() and not (fresh / "resources").exists()
+    proc = _snakemake(
+        fresh, "results/results.csv", "--allowed-rules", "select", "assemble", "aggregate",
+        "--cores", "1", "--configfile", ".test/config.yaml",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    jobs = set(_job_counts(proc.stdout + proc.stderr)) - {"total"}
+    assert jobs == {"select", "assemble", "aggregate"}
+    for name in DETERMINISTIC_OUTPUTS:
+        assert (fresh / name).read_bytes() == (tiny_run / name).read_bytes(), name
+    # the mechanism stage on the restored study, by the script that builds the reference folders:
+    # the seed's data, splits and the runs the stage reads are made again, the restored metric
+    # tables are not recomputed, and the mechanism table equals the full run's
+    tables = sorted(p for d in ("validation", "test") for p in (fresh / "results" / d).rglob("*.*"))
+    assert len(tables) == 3 * 7  # the tiny config's 7 methods, one run each
+    stamps = {t: t.stat().st_mtime_ns for t in tables}
+    script = [
+        "bash", str(ROOT / "scripts/reference_tables.sh"), "--config", ".test/config.yaml",
+        "--store", str(store), "--study", str(fresh), "--out", str(tmp_path / "folder"),
+        "--mechanism",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHON": sys.executable}
+    proc = subprocess.run(script, capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # both of the script's Snakemake calls (tables and figures, then the mechanism) ran jobs,
+    # none of them an evaluation
+    job_tables = re.findall(r"Job stats:\n(.*?)\ntotal", proc.stdout + proc.stderr, re.S)
+    assert len(job_tables) == 2 and not any("evaluate" in t for t in job_tables), job_tables
+    assert {t: t.stat().st_mtime_ns for t in tables} == stamps
+    name = "results/tables/mechanism.csv"
+    assert (fresh / name).read_bytes() == (tiny_run / name).read_bytes()
+
+
+@pytest.mark.slow
+def test_a_variant_runs_only_what_it_changes_and_reuses_the_rest(tiny_run, tmp_path):
+    """The tiny study with P&C's own 100-step base run and calibration rows from the whole ID
+    pool, run as a variant of the tiny run's stored piece: the variant's piece holds P&C's and its
+    ablation's jobs only, and its folder (the variant's pieces plus the reference's other methods)
+    has the reference's rows, bit for bit, for every other method."""
+    piece = "results/pieces/InvertedPendulum/seed0.json"
+    proc = _snakemake(tiny_run, piece, "--cores", "1", "--configfile", ".test/config.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    reference = tmp_path / "reference"
+    report = [sys.executable, "-m", "pnc.report"]
+    subprocess.run(
+        [*report, "store-piece", piece, "--study", ".", "--store", reference],
+        cwd=tiny_run, check=True,
+    )  # fmt: skip
+    repo = _copy_workflow(tmp_path / "repo")
+    shutil.copytree(ROOT / "scripts", repo / "scripts")
+    config = yaml.safe_load((repo / ".test/config.yaml").read_text())
+    config["methods"]["pnc"].update(base_steps=100, calibration_pool="id_pool")
+    config["methods"]["pnc_nocorr"]["base_steps"] = 100
+    (repo / ".test/authors.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    common = ["--config", ".test/authors.yaml", "--reuse", str(reference), "--reference",
+              ".test/config.yaml", "--store", str(tmp_path / "variant")]  # fmt: skip
+    env = {**os.environ, "PYTHON": sys.executable}
+    runs = subprocess.run(
+        ["bash", "scripts/reference_runs.sh", *common, "--cores", "1"],
+        cwd=repo, capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    assert runs.returncode == 0, runs.stdout[-3000:] + runs.stderr[-3000:]
+    manifest = json.loads((tmp_path / "variant/manifests/InvertedPendulum/seed0.json").read_text())
+    assert {Path(f).parts[4].removesuffix(".csv") for f in manifest["files"]} == {
+        "pnc", "pnc_nocorr"
+    }  # fmt: skip
+    assert all("base-steps100" in f for f in manifest["files"] if "/validation/" in f)
+    run = json.loads(
+        (repo / "results/runs/InvertedPendulum/seed0/base-steps100/run.json").read_text()
+    )
+    assert run["meta"]["train_config"]["steps"] == 100
+    assert not (repo / "results/runs/InvertedPendulum/seed0/base").exists()
+    folder = tmp_path / "folder"
+    tables = subprocess.run(
+        ["bash", "scripts/reference_tables.sh", *common, "--study", str(tmp_path / "study"),
+         "--out", str(folder)],
+        cwd=repo, capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    assert tables.returncode == 0, tables.stdout[-3000:] + tables.stderr[-3000:]
+    changed = lambda row: row["method"] in ("pnc", "pnc_nocorr")  # noqa: E731
+    kept = lambda row: not changed(row)  # noqa: E731
+    assert _text_rows(folder / "results.csv", kept) == _text_rows(
+        tiny_run / "results/results.csv", kept
+    )
+    assert _text_rows(folder / "results.csv", changed) != _text_rows(
+        tiny_run / "results/results.csv", changed
+    )
+    ours = json.loads((tiny_run / "results/selection.json").read_text())["InvertedPendulum"]
+    theirs = json.loads((folder / "selection.json").read_text())["InvertedPendulum"]
+    assert {m: r for m, r in theirs.items() if m not in ("pnc", "pnc_nocorr")} == {
+        m: r for m, r in ours.items() if m not in ("pnc", "pnc_nocorr")
+    }
+
+
+@pytest.mark.slow
+def test_non_finite_validation_table_fails_selection_naming_it(resumed_run):
+    """A validation-phase table holding a non-finite value stops the selection, before the test
+    phase, naming the file and the command that rebuilds it."""
+    name = "results/validation/InvertedPendulum/seed0/swag/base.csv"
+    table = resumed_run / name
+    text, stat = table.read_text(), table.stat()
+    lines = text.splitlines(keepends=True)
+    head, _, source = lines[3].rsplit(",", 2)  # the value is the last cell but one
+    table.write_text("".join([*lines[:3], f"{head},nan,{source}", *lines[4:]]))
+    try:
+        proc = _snakemake(
+            resumed_run, "results/results.csv", "--cores", "1", "--configfile", ".test/config.yaml"
+        )
+        assert proc.returncode != 0
+        log = (resumed_run / "logs/select/InvertedPendulum.log").read_text()
+        assert name in log and "non-finite value" in log, log[-3000:]
+        assert f"snakemake --forcerun {name}" in log, log[-3000:]
+        assert "Rule: evaluate_test" not in proc.stdout + proc.stderr
+    finally:
+        table.write_text(text)
+        os.utime(table, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+@pytest.fixture(scope="module")
+def full_copy(tiny_run_full, tmp_path_factory) -> Path:
+    """A copy of the finished tiny run with ``evaluation: full``, for the fault tests to damage."""
+    dest = tmp_path_factory.mktemp("full-copy") / "study"
+    shutil.copytree(tiny_run_full, dest, symlinks=True)
+    return dest
+
+
+#: Per evaluation: the finished study the fault tests damage, the run it must equal once repaired,
+#: and the directory of its metric tables.
+FAULT_STUDIES = {
+    "two_phase": ("resumed_run", "tiny_run", "results/validation"),
+    "full": ("full_copy", "tiny_run_full", "results/metrics"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("evaluation", list(FAULT_STUDIES))
+def test_cut_metric_table_fails_selection_naming_it(request, evaluation):
+    """A table cut at a line boundary is refused by the selection job, which names the file, the
+    missing rows and the command that rebuilds it; that command restores the results."""
+    study_name, reference_name, tables = FAULT_STUDIES[evaluation]
+    study, reference = request.getfixturevalue(study_name), request.getfixturevalue(reference_name)
+    name = f"{tables}/InvertedPendulum/seed0/pnc/base.csv"
+    table = study / name
+    table.write_text("".join(table.read_text().splitlines(keepends=True)[:14]))
+    proc = _snakemake(
+        study, "results/results.csv", "--cores", "2", "--configfile", ".test/config.yaml"
+    )
+    assert proc.returncode != 0
+    log = (study / "logs/select/InvertedPendulum.log").read_text()
+    assert name in log and "incomplete metric tables" in log, log[-3000:]
+    assert f"snakemake --forcerun {name}" in log, log[-3000:]
+    proc = _snakemake(
+        study, "results/results.csv", "--cores", "2", "--forcerun", name,
+        "--configfile", ".test/config.yaml", timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for output in DETERMINISTIC_OUTPUTS:
+        assert (study / output).read_bytes() == (reference / output).read_bytes(), output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("evaluation", list(FAULT_STUDIES))
+def test_truncated_run_fails_naming_it_and_the_target(request, evaluation):
+    study_name, _, tables = FAULT_STUDIES[evaluation]
+    study = request.getfixturevalue(study_name)
+    run = study / "results/runs/InvertedPendulum/seed0/base/run.msgpack"
+    run.write_bytes(run.read_bytes()[:-100])
+    target = f"{tables}/InvertedPendulum/seed0/swag/base.csv"
+    proc = _snakemake(
+        study, target, "--cores", "1", "--forcerun", target,
+        "--configfile", ".test/config.yaml",
+    )  # fmt: skip
+    assert proc.returncode != 0
+    log = (study / "logs/evaluate/InvertedPendulum/seed0/swag/base.log").read_text()
+    assert "run.msgpack" in log and "--forcerun" in log, log[-3000:]
+
+
+def _kill_after_first(workdir: Path, target: str, rule: str, output: Path, timeout: float = 600):
+    """Start the tiny run of ``target`` in a process group of its own and, once Snakemake reports
+    a finished job of ``rule``, kill the whole group (Snakemake and its running jobs) with
+    SIGKILL, as a crash or a power loss would stop it: nothing gets to clean up. Its output goes
+    to ``output``."""
+    env = {
+        **os.environ,
+        "PYTHONWARNINGS": "ignore",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    finished = re.compile(rf"Finished jobid: \d+ \(Rule: {rule}\)")
+    with output.open("w") as log:
+        proc = subprocess.Popen(
+            [*SNAKEMAKE, target, "--cores", "2", "--configfile", ".test/config.yaml"],
+            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    deadline = time.monotonic() + timeout
+    try:
+        while not finished.search(output.read_text()):
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, f"no finished {rule} job after {timeout} s"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_after_unlock(tiny_run, tmp_path):
+    """A run killed with SIGKILL part-way (the process group: Snakemake and its jobs) leaves
+    Snakemake's lock: the plain rerun stops naming it, ``--unlock`` removes it, and the rerun then
+    finishes with the uninterrupted run's results (docs/workflow.md, "After a crash, a kill or a
+    power loss"). The run to kill is the finished tiny run with its test phase and results taken
+    away, killed once the first test-phase job has finished and while others run."""
+    workdir = tmp_path / "killed"
+    shutil.copytree(
+        tiny_run, workdir, symlinks=True
+    )  # modification times kept: nothing else reruns
+    shutil.rmtree(workdir / "results/test")
+    for name in DETERMINISTIC_OUTPUTS:
+        (workdir / name).unlink()
+    _kill_after_first(workdir, RESUMED_TARGET, "evaluate_test", tmp_path / "killed.log")
+    assert not (workdir / "results" / "results.csv").exists()
+    assert any((workdir / ".snakemake" / "locks").iterdir()), "the killed run left its lock"
+    args = (RESUMED_TARGET, "--cores", "2", "--configfile", ".test/config.yaml")
+    proc = _snakemake(workdir, *args)
+    assert proc.returncode != 0
+    assert "Directory cannot be locked" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    assert "--unlock" in proc.stdout + proc.stderr
+    proc = _snakemake(workdir, "--unlock", "--configfile", ".test/config.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _snakemake(workdir, *args, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    jobs = _job_counts(proc.stdout + proc.stderr)
+    assert not {"train", "evaluate", "select"} & set(jobs), jobs
+    assert 1 <= jobs.get("evaluate_test", 0) < 7, jobs  # the killed jobs, not the finished ones
+    for name in DETERMINISTIC_OUTPUTS:
+        assert (workdir / name).read_bytes() == (tiny_run / name).read_bytes(), name
+
+
+NEW_BASELINE_MODULE = '''"""Jitter: the base network's prediction with Gaussian noise on its mean (a toy baseline)."""
+
+import dataclasses
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from pnc.core.predictive import Predictive
+from pnc.methods.regression.base_run import OnBaseRun
+from pnc.methods.regression.contract import MethodBase
+
+
+@dataclasses.dataclass(frozen=True)
+class JitterConfig:
+    noise: float = 0.1
+    n_samples: int = 4
+
+
+class Jitter(OnBaseRun, MethodBase):
+    id: ClassVar[str] = "jitter"
+    config_cls: ClassVar[type] = JitterConfig
+    posthoc_fields: ClassVar[tuple[str, ...]] = ("noise", "n_samples")
+    id_fields: ClassVar[tuple[str, ...]] = ("noise",)
+    label: ClassVar[str] = "Jitter"
+    short_label: ClassVar[str] = "Jit."
+    row: ClassVar[int] = 55
+    style: ClassVar[dict] = {"color": "#000000", "marker": "*", "linestyle": "-", "hatch": "--"}
+    hparam_abbreviations: ClassVar[dict[str, str]] = {"noise": "jn"}
+    hparam_legend: ClassVar[dict[str, str]] = {"jn": "Jitter noise"}
+
+    def build(self, run, config, x, y, *, key):
+        self._check_config(config)
+        eps = config.noise * jax.random.normal(key, (config.n_samples,))
+        return {"eps": eps, "mean": jnp.mean(y, axis=0)}
+
+    def predict(self, posterior, x, *, key):
+        mean = jnp.broadcast_to(posterior["mean"], (x.shape[0], posterior["mean"].shape[0]))
+        means = mean[None] + posterior["eps"][:, None, None]
+        spread = 1.0 + jnp.mean(x**2, axis=1, keepdims=True)  # a variance that varies by point
+        return Predictive(means, jnp.broadcast_to(spread[None], means.shape))
+'''
+
+
+@pytest.mark.slow
+def test_a_new_baseline_joins_the_tiny_run_with_four_files(tiny_run, tmp_path, monkeypatch):
+    """A new MuJoCo baseline touches four files: its module and one registry line (in a copy of
+    the package, first on the jobs' ``PYTHONPATH``), its id in the schema's method enum and its
+    entry in one config (the tiny run's overlay: its grid, and its id in ``run_methods``).
+    Snakemake then trains nothing (the baseline reads the shared base run), evaluates and selects
+    the baseline, and the other methods' rows stay as they were."""
+    lib = tmp_path / "lib"
+    shutil.copytree(ROOT / "pnc", lib / "pnc", ignore=shutil.ignore_patterns("__pycache__"))
+    (lib / "pnc/methods/regression/jitter.py").write_text(NEW_BASELINE_MODULE)  # 1. its module
+    init = lib / "pnc/methods/regression/__init__.py"  # 2. one registry line (and its import)
+    text = init.read_text()
+    last = "        DeepEnsembleMixture(),\n"
+    assert text.count(last) == 1
+    registry_import = "from pnc.methods.registry import Registry"
+    assert text.count(registry_import) == 1
+    text = text.replace(last, last + "        Jitter(),\n").replace(
+        registry_import, "from pnc.methods.regression.jitter import Jitter\n" + registry_import
+    )
+    init.write_text(text)
+    work = tmp_path / "work"
+    shutil.copytree(tiny_run, work, symlinks=True)
+    schema = work / "workflow/schemas/config.schema.yaml"  # 3. its id in the schema's enum
+    enum = "deep_ensemble_mixture]"
+    assert schema.read_text().count(enum) == 1
+    schema.write_text(schema.read_text().replace(enum, "deep_ensemble_mixture, jitter]"))
+    tiny = work / ".test/config.yaml"  # 4. its entry in one config
+    config = yaml.safe_load(tiny.read_text())
+    config["methods"]["jitter"] = {"fixed": {"n_samples": 4}, "grid": {"noise": [0.1, 1.0]}}
+    config["run_methods"].append("jitter")
+    tiny.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    monkeypatch.setenv("PYTHONPATH", str(lib))
+    proc = _snakemake(work, "--cores", "2", "--configfile", ".test/config.yaml", timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    counts = _job_counts(proc.stdout + proc.stderr)
+    assert "train" not in counts and counts.get("evaluate", 0) >= 1, counts
+    results = pd.read_csv(work / "results/results.csv")
+    assert set(results.loc[results["method"] == "jitter", "config"]) <= {"noise=0.1", "noise=1"}
+    assert (results["method"] == "jitter").any()
+    others = lambda row: row["method"] != "jitter"  # noqa: E731
+    assert _text_rows(work / "results/results.csv", others) == _text_rows(
+        tiny_run / "results/results.csv", others
+    )
+    selection = json.loads((work / "results/selection.json").read_text())["InvertedPendulum"]
+    assert "jitter" in selection
