@@ -922,7 +922,13 @@ def run_piece(
     name: str, s: Settings, methods: list[str] | None = None, log=None, grid_aurocs=False
 ) -> dict:
     """One (task, seed): the task's data, its base network and every method, with the CPU and
-    wall seconds of the whole piece (data included) and the load average at its end."""
+    wall seconds of the whole piece (data included) and the load average at its end.
+
+    JAX's in-memory compilation caches are emptied first, so that every piece compiles its
+    programs as a fresh process would (a later seed of a task would otherwise reuse the
+    executables of an earlier one, and its construction costs would leave compilation out).
+    """
+    jax.clear_caches()
     c0, w0 = time.process_time(), time.perf_counter()
     entry = run_task(make_task(name, s), s, methods, log, grid_aurocs)
     entry |= {
