@@ -259,7 +259,7 @@ def figure(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     tasks = report["tasks"]
-    cols = min(len(tasks), 3)
+    cols = 2 if len(tasks) == 4 else min(len(tasks), 3)
     lines = -(-len(tasks) // cols)
     fig, axes = plt.subplots(lines, cols, figsize=(5.2 * cols, 4.4 * lines), squeeze=False)
     markers = dict(zip(LABELS, "os^vDPX", strict=True))
@@ -277,13 +277,13 @@ def figure(report: dict, path: Path) -> None:
                 markersize=7,
                 capsize=3,
                 linestyle="none",
-                label=LABELS.get(name, name),
+                label=LABELS.get(name, name).replace("`", ""),
             )
         ax.set_xscale("log")
         ax.set_xlabel("construction CPU s after the base training (log; 0 at 0.01)")
         shifts = len(seeds_of(entry)[0]["methods"]["base"]["shifts"])
         ax.set_ylabel(f"mean AUROC over {shifts} shifts")
-        ax.set_title(f"{task} ({len(entry['seeds'])} seeds, mean ± std)")
+        ax.set_title(f"{task} (seeds {', '.join(entry['seeds'])}: mean ± std)")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(tasks) :]:
         ax.axis("off")
