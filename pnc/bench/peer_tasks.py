@@ -6,8 +6,10 @@ MLP through :func:`pnc.train`); nothing here looks at a method.
 
 - ``digits``: scikit-learn's 8x8 digits (shipped with the package), classes 0-4 as ID and 5-9
   as the held-out-class shift; rotated and noisy ID test images at three severities each.
-- ``halfcheetah``: offline HalfCheetah transitions generated from the stored behaviour policies
-  (:mod:`pnc.studies.mujoco.data.offline`): ID = expert, Near = medium, Far = uniform-random actions.
+- ``halfcheetah``, ``hopper``, ``ant``: offline transitions generated from the stored behaviour
+  policies (:mod:`pnc.studies.mujoco.data.offline`): ID = expert, Near = medium, Far =
+  uniform-random actions.
+- ``transformer``: the stripe images of ``examples/transformer.py``; shifts: more pixel noise.
 """
 
 from __future__ import annotations
@@ -22,11 +24,17 @@ import numpy as np
 import optax
 
 __all__ = [
+    "DIGITS_STEPS",
+    "DIGITS_TRAIN_PER_CLASS",
+    "OFFLINE_ENVS",
+    "VIT_STEPS",
+    "VIT_TRAIN",
     "DigitsCNN",
     "Task",
     "check_task",
     "digits_task",
-    "halfcheetah_task",
+    "epochs_for",
+    "offline_task",
     "train_digits_cnn",
     "train_vit",
     "transformer_task",
@@ -37,6 +45,13 @@ DIGITS_ID_CLASSES = (0, 1, 2, 3, 4)
 #: Rotation angles (degrees) and Gaussian noise standard deviations (pixel range [0, 1]).
 DIGITS_ROTATIONS = (15.0, 30.0, 45.0)
 DIGITS_NOISE = (0.1, 0.25, 0.5)
+#: Training images per ID class (the rest of the ID images: validation and test, half each);
+#: chosen from the base network's ID validation accuracy alone (``python -m pnc.bench.peers
+#: --probe``, docs/peers.md).
+DIGITS_TRAIN_PER_CLASS: int | None = 8
+#: Optimiser steps of every training of a classification task's recipe (the epochs follow from
+#: the training set's size, at least one).
+DIGITS_STEPS = 500
 
 
 @dataclasses.dataclass
@@ -92,13 +107,22 @@ def check_task(task: Task) -> None:
 # ----------------------------------------------------------------------------- digits
 
 
-def digits_task(seed: int = 0) -> Task:
+def digits_task(
+    seed: int = 0,
+    *,
+    train_per_class: int | None = DIGITS_TRAIN_PER_CLASS,
+    evaluation: int | None = None,
+) -> Task:
     """scikit-learn's digits: train on 0-4, OOD = 5-9 and corrupted ID test images.
 
-    The ID images (about 900) are split at random 60 / 15 / 25 % into train, validation and test.
-    Held-out classes: every image of 5-9. Corruptions of the ID test images: rotation by
-    :data:`DIGITS_ROTATIONS` degrees (bilinear, zero fill) and additive Gaussian noise of
-    :data:`DIGITS_NOISE` standard deviation, clipped to ``[0, 1]``.
+    ``train_per_class`` images of each ID class (drawn at random, the same number per class) are
+    the training set; the other ID images are split at random in half into validation and test.
+    ``train_per_class=None`` gives the first version's split instead: 60 / 15 / 25 % of the ID
+    images (about 900) into train, validation and test. Held-out classes: every image of 5-9.
+    Corruptions of the ID test images: rotation by :data:`DIGITS_ROTATIONS` degrees (bilinear,
+    zero fill) and additive Gaussian noise of :data:`DIGITS_NOISE` standard deviation, clipped to
+    ``[0, 1]``. ``evaluation`` keeps at most that many validation and test images each (the
+    held-out classes likewise).
     """
     import scipy.ndimage
     from sklearn.datasets import load_digits
@@ -108,13 +132,25 @@ def digits_task(seed: int = 0) -> Task:
     y = digits.target.astype(np.int32)
     is_id = np.isin(y, DIGITS_ID_CLASSES)
     rng = np.random.default_rng(seed)
-    order = rng.permutation(np.flatnonzero(is_id))
-    n_train, n_val = int(0.6 * order.size), int(0.15 * order.size)
-    parts = np.split(order, [n_train, n_train + n_val])
+    if train_per_class is None:
+        order = rng.permutation(np.flatnonzero(is_id))
+        n_train, n_val = int(0.6 * order.size), int(0.15 * order.size)
+        parts = np.split(order, [n_train, n_train + n_val])
+    else:
+        chosen = [
+            rng.permutation(np.flatnonzero(y == c))[:train_per_class] for c in DIGITS_ID_CLASSES
+        ]
+        train_rows = rng.permutation(np.concatenate(chosen))
+        rest = rng.permutation(np.setdiff1d(np.flatnonzero(is_id), train_rows))
+        half = rest.size // 2
+        parts = [train_rows, rest[:half], rest[half:]]
+    if evaluation is not None:
+        parts = [parts[0], parts[1][:evaluation], parts[2][:evaluation]]
     relabel = np.full(10, -1, np.int32)
     relabel[list(DIGITS_ID_CLASSES)] = np.arange(len(DIGITS_ID_CLASSES))
     train, val, test = ((x[p], relabel[y[p]]) for p in parts)
-    shifts: dict[str, tuple[np.ndarray, None]] = {"held_out_classes": (x[~is_id], None)}
+    held_out = x[~is_id] if evaluation is None else x[~is_id][:evaluation]
+    shifts: dict[str, tuple[np.ndarray, None]] = {"held_out_classes": (held_out, None)}
     for angle in DIGITS_ROTATIONS:
         rotated = scipy.ndimage.rotate(test[0], angle, axes=(1, 2), reshape=False, order=1)
         shifts[f"rotation_{angle:g}"] = (np.clip(rotated, 0.0, 1.0).astype(np.float32), None)
@@ -125,7 +161,8 @@ def digits_task(seed: int = 0) -> Task:
     info = {
         "source": "sklearn.datasets.load_digits (8x8, 1,797 images)",
         "id_classes": list(DIGITS_ID_CLASSES),
-        "rows": {"train": n_train, "val": n_val, "test": int(parts[2].size)}
+        "train_per_class": train_per_class,
+        "rows": {"train": int(parts[0].size), "val": int(parts[1].size), "test": int(parts[2].size)}
         | {name: int(len(v[0])) for name, v in shifts.items()},
     }
     return Task("digits", "classification", train, val, test, shifts, info)
@@ -194,6 +231,13 @@ def train_digits_cnn(
     return {"params": params}, cost
 
 
+def epochs_for(steps: int, rows: int, batch: int) -> int:
+    """Epochs of ``rows`` rows in minibatches of ``batch`` that give about ``steps`` optimiser
+    steps (at least one epoch)."""
+    per_epoch = -(-rows // batch)
+    return max(1, round(steps / per_epoch))
+
+
 def _timed_epochs(update, state, n_rows: int, *, batch: int, epochs: int, order_key: jax.Array):
     """``epochs`` passes of ``update(state, rows, epoch, start) -> (state, loss)`` over minibatches
     of ``batch`` rows (``rows = order[start : start + batch]``), each epoch in a new random order
@@ -224,11 +268,18 @@ def _timed_epochs(update, state, n_rows: int, *, batch: int, epochs: int, order_
     return state, cost
 
 
-# ----------------------------------------------------------------------------- HalfCheetah
+# ----------------------------------------------------------------------------- offline MuJoCo
+
+#: The regression tasks: task name -> environment of the offline generator (each has stored
+#: expert and medium policies under ``pnc/studies/mujoco/data/policies/``).
+OFFLINE_ENVS = {"halfcheetah": "HalfCheetah", "hopper": "Hopper", "ant": "Ant"}
 
 
-def halfcheetah_task(seed: int = 0, *, pool: int = 10000, evaluation: int = 2000) -> Task:
-    """Offline HalfCheetah transitions (``x = (s_t, a_t)``, ``y = s_{t+1}``, raw units).
+def offline_task(
+    name: str = "halfcheetah", seed: int = 0, *, pool: int = 10000, evaluation: int = 2000
+) -> Task:
+    """Offline transitions of one environment of :data:`OFFLINE_ENVS` (``x = (s_t, a_t)``,
+    ``y = s_{t+1}``, raw units).
 
     ID pool: ``pool`` expert transitions (data seed ``seed``), a random 10 % of its rows held out
     for validation (the study's rule). ID test: ``evaluation`` expert transitions from fresh
@@ -241,13 +292,20 @@ def halfcheetah_task(seed: int = 0, *, pool: int = 10000, evaluation: int = 2000
     from pnc.studies.mujoco.data.offline import rollout_policy
     from pnc.studies.mujoco.data.policy_checks import load_checked_policies
 
-    env = "HalfCheetah"
+    if name not in OFFLINE_ENVS:
+        raise ValueError(f"unknown regression task {name!r}; expected one of {list(OFFLINE_ENVS)}")
+    env = OFFLINE_ENVS[name]
     loaded, _ = load_checked_policies(env, None)
     noise = action_noise_for(env)
 
-    def level(name: str, data_seed: int, n: int):
+    def level(level_name: str, data_seed: int, n: int):
         episodes = rollout_policy(
-            env, loaded[name], seed=data_seed, level=name, n_transitions=n, action_noise=noise
+            env,
+            loaded[level_name],
+            seed=data_seed,
+            level=level_name,
+            n_transitions=n,
+            action_noise=noise,
         )
         x, y, _ = transitions(episodes, "next_state")
         return x.astype(np.float32), y.astype(np.float32)
@@ -263,20 +321,24 @@ def halfcheetah_task(seed: int = 0, *, pool: int = 10000, evaluation: int = 2000
     }
     test = level("expert", seed + 1, evaluation)
     info = {
-        "source": "pnc.studies.mujoco.data.offline rollouts of the stored HalfCheetah policies",
+        "source": f"pnc.studies.mujoco.data.offline rollouts of the stored {env} policies",
+        "env": env,
         "target": "next_state",
         "rows": {"train": int(train.size), "val": int(n_val), "test": len(test[0])}
         | {name: len(v[0]) for name, v in shifts.items()},
     }
-    return Task(
-        "halfcheetah", "regression", (x[train], y[train]), (x[val], y[val]), test, shifts, info
-    )
+    return Task(name, "regression", (x[train], y[train]), (x[val], y[val]), test, shifts, info)
 
 
 # ----------------------------------------------------------------------------- transformer
 
 #: Pixel-noise standard deviations of the transformer task's shifts (training images: 0.3).
 STRIPE_NOISE = (0.45, 0.6, 0.75)
+#: Training images of the transformer task, chosen from the base network's ID validation
+#: accuracy alone (``python -m pnc.bench.peers --probe``, docs/peers.md).
+VIT_TRAIN = 2048
+#: Optimiser steps of the transformer's recipe (the example's 8 epochs of 2,048 images).
+VIT_STEPS = 256
 
 
 def transformer_task(seed: int = 0, *, train: int = 2048, evaluation: int = 512) -> Task:

@@ -1,11 +1,20 @@
 """P&C beside what a user would pick instead, on the same trained models:
-``python -m pnc.bench.peers [--quick] [--tasks digits halfcheetah transformer] [--out FILE]``.
+``python -m pnc.bench.peers [--quick] [--seeds 0 1 2] [--tasks ...] [--pieces DIR] [--out FILE]``,
+and ``--probe`` (the classification tasks' base networks alone, for choosing the ID task).
 
-Every task trains one network that all methods share (:mod:`pnc.bench.peer_tasks`), then runs:
+Tasks (:mod:`pnc.bench.peer_tasks`): ``digits`` (a small CNN on 8 training images per class of
+digits 0-4) and one regression task per offline environment (``halfcheetah``, ``hopper``,
+``ant``: the study's Gaussian MLP); ``transformer`` (the ViT example on stripe images) runs only
+when named, since no candidate of ``--probe`` made its ID task imperfect. Each task runs once per
+seed (default 0, 1, 2; ``--quick``: seed 0, digits and HalfCheetah); with
+``--pieces DIR`` every (task, seed) is written to ``DIR/{task}-seed{seed}.json`` when it finishes
+and read from there by a later run with the same settings, so an interrupted run resumes.
+
+Every (task, seed) trains one network that all methods share, then runs:
 
 - ``base``: the network alone (classification: its softmax; regression: its own variance);
 - ``pnc``: :func:`pnc.ensemble` on the named layers (digits: perturb ``fc_0``, correct ``fc_1``;
-  HalfCheetah: perturb ``hidden_2``, correct ``hidden_3``; transformer: perturb ``block_1/fc1``,
+  the MLP: perturb ``hidden_2``, correct ``hidden_3``; transformer: perturb ``block_1/fc1``,
   correct ``block_1/fc2``), with the settings of :data:`FIXED`;
 - ``pnc_study`` (the MLP only): the study's configuration (:func:`pnc.build_members`, hidden
   layers 0 and 2 perturbed, 1 and 3 refit, radius norm, ridge toward zero, 4,096 calibration rows);
@@ -33,6 +42,7 @@ the method's start).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import platform
 import sys
@@ -40,6 +50,7 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -49,11 +60,17 @@ import pnc
 from pnc.bench.any_model_costs import load_example
 from pnc.bench.command_line import bench_parser, emit
 from pnc.bench.peer_tasks import (
+    DIGITS_STEPS,
+    DIGITS_TRAIN_PER_CLASS,
+    OFFLINE_ENVS,
+    VIT_STEPS,
+    VIT_TRAIN,
     DigitsCNN,
     Task,
     check_task,
     digits_task,
-    halfcheetah_task,
+    epochs_for,
+    offline_task,
     train_digits_cnn,
     train_vit,
     transformer_task,
@@ -64,14 +81,22 @@ from pnc.core.roc import auroc
 from pnc.studies.cifar import ood_metrics
 from pnc.studies.mujoco.metrics import mean_gaussian_nll, rmse
 
-TASKS = ("digits", "halfcheetah", "transformer")
+#: The tasks of the full run.
+TASKS = ("digits", *OFFLINE_ENVS)
+#: Tasks run only when named (``--tasks transformer``): the stripe images stay solved (ID
+#: validation accuracy above 0.95) with as few as 64 training images (``--probe``, docs/peers.md).
+OPTIONAL_TASKS = ("transformer",)
+#: The tasks of ``--quick`` (the test suite's run, seed 0): one regression environment.
+QUICK_TASKS = ("digits", "halfcheetah")
+SEEDS = (0, 1, 2)
 
 #: Hyperparameter grids, fixed before any run; ``quick`` uses the second entry of each pair.
-#: P&C and laplax have grids of the same size (6; 2 in quick mode).
+#: P&C and laplax have grids of the same size (6; 2 in quick mode); the study configuration's
+#: has 3 (its bootstrap fraction fixed), to keep the three-seed run within its CPU budget.
 GRIDS: dict[str, tuple[dict, dict]] = {
     "pnc": ({"sigma": [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]}, {"sigma": [2.0, 16.0]}),
     "pnc_study": (
-        {"sigma": [8.0, 16.0, 32.0], "bootstrap_frac": [0.1, 0.3]},
+        {"sigma": [8.0, 16.0, 32.0], "bootstrap_frac": [0.3]},
         {"sigma": [8.0, 32.0], "bootstrap_frac": [0.3]},
     ),
     "laplace_last_layer_diag": (
@@ -114,14 +139,16 @@ class Settings:
     seed: int = 0
     members: int = 50  # P&C members, laplax draws and MC Dropout passes
     ensemble_size: int = 5
-    digits_epochs: int = 30
-    cheetah_pool: int = 10000
-    cheetah_eval: int = 2000
+    digits_train_per_class: int | None = DIGITS_TRAIN_PER_CLASS
+    digits_steps: int = DIGITS_STEPS
+    digits_eval: int | None = None  # at most this many validation, test and held-out images
+    mujoco_pool: int = 4000
+    mujoco_eval: int = 1000
     mlp_hidden: tuple[int, ...] = (200, 200, 200, 200)
     mlp_steps: int = 5000
     lanczos_rank: int = 20
-    vit_epochs: int = 8
-    vit_train: int = 2048
+    vit_train: int = VIT_TRAIN
+    vit_steps: int = VIT_STEPS
     vit_eval: int = 512
 
     @classmethod
@@ -133,14 +160,14 @@ class Settings:
             seed=seed,
             members=8,
             ensemble_size=3,
-            digits_epochs=6,
-            cheetah_pool=1500,
-            cheetah_eval=300,
+            digits_steps=150,
+            digits_eval=150,
+            mujoco_pool=1500,
+            mujoco_eval=300,
             mlp_hidden=(32, 32, 32, 32),
             mlp_steps=300,
             lanczos_rank=5,
-            vit_epochs=3,
-            vit_train=512,
+            vit_steps=96,
             vit_eval=128,
         )
 
@@ -391,10 +418,10 @@ class Classifier:
     dropout: bool
 
 
-def _classifier_methods(task: Task, s: Settings, net: Classifier, key) -> dict:
+def _classifier_methods(task: Task, s: Settings, net: Classifier, key, record: bool) -> dict:
     model, variables = net.model, net.variables
     x_train, y_train = task.train
-    val_nll, describe = _val_nll(task), _describe(task)
+    val_nll, describe = _val_nll(task), _describe(task) if record else None
     head = variables["params"]["head"]
     keys = jax.random.split(key, 6)
 
@@ -501,7 +528,8 @@ def _fixed(method: str) -> dict:
 
 def _digits_base(task: Task, s: Settings, key) -> tuple[Classifier, dict]:
     model = DigitsCNN()
-    train = partial(train_digits_cnn, *task.train, epochs=s.digits_epochs, model=model)
+    epochs = epochs_for(s.digits_steps, len(task.train[0]), 32)
+    train = partial(train_digits_cnn, *task.train, epochs=epochs, model=model)
     variables, cost = train(key=key)
     net = Classifier(
         model=model,
@@ -518,7 +546,8 @@ def _digits_base(task: Task, s: Settings, key) -> tuple[Classifier, dict]:
 def _transformer_base(task: Task, s: Settings, key) -> tuple[Classifier, dict]:
     """The ViT of ``examples/transformer.py`` and its recipe; P&C on the last block's MLP."""
     model = load_example("transformer").ViT()
-    train = partial(train_vit, *task.train, epochs=s.vit_epochs, model=model)
+    epochs = epochs_for(s.vit_steps, len(task.train[0]), 64)
+    train = partial(train_vit, *task.train, epochs=epochs, model=model)
     variables, cost = train(key=key)
 
     def features(x):  # the head's input: the final LayerNorm's tokens, mean-pooled
@@ -584,10 +613,10 @@ def _raw_mixture(means, variances, y_norm) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(y_norm.inverse(mean)), np.asarray(var * jnp.square(y_norm.std))
 
 
-def _cheetah_methods(task: Task, s: Settings, trained, key) -> dict:
+def _mlp_methods(task: Task, s: Settings, trained, key, record: bool) -> dict:
     cfg, params, x_norm, y_norm = trained.config, trained.params, trained.x_norm, trained.y_norm
     x_cal = np.asarray(x_norm.transform(jnp.asarray(task.train[0])))
-    val_nll, describe = _val_nll(task), _describe(task)
+    val_nll, describe = _val_nll(task), _describe(task) if record else None
     keys = jax.random.split(key, 6)
     D = cfg.out_dim
 
@@ -733,14 +762,84 @@ def _cheetah_methods(task: Task, s: Settings, trained, key) -> dict:
 # ----------------------------------------------------------------------------- runner
 
 
+def _classifier_base(task: Task, s: Settings, key) -> tuple[Classifier, dict]:
+    make_base = _transformer_base if task.name == "transformer" else _digits_base
+    return make_base(task, s, key)
+
+
+#: The candidate ID tasks of ``--probe``: per classification task, the setting it varies and the
+#: values tried, smallest training set first (digits ``None``: the first version's 60 % split).
+PROBE = {
+    "digits": ("digits_train_per_class", (8, 16, 32, 64, None)),
+    "transformer": ("vit_train", (64, 128, 256, 512, 2048)),
+}
+#: ``--probe``'s rule: the largest training set whose base network's ID validation accuracy,
+#: averaged over the seeds, is at most this.
+PROBE_MAX_ACCURACY = 0.95
+
+
+def probe(seeds, quick: bool = False, log=None) -> dict:
+    """Train only each classification task's base network (the key a run gives it) for every
+    candidate of :data:`PROBE`, and score it on the ID validation split; no method runs.
+
+    Returns:
+        Per task: the varied setting, each candidate's training rows and per-seed validation
+        accuracy and NLL with their means, and the chosen candidate (:data:`PROBE_MAX_ACCURACY`;
+        ``None`` where no candidate qualifies).
+    """
+    out = {}
+    for name, (field, values) in PROBE.items():
+        rows = []
+        for value in values:
+            per_seed = []
+            for seed in seeds:
+                s = dataclasses.replace(Settings.make(quick, seed), **{field: value})
+                task = make_task(name, s)
+                base_key, _ = jax.random.split(jax.random.key(seed))
+                net, cost = _classifier_base(task, s, base_key)
+                probs = np.asarray(jax.nn.softmax(net.model.apply(net.variables, task.val[0])))
+                per_seed.append(
+                    {
+                        "seed": seed,
+                        "train_rows": len(task.train[0]),
+                        "val_rows": len(task.val[0]),
+                        "epochs": cost["epochs"],
+                        "val_accuracy": ood_metrics.accuracy(probs.argmax(1), task.val[1]),
+                        "val_nll": ood_metrics.nll(probs.astype(np.float64), task.val[1]),
+                    }
+                )
+                if log is not None:
+                    log(f"probe {name} {field}={value} seed {seed}: {per_seed[-1]}")
+            rows.append(
+                {
+                    field: value,
+                    "seeds": per_seed,
+                    "val_accuracy": float(np.mean([r["val_accuracy"] for r in per_seed])),
+                    "val_nll": float(np.mean([r["val_nll"] for r in per_seed])),
+                }
+            )
+        fits = [r[field] for r in rows if r["val_accuracy"] <= PROBE_MAX_ACCURACY]
+        out[name] = {
+            "setting": field,
+            "candidates": rows,
+            "rule": f"the largest training set whose mean ID validation accuracy is at most "
+            f"{PROBE_MAX_ACCURACY}",
+            "chosen": fits[-1] if fits else None,
+            "chosen_exists": bool(fits),
+        }
+    return out
+
+
 def make_task(name: str, s: Settings) -> Task:
     if name == "digits":
-        return digits_task(s.seed)
-    if name == "halfcheetah":
-        return halfcheetah_task(s.seed, pool=s.cheetah_pool, evaluation=s.cheetah_eval)
+        return digits_task(
+            s.seed, train_per_class=s.digits_train_per_class, evaluation=s.digits_eval
+        )
+    if name in OFFLINE_ENVS:
+        return offline_task(name, s.seed, pool=s.mujoco_pool, evaluation=s.mujoco_eval)
     if name == "transformer":
         return transformer_task(s.seed, train=s.vit_train, evaluation=s.vit_eval)
-    raise ValueError(f"unknown task {name!r}; expected one of {TASKS}")
+    raise ValueError(f"unknown task {name!r}; expected one of {TASKS + OPTIONAL_TASKS}")
 
 
 def _predict_seconds(fitted: Fitted, x: np.ndarray) -> float:
@@ -753,25 +852,31 @@ def _predict_seconds(fitted: Fitted, x: np.ndarray) -> float:
     return float(best) * 1000.0 / len(x)
 
 
-def run_task(task: Task, s: Settings, methods: list[str] | None = None, log=None) -> dict:
-    """Train the task's shared network, then build, time and score every method.
+def run_task(
+    task: Task,
+    s: Settings,
+    methods: list[str] | None = None,
+    log=None,
+    grid_aurocs: bool = False,
+) -> dict:
+    """Train the task's shared network, then build, time and score every method (with
+    ``grid_aurocs``, also every grid point on the shifts, recorded as ``not_used_for_selection``
+    and left out of the construction cost).
 
     Raises:
         ValueError: the task has no shifts or its shifted rows repeat ID rows (before training).
     """
     check_task(task)
-    key = jax.random.key(s.seed)
-    base_key, method_key = jax.random.split(key)
+    base_key, method_key = jax.random.split(jax.random.key(s.seed))
     if task.kind == "classification":
-        make_base = _transformer_base if task.name == "transformer" else _digits_base
-        net, base_cost = make_base(task, s, base_key)
-        builders = _classifier_methods(task, s, net, method_key)
+        net, base_cost = _classifier_base(task, s, base_key)
+        builders = _classifier_methods(task, s, net, method_key, grid_aurocs)
         metrics = _classification_metrics
     else:
         _, first = _train_mlp(task, s, base_key)  # compiles; the second run is timed
         trained, base_cost = _train_mlp(task, s, base_key)
         base_cost["first_call_cpu_s"] = first["train_cpu_s"]
-        builders = _cheetah_methods(task, s, trained, method_key)
+        builders = _mlp_methods(task, s, trained, method_key, grid_aurocs)
         metrics = _regression_metrics
     val_nll = _val_nll(task)
     results = {}
@@ -802,37 +907,170 @@ def run_task(task: Task, s: Settings, methods: list[str] | None = None, log=None
     return {"data": task.info, "base_training": base_cost, "methods": results}
 
 
+def _environment() -> dict:
+    import importlib.metadata as md
+
+    return {
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "versions": {p: md.version(p) for p in ("jax", "flax", "laplax")},
+        "devices": [str(d) for d in jax.devices()],
+    }
+
+
+def run_piece(
+    name: str, s: Settings, methods: list[str] | None = None, log=None, grid_aurocs=False
+) -> dict:
+    """One (task, seed): the task's data, its base network and every method, with the CPU and
+    wall seconds of the whole piece (data included) and the load average at its end.
+
+    JAX's in-memory compilation caches are emptied first, so that every piece compiles its
+    programs as a fresh process would (a later seed of a task would otherwise reuse the
+    executables of an earlier one, and its construction costs would leave compilation out).
+    """
+    jax.clear_caches()
+    c0, w0 = time.process_time(), time.perf_counter()
+    entry = run_task(make_task(name, s), s, methods, log, grid_aurocs)
+    entry |= {
+        "cpu_s": time.process_time() - c0,
+        "wall_s": time.perf_counter() - w0,
+        "load_average_end": list(os.getloadavg()),
+        "grid_aurocs": grid_aurocs,
+    }
+    return entry
+
+
+def _piece(pieces: Path | None, name: str, s: Settings, methods, log, grid_aurocs) -> dict:
+    """:func:`run_piece`, read from ``pieces/{name}-seed{seed}.json`` where an earlier run left it
+    with the same settings, grids and methods, and written there otherwise.
+
+    Raises:
+        ValueError: the stored piece was made with other settings, grids or methods.
+    """
+    path = None if pieces is None else pieces / f"{name}-seed{s.seed}.json"
+    expect = {
+        "settings": json.loads(json.dumps(_task_settings(name, s))),
+        "grids": json.loads(json.dumps(_grids(s, name))),
+        "methods_asked": methods,
+    }
+    if path is not None and path.exists():
+        entry = json.loads(path.read_text())
+        stored = {k: entry.get(k) for k in ("settings", "grids", "methods_asked")}
+        if stored != expect:
+            raise ValueError(
+                f"{path} was made with other settings, grids or methods than this run's; "
+                "delete it (or pass another --pieces folder) to run the piece again"
+            )
+        if log is not None:
+            log(f"{name} seed {s.seed}: read from {path}")
+        entry["reused"] = True
+        return entry
+    entry = run_piece(name, s, methods, log, grid_aurocs) | expect
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(entry, indent=1) + "\n")
+        tmp.replace(path)
+    entry["reused"] = False
+    return entry
+
+
+#: The settings each kind of task reads besides the shared ones (a piece is reused where these
+#: and the shared ones are unchanged).
+_TASK_FIELDS = {
+    "digits": ("digits_train_per_class", "digits_steps", "digits_eval"),
+    "transformer": ("vit_train", "vit_steps", "vit_eval"),
+    "mlp": ("mujoco_pool", "mujoco_eval", "mlp_hidden", "mlp_steps"),
+}
+_SHARED_FIELDS = ("quick", "seed", "members", "ensemble_size", "lanczos_rank")
+
+
+def _task_settings(name: str, s: Settings) -> dict:
+    kind = "mlp" if name in OFFLINE_ENVS else name
+    return {k: getattr(s, k) for k in _SHARED_FIELDS + _TASK_FIELDS[kind]}
+
+
+def _grids(s: Settings, name: str | None = None) -> dict:
+    """The grids of the run (``name``: of that task's methods only)."""
+    methods = [m for m in GRIDS if name is None or name in OFFLINE_ENVS or m != "pnc_study"]
+    return {m: GRIDS[m][1 if s.quick else 0] for m in methods}
+
+
 def main(argv: list[str] | None = None) -> dict:
-    parser = bench_parser(__doc__, out=True, seed=0)
+    parser = bench_parser(__doc__, out=True)
     parser.add_argument("--quick", action="store_true", help="small data, models and grids")
-    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=None,
+        help=f"seeds (default {' '.join(map(str, SEEDS))}; --quick: 0)",
+    )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        choices=TASKS + OPTIONAL_TASKS,
+        default=None,
+        help=f"default: all ({' '.join(TASKS)}); --quick: {' '.join(QUICK_TASKS)}",
+    )
     parser.add_argument("--methods", nargs="+", default=None, help="a subset, in this order")
+    parser.add_argument(
+        "--pieces",
+        type=Path,
+        default=None,
+        help="folder of one JSON per (task, seed): finished pieces are read, not run again",
+    )
+    parser.add_argument(
+        "--grid-aurocs",
+        action="store_true",
+        help="also score every grid point on the shifts (recorded as not_used_for_selection)",
+    )
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="train only the classification tasks' base networks for each candidate ID task "
+        "and report their ID validation accuracy and NLL (no method runs)",
+    )
     args = parser.parse_args(argv)
+    seeds = args.seeds or ([0] if args.quick else list(SEEDS))
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    c0, w0 = time.process_time(), time.perf_counter()
+    if args.probe:
+        report = {"seeds": seeds, "quick": args.quick, "probe": probe(seeds, args.quick, log)}
+        report |= _environment()
+        report |= {"cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - w0}
+        return emit(report, args.out)
     from loguru import logger
 
     logger.disable("laplax")  # its per-call debug lines would go to stderr
-    s = Settings.make(args.quick, args.seed)
-    c0, w0 = time.process_time(), time.perf_counter()
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    tasks = {name: run_task(make_task(name, s), s, args.methods, log) for name in args.tasks}
-    import importlib.metadata as md
-
+    names = args.tasks or list(QUICK_TASKS if args.quick else TASKS)
+    tasks = {name: {"seeds": {}} for name in names}
+    for seed in seeds:  # every task of one seed before the next seed
+        s = Settings.make(args.quick, seed)
+        for name in names:
+            piece = _piece(args.pieces, name, s, args.methods, log, args.grid_aurocs)
+            tasks[name]["seeds"][str(seed)] = piece
+    pieces = [p for t in tasks.values() for p in t["seeds"].values()]
     report = {
-        "settings": dataclasses.asdict(s),
-        "grids": {m: GRIDS[m][1 if s.quick else 0] for m in GRIDS},
+        "settings": dataclasses.asdict(Settings.make(args.quick)) | {"seed": None},
+        "seeds": seeds,
+        "grids": _grids(Settings.make(args.quick)),
         "fixed": FIXED,
         "selection": "lowest ID validation NLL over each method's grid; no shifted data used",
         "ood_score": {
             "classification": "entropy of the mixture (ID positive)",
             "regression": "total predictive variance, mean over target dimensions",
         },
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "load_average_end": list(os.getloadavg()),
-        "versions": {p: md.version(p) for p in ("jax", "flax", "laplax")},
-        "devices": [str(d) for d in jax.devices()],
-        "total_cpu_s": time.process_time() - c0,
-        "total_wall_s": time.perf_counter() - w0,
+        **_environment(),
+        # the run: every piece's CPU and wall seconds (a resumed run adds those of the pieces
+        # an earlier process finished), and this process's own
+        "total_cpu_s": float(sum(p["cpu_s"] for p in pieces)),
+        "total_wall_s": float(sum(p["wall_s"] for p in pieces)),
+        "peak_rss_mb": float(max(m["peak_rss_mb"] for p in pieces for m in p["methods"].values())),
+        "load_average_end": [p["load_average_end"] for p in pieces],
+        "process_cpu_s": time.process_time() - c0,
+        "process_wall_s": time.perf_counter() - w0,
+        "pieces_reused": sum(p["reused"] for p in pieces),
         "tasks": tasks,
     }
     return emit(report, args.out)

@@ -1,10 +1,14 @@
-"""Tables and the figure of ``docs/peers.md`` from the JSON of :mod:`pnc.bench.peers`:
-``python -m pnc.bench.peers_report REPORT.json [--figure FILE.png]``.
+"""Tables, sentences and the figure of ``docs/peers.md`` from the JSON of :mod:`pnc.bench.peers`:
+``python -m pnc.bench.peers_report REPORT.json [--probe PROBE.json] [--figure FILE.png]``.
 
-Prints, per task, a quality table (ID accuracy or RMSE, NLL, ECE, AUROC and FPR95 per shift), a
-cost table (construction, prediction, memory, chosen grid point) and the cost ratios of P&C to
-each peer, all in Markdown. ``--figure`` draws, per task, the mean AUROC over the shifts against
-the construction CPU seconds of each method.
+Every cell is the mean over the run's seeds and its spread, the sample standard deviation over
+the seeds (``n - 1`` in the denominator; ``mean ± std``). Prints, per task, a quality table (ID
+accuracy or RMSE, NLL, ECE, AUROC and FPR95 per shift), a cost table (construction, prediction,
+memory, each seed's chosen grid point), the cost ratios of P&C to each peer, and one sentence per
+P&C variant saying, for each peer, whether P&C's difference in mean AUROC over the shifts, and in
+ID NLL, exceeds the spread. ``--probe`` prints the table of the ID task's choice
+(``python -m pnc.bench.peers --probe``); ``--figure`` draws, per task, the mean AUROC over the
+shifts against the construction CPU seconds of each method, with the seeds' spread as bars.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ LABELS = {
     "deep_ensemble": SHARED_LABELS["deep_ensemble"],
     "mc_dropout": SHARED_LABELS["mc_dropout"],
 }
+#: The P&C variants whose differences from the peers get a sentence.
+PNC_VARIANTS = ("pnc", "pnc_study")
 
 
 def _fmt(v: float, digits: int = 3) -> str:
@@ -38,28 +44,74 @@ def _num(v: float) -> str:
     return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
+def spread(values) -> float:
+    """The seeds' spread: the sample standard deviation (0 for one seed)."""
+    values = np.asarray(values, np.float64)
+    return float(values.std(ddof=1)) if values.size > 1 else 0.0
+
+
+def _cell(values, fmt=_fmt) -> str:
+    values = np.asarray(values, np.float64)
+    if values.size == 1:
+        return fmt(values[0])
+    return f"{fmt(values.mean())} ± {fmt(spread(values))}"
+
+
+def seeds_of(entry: dict) -> list[dict]:
+    """The task's pieces, one per seed, in the run's order."""
+    return list(entry["seeds"].values())
+
+
+def methods_of(entry: dict) -> list[str]:
+    return list(seeds_of(entry)[0]["methods"])
+
+
+def values(entry: dict, method: str, get) -> np.ndarray:
+    """``get(method's entry)`` of every seed."""
+    return np.array([get(piece["methods"][method]) for piece in seeds_of(entry)], np.float64)
+
+
+def mean_auroc(m: dict) -> float:
+    """A method's AUROC averaged over the task's shifts (one seed)."""
+    return float(np.mean([v["auroc"] for v in m["shifts"].values()]))
+
+
 def quality_table(task: str, entry: dict, metric: str = "auroc") -> str:
-    """ID metrics and ``metric`` (``"auroc"`` or ``"fpr95"``) per shift; FPR95 rows carry no
-    ID metrics."""
-    methods = entry["methods"]
-    first = next(iter(methods.values()))
-    shifts = list(first["shifts"])
-    classification = "accuracy" in first
+    """ID metrics and ``metric`` (``"auroc"`` or ``"fpr95"``) per shift, mean ± std over the
+    seeds; FPR95 rows carry no ID metrics."""
+    first = seeds_of(entry)[0]["methods"]
+    any_method = next(iter(first.values()))
+    shifts = list(any_method["shifts"])
+    classification = "accuracy" in any_method
     with_id = metric == "auroc"
     head = ["method"]
     if with_id:
         head += ["ID accuracy" if classification else "ID RMSE", "ID NLL"]
         head += ["ECE"] if classification else []
     head += [f"{metric.upper()} {s}" for s in shifts]
+    if with_id:
+        head += ["mean AUROC"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, m in methods.items():
+    for name in methods_of(entry):
         cells = [LABELS.get(name, name)]
         if with_id:
-            cells += [_fmt(m["accuracy"] if classification else m["rmse"]), _fmt(m["nll"])]
-            cells += [_fmt(m["ece"])] if classification else []
-        cells += [_fmt(m["shifts"][s][metric]) for s in shifts]
+            ids = ["accuracy", "nll", "ece"] if classification else ["rmse", "nll"]
+            cells += [_cell(values(entry, name, lambda m, k=k: m[k])) for k in ids]
+        cells += [_cell(values(entry, name, lambda m, s=s: m["shifts"][s][metric])) for s in shifts]
+        if with_id:
+            cells.append(_cell(values(entry, name, mean_auroc)))
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
+
+
+def _chosen(entry: dict, name: str) -> str:
+    picks = []
+    for piece in seeds_of(entry):
+        selected = piece["methods"][name]["selected"]
+        picks.append(", ".join(f"{k} {v:g}" for k, v in selected.items()) or "-")
+    if len(set(picks)) == 1:
+        return picks[0]
+    return " / ".join(picks)
 
 
 def cost_table(task: str, entry: dict) -> str:
@@ -72,40 +124,131 @@ def cost_table(task: str, entry: dict) -> str:
         "predict s / 1,000 rows",
         "peak RSS MB",
         "rise MB",
-        "chosen",
+        "chosen (per seed)",
     ]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, m in entry["methods"].items():
-        chosen = ", ".join(f"{k} {v:g}" for k, v in m["selected"].items()) or "-"
+    for name in methods_of(entry):
+
+        def cell(key, with_spread=False, name=name):
+            v = values(entry, name, lambda m: m[key])
+            return _cell(v, _num) if with_spread else _num(float(v.mean()))
+
         cells = [
             LABELS.get(name, name),
-            _num(m["construct_cpu_s"]),
-            _num(m["construct_wall_s"]),
-            _num(m["construct_epochs"]),
-            _num(m["construct_over_training"]),
-            _num(m["predict_s_per_1000"]),
-            _num(m["peak_rss_mb"]),
-            _num(m["extra_rss_mb"]),
-            chosen,
+            cell("construct_cpu_s", True),
+            cell("construct_wall_s"),
+            cell("construct_epochs"),
+            cell("construct_over_training"),
+            cell("predict_s_per_1000", True),
+            cell("peak_rss_mb"),
+            cell("extra_rss_mb"),
+            _chosen(entry, name),
         ]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
 def ratios(entry: dict, pnc_name: str = "pnc") -> str:
-    """P&C's construction CPU time and prediction time over each peer's."""
-    methods = entry["methods"]
-    if pnc_name not in methods:
+    """P&C's mean construction CPU time and prediction time over each peer's."""
+    names = methods_of(entry)
+    if pnc_name not in names:
         return ""
-    p = methods[pnc_name]
+    build_p = values(entry, pnc_name, lambda m: m["construct_cpu_s"]).mean()
+    predict_p = values(entry, pnc_name, lambda m: m["predict_s_per_1000"]).mean()
     head = ["peer", "construction: P&C / peer", "prediction: P&C / peer"]
     rows = ["| " + " | ".join(head) + " |", "|---|---|---|"]
-    for name, m in methods.items():
+    for name in names:
         if name in (pnc_name, "base"):
             continue
-        build = p["construct_cpu_s"] / m["construct_cpu_s"] if m["construct_cpu_s"] > 0 else np.inf
-        predict = p["predict_s_per_1000"] / m["predict_s_per_1000"]
-        rows.append(f"| {LABELS.get(name, name)} | {_num(build)} | {_num(predict)} |")
+        build = values(entry, name, lambda m: m["construct_cpu_s"]).mean()
+        predict = values(entry, name, lambda m: m["predict_s_per_1000"]).mean()
+        b = build_p / build if build > 0 else np.inf
+        rows.append(f"| {LABELS.get(name, name)} | {_num(b)} | {_num(predict_p / predict)} |")
+    return "\n".join(rows)
+
+
+#: The quantities the sentences compare: name, how to read it from a method's entry, and
+#: whether higher is better.
+COMPARED = {
+    "mean AUROC over the shifts": (mean_auroc, True),
+    "ID NLL": (lambda m: m["nll"], False),
+}
+
+
+def comparison(entry: dict, pnc_name: str, quantity: str) -> dict:
+    """P&C's difference from each peer in ``quantity`` (a key of :data:`COMPARED`).
+
+    Per peer: ``difference`` (P&C's mean over the seeds minus the peer's), ``spread`` (the larger
+    of the two methods' standard deviations over the seeds), ``exceeds`` (``|difference| >
+    spread``), ``better_seeds`` (the seeds in which P&C is better: its base network is the
+    peer's, so the seeds pair) and ``seeds``.
+    """
+    get, higher_better = COMPARED[quantity]
+    mine = values(entry, pnc_name, get)
+    out = {"pnc": float(mine.mean()), "pnc_spread": spread(mine), "peers": {}}
+    for name in methods_of(entry):
+        if name == pnc_name:
+            continue
+        other = values(entry, name, get)
+        diff = float(mine.mean() - other.mean())
+        width = max(spread(mine), spread(other))
+        better = int(np.sum(mine > other if higher_better else mine < other))
+        out["peers"][name] = {
+            "difference": diff,
+            "spread": width,
+            "exceeds": bool(abs(diff) > width),
+            "better_seeds": better,
+            "seeds": int(mine.size),
+        }
+    return out
+
+
+def _signed(v: float) -> str:
+    return f"{'+' if v >= 0 else '-'}{abs(v):.3f}"
+
+
+def sentence(task: str, entry: dict, pnc_name: str, quantity: str) -> str:
+    """One sentence: P&C's ``quantity`` and, per peer, its difference, whether that exceeds the
+    spread, and in how many seeds P&C is the better."""
+    c = comparison(entry, pnc_name, quantity)
+    _, higher_better = COMPARED[quantity]
+    word = "higher" if higher_better else "lower"
+    parts = []
+    for name, p in c["peers"].items():
+        verdict = "exceeds the spread" if p["exceeds"] else "within the spread"
+        parts.append(
+            f"{LABELS.get(name, name)} {_signed(p['difference'])} ({verdict} {p['spread']:.3f}; "
+            f"P&C {word} in {p['better_seeds']} of {p['seeds']} seeds)"
+        )
+    return (
+        f"**{task}, {LABELS[pnc_name]}, {quantity}** {c['pnc']:.3f} ± {c['pnc_spread']:.3f}; "
+        f"P&C minus each peer: " + "; ".join(parts) + "."
+    )
+
+
+def probe_table(report: dict) -> str:
+    """The ID task's choice: per classification task and candidate, the base network's ID
+    validation accuracy and NLL per seed and their means, and which candidate the rule chose."""
+    head = ["task", "setting", "training images", "epochs", "ID val. accuracy", "ID val. NLL", ""]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for task, t in report["probe"].items():
+        for c in t["candidates"]:
+            value = c[t["setting"]]
+            seeds = c["seeds"]
+            acc = " / ".join(_fmt(r["val_accuracy"]) for r in seeds)
+            nll = " / ".join(_fmt(r["val_nll"]) for r in seeds)
+            chosen = "**chosen**" if t["chosen_exists"] and value == t["chosen"] else ""
+            train_rows = sorted({r["train_rows"] for r in seeds})
+            cells = [
+                task,
+                f"`{t['setting']}` = {'none (60 % split)' if value is None else value}",
+                " / ".join(str(n) for n in train_rows),
+                str(seeds[0]["epochs"]),
+                f"{_fmt(c['val_accuracy'])} ({acc})",
+                f"{_fmt(c['val_nll'])} ({nll})",
+                chosen,
+            ]
+            rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -116,47 +259,74 @@ def figure(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     tasks = report["tasks"]
-    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4.6), squeeze=False)
+    cols = 2 if len(tasks) == 4 else min(len(tasks), 3)
+    lines = -(-len(tasks) // cols)
+    fig, axes = plt.subplots(lines, cols, figsize=(5.2 * cols, 4.4 * lines), squeeze=False)
     markers = dict(zip(LABELS, "os^vDPX", strict=True))
     colors = dict(zip(LABELS, [f"C{i}" for i in range(len(LABELS))], strict=True))
-    for ax, (task, entry) in zip(axes[0], tasks.items(), strict=True):
-        for name, m in entry["methods"].items():
-            aurocs = [v["auroc"] for v in m["shifts"].values()]
-            x = max(m["construct_cpu_s"], 1e-2)
-            ax.scatter(
-                x,
-                np.mean(aurocs),
+    for ax, (task, entry) in zip(axes.flat, tasks.items(), strict=False):
+        for name in methods_of(entry):
+            auroc = values(entry, name, mean_auroc)
+            cpu = values(entry, name, lambda m: m["construct_cpu_s"])
+            ax.errorbar(
+                max(cpu.mean(), 1e-2),
+                auroc.mean(),
+                yerr=spread(auroc),
                 marker=markers.get(name, "o"),
                 color=colors.get(name, "k"),
-                s=60,
-                label=LABELS.get(name, name),
+                markersize=7,
+                capsize=3,
+                linestyle="none",
+                label=LABELS.get(name, name).replace("`", ""),
             )
         ax.set_xscale("log")
-        ax.set_xlabel("construction CPU s after the base training (log; 0 drawn at 0.01)")
-        ax.set_ylabel(f"mean AUROC over {len(aurocs)} shifts")
-        ax.set_title(task)
+        ax.set_xlabel("construction CPU s after the base training (log; 0 at 0.01)")
+        shifts = len(seeds_of(entry)[0]["methods"]["base"]["shifts"])
+        ax.set_ylabel(f"mean AUROC over {shifts} shifts")
+        ax.set_title(f"{task} (seeds {', '.join(entry['seeds'])}: mean ± std)")
         ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(tasks) :]:
+        ax.axis("off")
     handles = {}
-    for ax in axes[0]:
+    for ax in axes.flat:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
     fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=4, fontsize=8)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.savefig(path, dpi=110)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.savefig(path, dpi=100)
+
+
+def render(report: dict, probe: dict | None = None) -> str:
+    """Everything :func:`main` prints, as one Markdown text."""
+    out = []
+    if probe is not None:
+        out.append(f"{probe_table(probe)}\n")
+    seeds = ", ".join(str(s) for s in report["seeds"])
+    out.append(f"Mean ± standard deviation over seeds {seeds}.\n")
+    for task, entry in report["tasks"].items():
+        out.append(f"#### {task}\n")
+        for name in PNC_VARIANTS:
+            if name in methods_of(entry):
+                for quantity in COMPARED:
+                    out.append(f"- {sentence(task, entry, name, quantity)}")
+        out.append("")
+        out.append(f"{quality_table(task, entry)}\n")
+        out.append(f"{quality_table(task, entry, 'fpr95')}\n\n{cost_table(task, entry)}\n")
+        for name in PNC_VARIANTS:
+            if name in methods_of(entry):
+                out.append(f"Ratios of the means, {LABELS[name]}:\n\n{ratios(entry, name)}\n")
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", type=Path)
+    parser.add_argument("--probe", type=Path, default=None, help="the JSON of --probe")
     parser.add_argument("--figure", type=Path, default=None)
     args = parser.parse_args(argv)
     report = json.loads(args.report.read_text())
-    for task, entry in report["tasks"].items():
-        print(f"## {task}\n\n{quality_table(task, entry)}\n")
-        print(f"{quality_table(task, entry, 'fpr95')}\n\n{cost_table(task, entry)}\n")
-        for name in ("pnc", "pnc_study"):
-            if name in entry["methods"]:
-                print(f"Ratios, {LABELS[name]}:\n\n{ratios(entry, name)}\n")
+    probe = json.loads(args.probe.read_text()) if args.probe is not None else None
+    print(render(report, probe))
     if args.figure is not None:
         figure(report, args.figure)
 
