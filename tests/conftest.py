@@ -10,7 +10,8 @@ their subprocesses change directory.
 
 ``scripts/test.sh`` runs the suite on parallel workers with whole files per worker
 (``--dist loadfile``), handing out files in collection order. The workflow runs take minutes each;
-started first, they overlap with the many short files instead of running alone at the end.
+started first, they overlap with the many short files instead of running alone at the end. A
+module that sets ``RUN_FIRST = True`` (the tiny MuJoCo and CIFAR-10 runs) goes before all others.
 """
 
 from __future__ import annotations
@@ -47,5 +48,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     slow_tests = Counter(item.path for item in items if item.get_closest_marker("slow") is not None)
-    # the file with the most slow tests first; a stable sort keeps every other order
-    items.sort(key=lambda item: -slow_tests[item.path])
+    # the files that declare RUN_FIRST (the longest chains of workflow runs), then the file with
+    # the most slow tests first; a stable sort keeps every other order
+    first = {item.path for item in items if getattr(item.module, "RUN_FIRST", False)}
+    items.sort(key=lambda item: (item.path not in first, -slow_tests[item.path]))

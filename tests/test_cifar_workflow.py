@@ -19,6 +19,8 @@ import yaml
 from workflow_copy import copy_workflow, run_snakemake
 
 pytestmark = pytest.mark.slow
+#: Started before every other file (tests/conftest.py): the suite's longest chain of runs.
+RUN_FIRST = True
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = sorted((ROOT / "workflow" / "rules" / "cifar").glob("*.smk"))

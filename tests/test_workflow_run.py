@@ -29,6 +29,8 @@ from workflow_copy import run_snakemake as _snakemake
 from pnc.studies.mujoco.results import RESULT_COLUMNS
 
 pytestmark = pytest.mark.slow
+#: Started before every other file (tests/conftest.py): the suite's longest chain of runs.
+RUN_FIRST = True
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
