@@ -575,6 +575,13 @@ def _kill_after_first(workdir: Path, target: str, rule: str, output: Path, timeo
         proc.wait()
 
 
+#: The environment's tables that the test phase's assembly writes.
+ASSEMBLED = (
+    "results/envs/InvertedPendulum/all_configs.csv",
+    "results/envs/InvertedPendulum/results.csv",
+)
+
+
 @pytest.mark.slow
 def test_killed_run_resumes_after_unlock(tiny_run, tmp_path):
     """A run killed with SIGKILL part-way (the process group: Snakemake and its jobs) leaves
@@ -582,12 +589,13 @@ def test_killed_run_resumes_after_unlock(tiny_run, tmp_path):
     finishes with the uninterrupted run's results (docs/workflow.md, "After a crash, a kill or a
     power loss"). The run to kill is the finished tiny run with its test phase and results taken
     away, killed once the first test-phase job has finished and while others run."""
+    assert (tiny_run / ASSEMBLED[0]).is_file()
     workdir = tmp_path / "killed"
     shutil.copytree(
         tiny_run, workdir, symlinks=True
     )  # modification times kept: nothing else reruns
-    shutil.rmtree(workdir / "results/test")
-    for name in DETERMINISTIC_OUTPUTS:
+    shutil.rmtree(workdir / "results/test")  # the test phase, and all it feeds
+    for name in (*DETERMINISTIC_OUTPUTS, *ASSEMBLED):
         (workdir / name).unlink()
     _kill_after_first(workdir, RESUMED_TARGET, "evaluate_test", tmp_path / "killed.log")
     assert not (workdir / "results" / "results.csv").exists()
