@@ -230,20 +230,16 @@ DETERMINISTIC_OUTPUTS = ("results/results.csv", "results/all_configs.csv", "resu
 RESUMED_TARGET = "results/results.csv"
 
 
-def _interrupt_after_first(
-    workdir: Path, target: str, rule: str, output: Path, timeout: float = 600
-) -> int:
-    """Start the tiny run of ``target``, send Ctrl-C (SIGINT) once Snakemake reports a finished
-    job of ``rule`` (again each second until Snakemake says it stops); its output (stdout and
-    stderr) goes to ``output``. Returns the run's exit code."""
+def _start_tiny(workdir: Path, target: str, output: Path) -> subprocess.Popen:
+    """Start the tiny run of ``target`` in a process group of its own, its output (stdout and
+    stderr) going to ``output``."""
     env = {
         **os.environ,
         "PYTHONWARNINGS": "ignore",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    finished = re.compile(rf"Finished jobid: \d+ \(Rule: {rule}\)")
     with output.open("w") as log:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [*SNAKEMAKE, target, "--cores", "2", "--configfile", ".test/config.yaml"],
             cwd=workdir,
             env=env,
@@ -254,12 +250,28 @@ def _interrupt_after_first(
             # ignored, and Python then never raises KeyboardInterrupt: restore the default handler
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
+
+
+def _wait_for_finished(proc: subprocess.Popen, output: Path, rule: str, timeout: float) -> None:
+    """Return once Snakemake's ``output`` reports a finished job of ``rule``; fail if the run
+    ends first or none finishes within ``timeout`` seconds."""
+    finished = re.compile(rf"Finished jobid: \d+ \(Rule: {rule}\)")
     deadline = time.monotonic() + timeout
+    while not finished.search(output.read_text()):
+        assert proc.poll() is None, f"the run ended before a {rule} job was reported finished"
+        assert time.monotonic() < deadline, f"no finished {rule} job after {timeout} s"
+        time.sleep(0.2)
+
+
+def _interrupt_after_first(
+    workdir: Path, target: str, rule: str, output: Path, timeout: float = 600
+) -> int:
+    """Start the tiny run of ``target``, send Ctrl-C (SIGINT) once Snakemake reports a finished
+    job of ``rule`` (again each second until Snakemake says it stops); its output (stdout and
+    stderr) goes to ``output``. Returns the run's exit code."""
+    proc = _start_tiny(workdir, target, output)
     try:
-        while not finished.search(output.read_text()):
-            assert proc.poll() is None, "the run ended before it could be interrupted"
-            assert time.monotonic() < deadline, f"no finished {rule} job after {timeout} s"
-            time.sleep(0.5)
+        _wait_for_finished(proc, output, rule, timeout)
         # Snakemake drops a KeyboardInterrupt that lands while it writes a log line (its log
         # handler catches it), and the run then goes on to the end: repeat Ctrl-C until Snakemake
         # reports that it is stopping, as a user at the terminal would.
@@ -553,25 +565,12 @@ def _kill_after_first(workdir: Path, target: str, rule: str, output: Path, timeo
     a finished job of ``rule``, kill the whole group (Snakemake and its running jobs) with
     SIGKILL, as a crash or a power loss would stop it: nothing gets to clean up. Its output goes
     to ``output``."""
-    env = {
-        **os.environ,
-        "PYTHONWARNINGS": "ignore",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    finished = re.compile(rf"Finished jobid: \d+ \(Rule: {rule}\)")
-    with output.open("w") as log:
-        proc = subprocess.Popen(
-            [*SNAKEMAKE, target, "--cores", "2", "--configfile", ".test/config.yaml"],
-            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    deadline = time.monotonic() + timeout
+    proc = _start_tiny(workdir, target, output)
     try:
-        while not finished.search(output.read_text()):
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, f"no finished {rule} job after {timeout} s"
-            time.sleep(0.2)
+        _wait_for_finished(proc, output, rule, timeout)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
 
 
