@@ -1,8 +1,8 @@
 """What a new baseline needs: one method class, one registry line, config entries. A toy method
-registered here reaches training, construction, prediction, the results vocabulary (labels, row
+registered here (``tests/toy_baseline.py``, the module the tiny run's four-file test adds to the
+package) reaches training, construction, prediction, the results vocabulary (labels, row
 order, figure style, hyperparameter abbreviations) and the config schema's method names."""
 
-import dataclasses
 from pathlib import Path
 from typing import ClassVar
 
@@ -12,50 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from toy_baseline import Jitter, JitterConfig
 
 import pnc.methods.regression as methods
 from pnc import MLPConfig, TrainConfig
-from pnc.core.predictive import Predictive
 from pnc.methods.regression.base_run import OnBaseRun
 from pnc.methods.regression.contract import MethodBase
 from pnc.studies.mujoco import results
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
-
-
-@dataclasses.dataclass(frozen=True)
-class JitterConfig:
-    noise: float = 0.1
-    n_samples: int = 4
-
-
-class Jitter(OnBaseRun, MethodBase):
-    """Toy baseline: the base network's prediction plus Gaussian noise on the mean."""
-
-    id: ClassVar[str] = "jitter"
-    config_cls: ClassVar[type] = JitterConfig
-    posthoc_fields: ClassVar[tuple[str, ...]] = ("noise", "n_samples")
-    id_fields: ClassVar[tuple[str, ...]] = ("noise",)
-    label: ClassVar[str] = "Jitter"
-    short_label: ClassVar[str] = "Jit."
-    row: ClassVar[int] = 55
-    style: ClassVar[dict[str, object]] = {
-        "color": "#000000",
-        "marker": "*",
-        "linestyle": "-",
-        "hatch": "--",
-    }
-    hparam_abbreviations: ClassVar[dict[str, str]] = {"noise": "jn"}
-    hparam_legend: ClassVar[dict[str, str]] = {"jn": "Jitter noise"}
-
-    def build(self, run, config, x, y, *, key):
-        self._check_config(config)
-        return {"eps": jax.random.normal(key, (config.n_samples,))}
-
-    def predict(self, posterior, x, *, key):
-        mean = x[:, :1] * 0.0 + 1.0
-        means = mean[None] + posterior["eps"][:, None, None]
-        return Predictive(means, jnp.ones_like(means))
 
 
 @pytest.fixture
@@ -161,7 +126,8 @@ def test_a_method_with_weight_samples_joins_the_mechanism_stage(jitter):
             "pnc", "pnc_nocorr", "swag", "jitter_samples", "laplace", "subspace"
         )  # fmt: skip
         samples, reference = method.parameter_samples(
-            method.build(None, JitterConfig(), None, None, key=jax.random.key(0)), jax.random.key(1)
+            method.build(None, JitterConfig(), None, np.zeros((1, 1)), key=jax.random.key(0)),
+            jax.random.key(1),
         )
         assert samples["dense"]["kernel"].shape == (4, 2, 1)
     finally:
