@@ -117,6 +117,29 @@ def test_the_test_phase_needs_the_selection_of_its_environment(tmp_path):
         phases.read_plan(path, "Ant", "swag")
 
 
+def test_the_test_phase_of_an_env_seed_takes_one_grid_and_one_output_per_method(tmp_path):
+    """The one-process test phase (pnc.studies.mujoco.phases.test_phase) refuses lists that do not
+    pair up, a repeated method, and stops at a method the plan lacks without writing its table."""
+    common = dict(
+        env="Ant",
+        seed=0,
+        runs_dir=tmp_path,
+        splits_dir=tmp_path,
+        validation_dir=tmp_path,
+        plan_path=tmp_path / "plan.json",
+    )
+    with pytest.raises(ValueError, match="2 methods, 1 grid tables and 2 outputs"):
+        phases.test_phase(methods=["pnc", "swag"], grids=["g"], outs=["a", "b"], **common)
+    with pytest.raises(ValueError, match="a method is named twice"):
+        phases.test_phase(methods=["swag", "swag"], grids=["g", "g"], outs=["a", "b"], **common)
+    grid = tmp_path / "pnc.json"
+    grid.write_text("{}")
+    (tmp_path / "plan.json").write_text(json.dumps({"Ant": {"swag": {}}}))
+    with pytest.raises(ArtifactError, match="holds no selection of Ant pnc"):
+        phases.test_phase(methods=["pnc"], grids=[grid], outs=[tmp_path / "pnc.csv"], **common)
+    assert not (tmp_path / "pnc.csv").exists()
+
+
 def test_other_validation_rows_in_the_test_phase_are_refused():
     table = _val_rows({("swag", "scale=1.0"): [1.0]})
     same = table.copy()

@@ -100,7 +100,8 @@ def test_the_stores_evaluation_is_read_from_its_pieces(tmp_path, files, expected
         ("results/validation/Ant/seed3/swag/base.npz", "swag"),
         ("results/test/Ant/seed0/laplace.csv", "laplace"),
         ("benchmarks/evaluate/Ant/seed0/pnc_nocorr/base-steps2000.tsv", "pnc_nocorr"),
-        ("benchmarks/evaluate_test/Ant/seed0/pnc.process.json", "pnc"),
+        ("benchmarks/evaluate_test/Ant/seed0/pnc.process.json", "pnc"),  # one job per method
+        ("benchmarks/evaluate_test/Ant/seed0.tsv", None),  # one job for every method
         ("benchmarks/train/Ant/seed0/base.tsv", None),
         ("benchmarks/splits/Ant/seed0.tsv", None),
     ],

@@ -165,10 +165,11 @@ def test_upstream_jobs_and_the_mechanism_chain_go_before_training_and_evaluation
     assert rules["minari_data"]["priority"] == "DOWNLOAD_PRIORITY"
     assert rules["train"]["priority"] == "training_priority"
     assert rules["evaluate"]["priority"] == "evaluation_priority"
-    assert rules["evaluate_test"]["priority"] == "test_priority"
+    assert rules["evaluate_test"]["priority"] == "TEST_PRIORITY"
     common = (ROOT / "workflow/rules/common.smk").read_text()
     line = next(t for t in common.splitlines() if t.startswith("UPSTREAM_PRIORITY = "))
     assert "EVALUATION_WORK.values()" in line and "TRAINING_WORK.values()" in line
+    assert "TEST_PRIORITY" in line
     assert line.startswith("UPSTREAM_PRIORITY = 1 + max(")
     assert "\nDOWNLOAD_PRIORITY = UPSTREAM_PRIORITY + 1\n" in common
 
@@ -245,9 +246,9 @@ def test_paper_protocol_dag(workdir, evaluation):
     n_env, n_seed = 11, 10
     # runs: base, deep_ensemble-n_members5, mc_dropout x 5 rates, subspace's own run
     # evaluation jobs: pnc, pnc_nocorr, swag, laplace (base), subspace, deep_ensemble and its
-    # mixture reading (one shared run), 5 x mc_dropout; the test phase: one per method (8)
+    # mixture reading (one shared run), 5 x mc_dropout; the test phase: one per (env, seed)
     phases = (
-        {"evaluate_test": n_env * n_seed * 8, "assemble": n_env}
+        {"evaluate_test": n_env * n_seed, "assemble": n_env}
         if evaluation == "two_phase"
         else {}
     )
@@ -343,7 +344,7 @@ def test_one_environment_target(workdir):
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = _job_counts(proc.stdout)
     assert counts["train"] == 10 * 8 and counts["evaluate"] == 10 * 12 and counts["select"] == 1
-    assert counts["evaluate_test"] == 10 * 8 and counts["assemble"] == 1
+    assert counts["evaluate_test"] == 10 and counts["assemble"] == 1
     assert "aggregate" not in counts and "Ant" not in proc.stdout
 
 

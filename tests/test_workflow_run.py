@@ -213,7 +213,9 @@ def test_two_phase_gives_the_full_evaluations_numbers(tiny_run, tiny_run_full):
     # the tiny grid's two P&C sigmas are both Figure 3A points
     assert len(plan["InvertedPendulum"]["pnc"]) == 2
     # the test phase restored Subspace's chain instead of running it again
-    log = (tiny_run / "logs/evaluate_test/InvertedPendulum/seed0/subspace.log").read_text()
+    log = (tiny_run / "logs/evaluate_test/InvertedPendulum/seed0.log").read_text()
+    log = log[log.index("test phase of InvertedPendulum seed 0 subspace") :]
+    log = log[: log.index(" wrote ")]
     assert " restored in " in log and " built in " not in log, log[-2000:]
     # ... and so did the mechanism stage (the parquet above: the same samples as the full run's)
     log = (tiny_run / "logs/mechanism/InvertedPendulum/seed0.log").read_text()
@@ -351,13 +353,13 @@ def test_interrupted_run_resumes_to_identical_results(tiny_run, resumed_run):
 @pytest.mark.slow
 def test_resumed_run_reuses_finished_jobs(tiny_run, resume_record):
     """Interrupted between the phases, the resumed run recomputes nothing finished: no data,
-    training, validation-phase or selection job is scheduled again, the test phase only for the
-    methods whose job had not finished, and every output of the first phase keeps its
+    training, validation-phase or selection job is scheduled again, the test phase only where its
+    job (one per (env, seed)) had not finished, and every output of the first phase keeps its
     modification time."""
     workdir, done, jobs = resume_record["workdir"], resume_record["done"], resume_record["jobs"]
     n_runs = len(list((tiny_run / "results/runs").glob("*/seed0/*/run.json")))
     n_tables = len(list((tiny_run / "results/validation").glob("*/seed0/*/*.csv")))
-    n_tests = len(list((tiny_run / "results/test").glob("*/seed0/*.csv")))
+    n_tests = len(list((tiny_run / "results/test").glob("*/seed0")))  # one job per (env, seed)
     assert done.get("evaluate", 0) == n_tables and done.get("train", 0) == n_runs, done
     assert done.get("select") == 1, done
     assert not {"offline_data", "far_data", "splits", "train", "evaluate", "select"} & set(jobs)
@@ -560,14 +562,20 @@ def test_truncated_run_fails_naming_it_and_the_target(request, evaluation):
     assert "run.msgpack" in log and "--forcerun" in log, log[-3000:]
 
 
-def _kill_after_first(workdir: Path, target: str, rule: str, output: Path, timeout: float = 600):
-    """Start the tiny run of ``target`` in a process group of its own and, once Snakemake reports
-    a finished job of ``rule``, kill the whole group (Snakemake and its running jobs) with
-    SIGKILL, as a crash or a power loss would stop it: nothing gets to clean up. Its output goes
-    to ``output``."""
+def _kill_once_written(
+    workdir: Path, target: str, written: str, output: Path, timeout: float = 600
+) -> None:
+    """Start the tiny run of ``target`` in a process group of its own and, once a file matching
+    the glob ``written`` (relative to ``workdir``) exists, kill the whole group (Snakemake and its
+    running jobs) with SIGKILL, as a crash or a power loss would stop it: nothing gets to clean
+    up. Its output goes to ``output``."""
     proc = _start_tiny(workdir, target, output)
+    deadline = time.monotonic() + timeout
     try:
-        _wait_for_finished(proc, output, rule, timeout)
+        while not any(workdir.glob(written)):
+            assert proc.poll() is None, f"the run ended before {written} was written"
+            assert time.monotonic() < deadline, f"no {written} after {timeout} s"
+            time.sleep(0.05)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -587,7 +595,8 @@ def test_killed_run_resumes_after_unlock(tiny_run, tmp_path):
     Snakemake's lock: the plain rerun stops naming it, ``--unlock`` removes it, and the rerun then
     finishes with the uninterrupted run's results (docs/workflow.md, "After a crash, a kill or a
     power loss"). The run to kill is the finished tiny run with its test phase and results taken
-    away, killed once the first test-phase job has finished and while others run."""
+    away, killed once the test-phase job (one per (env, seed), every method in turn) has written
+    its first method's table: the rerun runs the killed job again, the tables it wrote included."""
     assert (tiny_run / ASSEMBLED[0]).is_file()
     workdir = tmp_path / "killed"
     shutil.copytree(
@@ -596,8 +605,11 @@ def test_killed_run_resumes_after_unlock(tiny_run, tmp_path):
     shutil.rmtree(workdir / "results/test")  # the test phase, and all it feeds
     for name in (*DETERMINISTIC_OUTPUTS, *ASSEMBLED):
         (workdir / name).unlink()
-    _kill_after_first(workdir, RESUMED_TARGET, "evaluate_test", tmp_path / "killed.log")
+    test_dir = "results/test/InvertedPendulum/seed0"
+    _kill_once_written(workdir, RESUMED_TARGET, f"{test_dir}/*.csv", tmp_path / "killed.log")
     assert not (workdir / "results" / "results.csv").exists()
+    written = sorted(p.name for p in (workdir / test_dir).glob("*.csv"))
+    assert 1 <= len(written) < 7, written  # killed part-way through the methods
     assert any((workdir / ".snakemake" / "locks").iterdir()), "the killed run left its lock"
     args = (RESUMED_TARGET, "--cores", "2", "--configfile", ".test/config.yaml")
     proc = _snakemake(workdir, *args)
@@ -610,7 +622,7 @@ def test_killed_run_resumes_after_unlock(tiny_run, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     jobs = _job_counts(proc.stdout + proc.stderr)
     assert not {"train", "evaluate", "select"} & set(jobs), jobs
-    assert 1 <= jobs.get("evaluate_test", 0) < 7, jobs  # the killed jobs, not the finished ones
+    assert jobs.get("evaluate_test", 0) == 1, jobs  # the killed job, its written tables too
     for name in DETERMINISTIC_OUTPUTS:
         assert (workdir / name).read_bytes() == (tiny_run / name).read_bytes(), name
 

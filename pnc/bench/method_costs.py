@@ -72,14 +72,17 @@ def benchmark_methods(
         n_train, n_predict, in_dim, out_dim, hidden, steps, batch_size: problem and training sizes.
         method_ids: methods to time (default: all of :data:`pnc.methods.regression.METHOD_IDS`).
         overrides: per-method config overrides (default: each method's default configuration).
-        warm: also time a second post-hoc construction and prediction (compiled code only),
-            reported as ``posthoc_warm_s`` / ``predict_warm_s``.
+        warm: also time a second training of every run, post-hoc construction and prediction
+            (compiled code only), reported as ``runs_warm`` and per method ``train_warm_s`` /
+            ``posthoc_warm_s`` / ``predict_warm_s``, with ``pnc_over_deep_ensemble_warm`` and its
+            parts (:func:`ratio_parts`).
         seed: seed of the synthetic data and of the keys.
 
     Returns:
         ``{"sizes", "device", "runs": {run_id: train_s}, "methods": {id: {"train_s", "posthoc_s",
         "predict_s", "total_over_base_train", "config_id", "run_id", "n_samples"}},
-        "pnc_over_deep_ensemble"}``; ``total_over_base_train`` is
+        "pnc_over_deep_ensemble"}`` (and with ``warm`` the ``*_warm`` entries above);
+        ``total_over_base_train`` is
         ``(train_s + posthoc_s + predict_s) / base train_s`` and ``pnc_over_deep_ensemble`` the whole
         cost of P&C over the whole cost of the Deep Ensemble (when both are timed).
     """
@@ -114,6 +117,18 @@ def benchmark_methods(
             key=jax.random.fold_in(key, 1),
         )
     base_s = train_s["base"]
+    train_warm_s = {}
+    if warm:  # the same keys: the same networks, from compiled code
+        for run_id, spec in specs.items():
+            _, train_warm_s[run_id] = _timed(
+                registry.train_spec,
+                spec,
+                x,
+                y,
+                model_config=model_config,
+                train_config=train_config,
+                key=jax.random.fold_in(key, 1),
+            )
 
     results = {}
     for method_id, (method, config, spec) in chosen.items():
@@ -134,6 +149,7 @@ def benchmark_methods(
             "n_samples": pred.n_samples,
         }
         if warm:
+            entry["train_warm_s"] = train_warm_s[spec.run_id]
             posterior, entry["posthoc_warm_s"] = _timed(
                 method.build, run, config, x_std, y_std, key=k_build
             )
@@ -162,7 +178,38 @@ def benchmark_methods(
             for m in (pnc, ensemble)
         }
         out["pnc_over_deep_ensemble"] = total[pnc] / total[ensemble]
+        if warm:
+            out["runs_warm"] = train_warm_s
+            out.update(ratio_parts(results[pnc], results[ensemble]))
     return out
+
+
+def ratio_parts(pnc: Mapping[str, float], ensemble: Mapping[str, float]) -> dict[str, Any]:
+    """P&C's whole cost over the Deep Ensemble's from compiled code, and what it is made of.
+
+    Args:
+        pnc, ensemble: the two methods' entries of :func:`benchmark_methods` with ``warm``.
+
+    Returns:
+        ``{"pnc_over_deep_ensemble_warm": ratio, "pnc_over_deep_ensemble_parts": {...}}``: the
+        ratio of ``train + posthoc + predict`` (warm), each of P&C's three terms over the Deep
+        Ensemble's whole cost (they add up to the ratio), ``deep_ensemble_train_over_base_train``
+        (the members are trained as one vmapped program, so this is below the member count), and
+        ``floor_with_free_posthoc``: the ratio if P&C's build and prediction cost nothing (its
+        training alone over the Deep Ensemble's whole cost).
+    """
+    parts = ("train_warm_s", "posthoc_warm_s", "predict_warm_s")
+    whole = sum(ensemble[k] for k in parts)
+    return {
+        "pnc_over_deep_ensemble_warm": sum(pnc[k] for k in parts) / whole,
+        "pnc_over_deep_ensemble_parts": {
+            "base_train": pnc["train_warm_s"] / whole,
+            "pnc_build": pnc["posthoc_warm_s"] / whole,
+            "pnc_predict": pnc["predict_warm_s"] / whole,
+            "deep_ensemble_train_over_base_train": ensemble["train_warm_s"] / pnc["train_warm_s"],
+            "floor_with_free_posthoc": pnc["train_warm_s"] / whole,
+        },
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> None:

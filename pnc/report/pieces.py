@@ -159,8 +159,10 @@ def _is_environment_job(benchmark: Path) -> bool:
 
 def method_of(path: str) -> str | None:
     """The method a stored file belongs to: ``results/{metrics,validation,test}/{env}/seed{S}/
-    {method}[/...]`` and ``benchmarks/{evaluate,evaluate_test}/{env}/seed{S}/{method}...``;
-    ``None`` for a file of no single method (data, splits, training runs)."""
+    {method}[/...]`` and ``benchmarks/{evaluate,evaluate_test}/{env}/seed{S}/{method}...`` (the
+    test phase ran one job per method before it ran one per (env, seed)); ``None`` for a file of
+    no single method (data, splits, training runs, the test phase's ``evaluate_test/{env}/
+    seed{S}.tsv``)."""
     parts = Path(path).parts
     if len(parts) >= 5 and parts[0] == "results" and parts[1] in ("metrics", "validation"):
         return parts[4]

@@ -189,52 +189,58 @@ def evaluate_run(argv: list[str]) -> int:
 
 
 def evaluate_test(argv: list[str]) -> int:
-    """The test phase of one (env, seed, method): its planned configurations on the test splits (pnc.studies.mujoco.phases.evaluate_test)."""
+    """The test phase of one (env, seed): every method's planned configurations on the test splits, in one process (pnc.studies.mujoco.phases.test_phase)."""
     p = parser(
-        "The two-phase evaluation's test phase: the configurations the test plan names, on the "
-        "test splits."
+        "The two-phase evaluation's test phase of one (env, seed): the configurations the test "
+        "plan names, on the test splits, for every method in one process."
     )
     _add_env_seed(p)
-    p.add_argument("--method", required=True)
+    p.add_argument("--methods", nargs="+", required=True, help="the methods, in order")
     p.add_argument("--runs", required=True, help="directory of the (env, seed)'s training runs")
     _add_splits(p)
     p.add_argument(
-        "--grid", required=True, help="the method's grid table (results/grid/{method}.json)"
+        "--grids",
+        nargs="+",
+        required=True,
+        help="each method's grid table (results/grid/{method}.json), in the order of --methods",
     )
     p.add_argument("--calibrations", nargs="+", metavar="VARIANT", help="as evaluate_run's")
     p.add_argument(
         "--validation",
         required=True,
         help="directory of the validation phase's tables and stored posteriors of the "
-        "(env, seed, method)",
+        "(env, seed): {method}/{run}.csv and .npz",
     )
     p.add_argument("--plan", required=True, help="the environment's test plan (JSON)")
-    p.add_argument("--out", required=True, help="metric table (CSV)")
+    p.add_argument(
+        "--out", nargs="+", required=True, help="each method's metric table (CSV), in order"
+    )
     args = p.parse_args(argv)
     cpus = limit_threads(args.threads)
     log = setup_logging()
-    log.info("test phase of %s seed %d %s (CPUs %s)", args.env, args.seed, args.method, cpus)
+    log.info(
+        "test phase of %s seed %d: %s (CPUs %s)", args.env, args.seed, " ".join(args.methods), cpus
+    )
 
-    from pnc.runtime.io import write_csv
-    from pnc.studies.mujoco.grid import read_table
-    from pnc.studies.mujoco.phases import evaluate_test
+    from pnc.studies.mujoco.phases import test_phase
     from pnc.studies.mujoco.results import CALIBRATIONS
 
-    frame, timings = evaluate_test(
+    timings = test_phase(
         env=args.env,
         seed=args.seed,
-        method_id=args.method,
+        methods=args.methods,
+        grids=args.grids,
+        outs=args.out,
         runs_dir=args.runs,
         splits_dir=args.splits,
-        table=read_table(args.grid),
         validation_dir=args.validation,
         plan_path=args.plan,
         calibrations=CALIBRATIONS if args.calibrations is None else tuple(args.calibrations),
+        log=log,
     )
-    for t in timings:
-        log.info("timing %s", json.dumps(t))
-    write_csv(frame, args.out)
-    log.info("wrote %d rows for %d configurations to %s", len(frame), len(timings), args.out)
+    for method, times in timings.items():
+        for t in times:
+            log.info("timing %s %s", method, json.dumps(t))
     return 0
 
 

@@ -117,9 +117,12 @@ def evaluation_priority(wildcards):
     return EVALUATION_WORK.get((wildcards.method, wildcards.run), 0)
 
 
-def test_priority(wildcards):
-    """A test phase's: the largest of its method's evaluations (it scores a few of them)."""
-    return max(w for (m, _), w in EVALUATION_WORK.items() if m == wildcards.method)
+# A test phase's: the sum over the methods of each one's largest evaluation (it scores a few of
+# each method's configurations).
+TEST_PRIORITY = sum(
+    max(w for (m, _), w in EVALUATION_WORK.items() if m == method)
+    for method in {m for m, _ in EVALUATION_WORK}
+)
 
 
 def training_priority(wildcards):
@@ -131,7 +134,7 @@ def training_priority(wildcards):
 # evaluated) go before any training or evaluation as soon as they are ready. With the data jobs
 # last, the quick default started one environment's seed 0 only after the other seeds' evaluations
 # and then ran its mechanism stage alone at the end.
-UPSTREAM_PRIORITY = 1 + max([0, *EVALUATION_WORK.values(), *TRAINING_WORK.values()])
+UPSTREAM_PRIORITY = 1 + max([0, TEST_PRIORITY, *EVALUATION_WORK.values(), *TRAINING_WORK.values()])
 # The Minari downloads go before every other job: a dataset the remote lacks (or an unreachable
 # remote) stops the run before the jobs that would read the data start.
 DOWNLOAD_PRIORITY = UPSTREAM_PRIORITY + 1
@@ -276,21 +279,21 @@ def test_tables(env):
 
 
 def test_phase_inputs(wildcards):
-    """What the test phase of an (env, seed, method) reads: every training run of the method and
-    the validation phase's tables and stored posteriors of each (the plan names the configurations,
+    """What the test phase of an (env, seed) reads: every training run of every method and the
+    validation phase's tables and stored posteriors of each (the plan names the configurations,
     so the runs it needs are known only after the selection)."""
-    runs = [run for method, run in METHOD_RUNS if method == wildcards.method]
-    where = dict(env=wildcards.env, seed=wildcards.seed, method=wildcards.method)
-    return [
+    where = dict(env=wildcards.env, seed=wildcards.seed)
+    paths = (
         path
-        for run in runs
+        for method, run in METHOD_RUNS
         for path in (
             f"results/runs/{wildcards.env}/seed{wildcards.seed}/{run}/run.msgpack",
             f"results/runs/{wildcards.env}/seed{wildcards.seed}/{run}/run.json",
-            EVALUATION_TABLE.format(run=run, **where),
-            STORED_POSTERIORS["posteriors"].format(run=run, **where),
+            EVALUATION_TABLE.format(run=run, method=method, **where),
+            STORED_POSTERIORS["posteriors"].format(run=run, method=method, **where),
         )
-    ]
+    )
+    return list(dict.fromkeys(paths))
 
 
 def piece_tables(env, seed):

@@ -3,8 +3,9 @@
 # `evaluation: full`) or on val and the frontier sample (`two_phase`, the default: the validation
 # phase, writing beside its table the posteriors the test phase restores). Posteriors are otherwise
 # rebuilt in memory, never stored; the job writes a small long-format metric table. With
-# `two_phase`, the test phase scores, per (env, seed, method), the configurations the
-# environment's test plan names on the test splits, after the selection (select.smk). Each job reads
+# `two_phase`, the test phase scores, per (env, seed), every method's configurations that the
+# environment's test plan names on the test splits, after the selection (select.smk): one process
+# for all methods pays the start-up once (pnc.studies.mujoco.phases.test_phase). Each job reads
 # its configurations by id from its method's grid table (GRID_TABLE, common.smk).
 
 
@@ -52,38 +53,37 @@ if TWO_PHASE:
 
     rule evaluate_test:
         message:
-            "Test phase of {wildcards.method}: the planned configurations on the test splits"
+            "Test phase: the planned configurations of every method on the test splits"
             " ({wildcards.env}, seed {wildcards.seed})"
         input:
             npz="resources/splits/{env}/seed{seed}/splits.npz",
             manifest="resources/splits/{env}/seed{seed}/manifest.json",
             plan=TEST_PLAN,
-            grid=GRID_TABLE,
+            grids=grid_tables(),
             runs=test_phase_inputs,
         output:
-            TEST_TABLE,
+            expand(TEST_TABLE, method=METHODS, allow_missing=True),
         params:
             splits=splits_dir,
             runs=lambda wildcards: f"results/runs/{wildcards.env}/seed{wildcards.seed}",
-            validation=lambda wildcards: (
-                f"results/validation/{wildcards.env}/seed{wildcards.seed}/{wildcards.method}"
-            ),
+            validation=lambda wildcards: f"results/validation/{wildcards.env}/seed{wildcards.seed}",
+            methods=" ".join(METHODS),
             calibrations=calibration_options(),
         log:
-            "logs/evaluate_test/{env}/seed{seed}/{method}.log",
+            "logs/evaluate_test/{env}/seed{seed}.log",
         benchmark:
-            "benchmarks/evaluate_test/{env}/seed{seed}/{method}.tsv"
+            "benchmarks/evaluate_test/{env}/seed{seed}.tsv"
         resources:
             mem_mb=RESOURCES["evaluate"]["mem_mb"],
             runtime=RESOURCES["evaluate"]["runtime"],
             gpu=RESOURCES["evaluate"]["gpu"],
         threads: THREADS["evaluate"]
-        priority: test_priority
+        priority: TEST_PRIORITY
         conda:
             "../../envs/pnc.yaml"
         shell:
             "python -m pnc.workflow evaluate_test --threads {threads} --env {wildcards.env}"
-            " --seed {wildcards.seed} --method {wildcards.method} --runs {params.runs:q}"
-            " --splits {params.splits:q} --grid {input.grid:q}"
+            " --seed {wildcards.seed} --methods {params.methods} --runs {params.runs:q}"
+            " --splits {params.splits:q} --grids {input.grids:q}"
             " --calibrations {params.calibrations} --validation {params.validation:q}"
             " --plan {input.plan:q} --out {output:q} > {log:q} 2>&1"

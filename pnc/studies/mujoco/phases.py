@@ -13,7 +13,8 @@ study's arithmetic on test rows no selection or figure reads. The two-phase eval
 2. **selection**, per env: the selection of :mod:`pnc.studies.mujoco.selection` on the validation rows, as in
    the full evaluation, and the *test plan* (:func:`test_plan`): per method the configurations
    scored on the test splits, each with why (:data:`SELECTED`, :func:`sigma_reason`).
-3. **test phase**, per (env, seed, method) (:func:`evaluate_test`): the planned configurations on
+3. **test phase**, per (env, seed, method) (:func:`evaluate_test`; the workflow runs every method
+   of an (env, seed) in one process, :func:`test_phase`): the planned configurations on
    :data:`TEST_SPLITS` (and on validation again, for the variance calibration's scale: the rows
    must equal the validation phase's, which checks that the posterior is the same). Posteriors are
    built again from the same keys (one P&C ridge group, one SWAG or Laplace build: seconds) or
@@ -298,6 +299,75 @@ def evaluate_test(
         timings += times
     out = pd.concat(frames, ignore_index=True)
     return out, timings
+
+
+def test_phase(
+    *,
+    env: str,
+    seed: int,
+    methods: Sequence[str],
+    grids: Sequence[str | Path],
+    outs: Sequence[str | Path],
+    runs_dir: str | Path,
+    splits_dir: str | Path,
+    validation_dir: str | Path,
+    plan_path: str | Path,
+    calibrations: Sequence[str] = CALIBRATIONS,
+    log: Any = None,
+) -> dict[str, list[dict]]:
+    """The test phase of one (env, seed): :func:`evaluate_test` of every method in one process.
+
+    One process per (env, seed) instead of one per (env, seed, method) pays the start-up (imports,
+    tracing, compiled-program loads) once; each method's table is the same bytes as its own job's.
+
+    Args:
+        env, seed: which (env, seed).
+        methods: the methods, in the order they run; ``grids[i]`` is the grid table of
+            ``methods[i]`` (``results/grid/{method}.json``) and ``outs[i]`` the path its test table
+            is written to.
+        runs_dir, splits_dir, plan_path, calibrations: as :func:`evaluate_test`'s.
+        validation_dir: the validation phase's tables and stored posteriors of the (env, seed),
+            ``{method}/{run}.{csv,npz}``.
+        log: a logger told each method's start and table, or None.
+
+    Returns:
+        ``{method: timings}``, :func:`evaluate_test`'s timings of each method.
+
+    Raises:
+        ValueError: ``methods``, ``grids`` and ``outs`` differ in length, or a method repeats.
+        pnc.runtime.io.ArtifactError: as :func:`evaluate_test`; the tables of the methods before
+            the failing one are written.
+    """
+    from pnc.studies.mujoco.grid import read_table
+
+    if not len(methods) == len(grids) == len(outs):
+        raise ValueError(
+            f"{len(methods)} methods, {len(grids)} grid tables and {len(outs)} outputs: "
+            "expected one grid table and one output per method"
+        )
+    if len(set(methods)) != len(methods):
+        raise ValueError(f"a method is named twice: {list(methods)}")
+    timings = {}
+    for method, grid, out in zip(methods, grids, outs, strict=True):
+        if log is not None:
+            log.info("test phase of %s seed %d %s", env, seed, method)
+        frame, timings[method] = evaluate_test(
+            env=env,
+            seed=seed,
+            method_id=method,
+            runs_dir=runs_dir,
+            splits_dir=splits_dir,
+            table=read_table(grid),
+            validation_dir=Path(validation_dir) / method,
+            plan_path=plan_path,
+            calibrations=calibrations,
+        )
+        write_csv(frame, out)
+        if log is not None:
+            log.info(
+                "wrote %d rows for %d configurations to %s", len(frame), len(timings[method]), out
+            )
+    return timings
 
 
 # ----------------------------------------------------------------------------- selection, assembly

@@ -1,0 +1,43 @@
+"""The per-method cost benchmark (pnc.bench.method_costs): P&C's cost against the Deep Ensemble's
+and what it is made of."""
+
+from __future__ import annotations
+
+import pytest
+
+from pnc.bench import method_costs
+
+
+def test_ratio_parts_add_up_to_the_ratio():
+    pnc = {"train_warm_s": 4.0, "posthoc_warm_s": 1.0, "predict_warm_s": 0.5}
+    ensemble = {"train_warm_s": 10.0, "posthoc_warm_s": 0.0, "predict_warm_s": 1.0}
+    out = method_costs.ratio_parts(pnc, ensemble)
+    assert out["pnc_over_deep_ensemble_warm"] == pytest.approx(5.5 / 11.0)
+    parts = out["pnc_over_deep_ensemble_parts"]
+    assert parts["base_train"] == pytest.approx(4.0 / 11.0)
+    assert parts["pnc_build"] + parts["pnc_predict"] + parts["base_train"] == pytest.approx(0.5)
+    assert parts["deep_ensemble_train_over_base_train"] == pytest.approx(2.5)
+    assert parts["floor_with_free_posthoc"] == parts["base_train"]
+
+
+def test_a_small_run_times_both_methods_twice():
+    out = method_costs.benchmark_methods(
+        n_train=256,
+        n_predict=32,
+        in_dim=3,
+        out_dim=2,
+        hidden=(8, 8),
+        steps=10,
+        batch_size=16,
+        method_ids=["pnc", "deep_ensemble"],
+        overrides={"pnc": {"n_members": 4}},
+        warm=True,
+    )
+    assert set(out["methods"]) == {"pnc", "deep_ensemble"}
+    assert out["methods"]["pnc"]["n_samples"] == 4
+    assert out["pnc_over_deep_ensemble"] > 0
+    assert set(out["runs_warm"]) == set(out["runs"])
+    assert all("train_warm_s" in entry for entry in out["methods"].values())
+    parts = out["pnc_over_deep_ensemble_parts"]
+    total = parts["base_train"] + parts["pnc_build"] + parts["pnc_predict"]
+    assert total == pytest.approx(out["pnc_over_deep_ensemble_warm"])
