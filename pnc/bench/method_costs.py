@@ -105,22 +105,10 @@ def benchmark_methods(
     if "base" not in specs:
         specs["base"] = registry.base_spec()
 
-    runs, train_s = {}, {}
-    for run_id, spec in specs.items():
-        runs[run_id], train_s[run_id] = _timed(
-            registry.train_spec,
-            spec,
-            x,
-            y,
-            model_config=model_config,
-            train_config=train_config,
-            key=jax.random.fold_in(key, 1),
-        )
-    base_s = train_s["base"]
-    train_warm_s = {}
-    if warm:  # the same keys: the same networks, from compiled code
-        for run_id, spec in specs.items():
-            _, train_warm_s[run_id] = _timed(
+    def train_all() -> dict[str, tuple[Any, float]]:
+        """Every run trained once, timed: ``{run_id: (run, seconds)}`` (the same keys each call)."""
+        return {
+            run_id: _timed(
                 registry.train_spec,
                 spec,
                 x,
@@ -129,6 +117,15 @@ def benchmark_methods(
                 train_config=train_config,
                 key=jax.random.fold_in(key, 1),
             )
+            for run_id, spec in specs.items()
+        }
+
+    trained = train_all()
+    runs = {run_id: run for run_id, (run, _) in trained.items()}
+    train_s = {run_id: seconds for run_id, (_, seconds) in trained.items()}
+    base_s = train_s["base"]
+    # with `warm`, the same networks again from compiled code
+    train_warm_s = {run_id: seconds for run_id, (_, seconds) in train_all().items()} if warm else {}
 
     results = {}
     for method_id, (method, config, spec) in chosen.items():
