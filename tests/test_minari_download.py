@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import yaml
 from loopback_hub import LoopbackHub, minari_namespace_files
-from workflow_copy import copy_workflow
+from workflow_copy import copy_workflow, start_in_own_group
 
 pytestmark = pytest.mark.slow
 
@@ -419,19 +419,10 @@ def test_interrupted_download_is_redone_by_a_rerun_without_recomputing_finished_
         workdir / "resources/data/InvertedPendulum/far-seed0.json",
         workdir / splits.format("InvertedPendulum"),
     ]
-    with (tmp_path / "interrupted.log").open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "snakemake", *targets, "--cores", "2"]
-            + ["--configfile", "mirror.yaml"],
-            cwd=workdir,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            # a run started in the background of a non-interactive shell inherits SIGINT as
-            # ignored: restore the default handler, as a terminal's Ctrl-C finds it
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
+    args = [sys.executable, "-m", "snakemake", *targets, "--cores", "2"]
+    proc = start_in_own_group(
+        [*args, "--configfile", "mirror.yaml"], workdir, env, tmp_path / "interrupted.log"
+    )
     try:
         deadline = time.monotonic() + 120
         # Hopper's splits need its datasets: a finished splits job is InvertedPendulum's

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from workflow_copy import copy_workflow
+from workflow_copy import copy_workflow, start_in_own_group
 from workflow_copy import job_counts as _job_counts
 from workflow_copy import run_snakemake as _snakemake
 
@@ -240,18 +240,8 @@ def _start_tiny(workdir: Path, target: str, output: Path) -> subprocess.Popen:
         "PYTHONWARNINGS": "ignore",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    with output.open("w") as log:
-        return subprocess.Popen(
-            [*SNAKEMAKE, target, "--cores", "2", "--configfile", ".test/config.yaml"],
-            cwd=workdir,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            # a test run started in the background of a non-interactive shell inherits SIGINT as
-            # ignored, and Python then never raises KeyboardInterrupt: restore the default handler
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
+    args = [*SNAKEMAKE, target, "--cores", "2", "--configfile", ".test/config.yaml"]
+    return start_in_own_group(args, workdir, env, output)
 
 
 def _wait_for_finished(proc: subprocess.Popen, output: Path, rule: str, timeout: float) -> None:
@@ -479,6 +469,22 @@ def test_a_variant_runs_only_what_it_changes_and_reuses_the_rest(tiny_run, tmp_p
     }
 
 
+def _refused_by_selection(
+    study: Path, name: str, problem: str, cores: str = "2"
+) -> subprocess.CompletedProcess:
+    """Run the tiny study's results in ``study``: it must fail at InvertedPendulum's selection,
+    whose log names the table ``name``, the ``problem`` and the command that rebuilds the table.
+    Returns the run."""
+    proc = _snakemake(
+        study, "results/results.csv", "--cores", cores, "--configfile", ".test/config.yaml"
+    )
+    assert proc.returncode != 0
+    log = (study / "logs/select/InvertedPendulum.log").read_text()
+    assert name in log and problem in log, log[-3000:]
+    assert f"snakemake --forcerun {name}" in log, log[-3000:]
+    return proc
+
+
 @pytest.mark.slow
 def test_non_finite_validation_table_fails_selection_naming_it(resumed_run):
     """A validation-phase table holding a non-finite value stops the selection, before the test
@@ -490,13 +496,7 @@ def test_non_finite_validation_table_fails_selection_naming_it(resumed_run):
     head, _, source = lines[3].rsplit(",", 2)  # the value is the last cell but one
     table.write_text("".join([*lines[:3], f"{head},nan,{source}", *lines[4:]]))
     try:
-        proc = _snakemake(
-            resumed_run, "results/results.csv", "--cores", "1", "--configfile", ".test/config.yaml"
-        )
-        assert proc.returncode != 0
-        log = (resumed_run / "logs/select/InvertedPendulum.log").read_text()
-        assert name in log and "non-finite value" in log, log[-3000:]
-        assert f"snakemake --forcerun {name}" in log, log[-3000:]
+        proc = _refused_by_selection(resumed_run, name, "non-finite value", cores="1")
         assert "Rule: evaluate_test" not in proc.stdout + proc.stderr
     finally:
         table.write_text(text)
@@ -529,13 +529,7 @@ def test_cut_metric_table_fails_selection_naming_it(request, evaluation):
     name = f"{tables}/InvertedPendulum/seed0/pnc/base.csv"
     table = study / name
     table.write_text("".join(table.read_text().splitlines(keepends=True)[:14]))
-    proc = _snakemake(
-        study, "results/results.csv", "--cores", "2", "--configfile", ".test/config.yaml"
-    )
-    assert proc.returncode != 0
-    log = (study / "logs/select/InvertedPendulum.log").read_text()
-    assert name in log and "incomplete metric tables" in log, log[-3000:]
-    assert f"snakemake --forcerun {name}" in log, log[-3000:]
+    _refused_by_selection(study, name, "incomplete metric tables")
     proc = _snakemake(
         study, "results/results.csv", "--cores", "2", "--forcerun", name,
         "--configfile", ".test/config.yaml", timeout=600,

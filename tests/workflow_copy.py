@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -50,3 +51,21 @@ def job_counts(output: str) -> dict[str, int]:
         counts[name] = int(count)
     counts["total"] = int(match.group(2))
     return counts
+
+
+def start_in_own_group(args: list[str], cwd: Path, env: dict, output: Path) -> subprocess.Popen:
+    """Start ``args`` in ``cwd`` in a process group of its own (so that a test can signal the
+    whole group: Snakemake and its jobs), stdout and stderr going to ``output``."""
+    with output.open("w") as log:
+        return subprocess.Popen(
+            args,
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # a run started in the background of a non-interactive shell inherits SIGINT as
+            # ignored, and Python then never raises KeyboardInterrupt: restore the default
+            # handler, as a terminal's Ctrl-C finds it
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
