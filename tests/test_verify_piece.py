@@ -180,7 +180,11 @@ def test_bad_input_exits_2_naming_the_problem(store, tmp_path, capsys):
     assert main(args) == 2
     assert "no piece of InvertedPendulum seed 7" in capsys.readouterr().err
     assert main(["verify-piece", ENV, "2", "--study", str(tmp_path), "--store", str(store)]) == 2
-    assert "no metric tables of InvertedPendulum seed 2" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no metric tables of InvertedPendulum seed 2" in err and "two-phase" not in err
+    (tmp_path / "results" / "validation" / ENV / "seed2").mkdir(parents=True)
+    assert main(["verify-piece", ENV, "2", "--study", str(tmp_path), "--store", str(store)]) == 2
+    assert "evaluation=full" in capsys.readouterr().err  # a two-phase study is named as such
     study = _rerun(store, tmp_path)
     table = next((study / verify.metric_dir(ENV, 2) / "swag").glob("*.csv"))
     table.write_bytes(table.read_bytes()[:-20])  # cut mid-row

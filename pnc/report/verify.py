@@ -331,7 +331,15 @@ def verify_piece(
     rerun_paths = _tables(study, env, seed)
     if not rerun_paths:
         where = study / metric_dir(env, seed)
-        raise PieceError(f"no metric tables of {env} seed {seed} under {where}")
+        message = f"no metric tables of {env} seed {seed} under {where}"
+        if (study / "results" / "validation" / env / f"seed{seed}").is_dir():
+            # a two-phase study scores the test splits only for the planned configurations
+            message += (
+                "; the study ran the two-phase evaluation (results/validation, results/test), and"
+                " the stored pieces hold every configuration on every split: re-run the piece with"
+                " `--config evaluation=full`"
+            )
+        raise PieceError(message)
     stored = read_tables(p for s in seeds for p in _tables(store, env, s))
     rerun = read_tables(rerun_paths)
     byte_report = compare_bytes(study, store, env, seed)
