@@ -181,10 +181,8 @@ def test_bad_input_exits_2_naming_the_problem(store, tmp_path, capsys):
     assert "no piece of InvertedPendulum seed 7" in capsys.readouterr().err
     assert main(["verify-piece", ENV, "2", "--study", str(tmp_path), "--store", str(store)]) == 2
     err = capsys.readouterr().err
-    assert "no metric tables of InvertedPendulum seed 2" in err and "two-phase" not in err
-    (tmp_path / "results" / "validation" / ENV / "seed2").mkdir(parents=True)
-    assert main(["verify-piece", ENV, "2", "--study", str(tmp_path), "--store", str(store)]) == 2
-    assert "evaluation=full" in capsys.readouterr().err  # a two-phase study is named as such
+    assert "no metric tables of InvertedPendulum seed 2" in err
+    assert "nor" in err and verify.validation_dir(ENV, 2) in err  # both layouts named
     study = _rerun(store, tmp_path)
     table = next((study / verify.metric_dir(ENV, 2) / "swag").glob("*.csv"))
     table.write_bytes(table.read_bytes()[:-20])  # cut mid-row
@@ -205,3 +203,109 @@ def test_a_re_run_missing_a_method_is_refused_unless_partial(store, tmp_path, ca
     assert report["missing_methods"] == ["laplace"] and not report["byte_identical"]
     assert report["verdict"].startswith("within the seeds' spread (partial")
     assert {r["method"] for r in report["metrics"]} == {"swag", "mc_dropout"}
+
+
+# ------------------------------------------------------------------ a re-run with two phases
+
+
+def _two_phase(store: Path, tmp_path: Path, tested=None, seed: int = 2) -> Path:
+    """The stored seed laid out as ``evaluation: two_phase`` writes it: every run's validation rows
+    (and frontier-sample rows, which the store lacks) under ``results/validation``, the test splits
+    of ``tested[method]`` (default: the stored choice, both calibrations) under ``results/test``."""
+    for method in METHODS:
+        config = (tested or {}).get(method) or _selected(store, method)[0]
+        test_rows = []
+        for path in sorted((store / verify.metric_dir(ENV, seed) / method).glob("*.csv")):
+            frame = pd.read_csv(path, dtype={"config": str}, keep_default_na=False)
+            val = frame[frame["split"] == "val"]
+            sample = frame[frame["split"] == "id"].assign(split="id_sample", value=123.0)
+            out = tmp_path / verify.validation_dir(ENV, seed) / method / path.name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            pd.concat([val, sample]).to_csv(out, index=False)
+            test_rows.append(frame[(frame["split"] != "val") & (frame["config"] == config)])
+        out = tmp_path / verify.test_dir(ENV, seed) / f"{method}.csv"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pd.concat(test_rows).to_csv(out, index=False)
+    return tmp_path
+
+
+def test_a_two_phase_copy_of_the_stored_seed_has_identical_values(store, tmp_path, capsys):
+    study = _two_phase(store, tmp_path)
+    args = ["verify-piece", ENV, "2", "--study", str(study), "--store", str(store)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "identical values" in out and "equals the stored piece's: 10 of 10" in out
+    report = verify.verify_piece(study, store, ENV, 2)
+    assert report["layout"] == "two_phase" and report["byte_identical"]
+    assert report["verdict"] == "identical values" and report["unchecked_choices"] == []
+    assert report["rows_outside"] == 0
+    # the stored choice of every method, on every split the store holds (no frontier sample)
+    checked = {(r["method"], r["config"]) for r in report["metrics"]}
+    assert checked == {(m, _selected(store, m)[0]) for m in METHODS}
+    assert {r["split"] for r in report["metrics"]} == {"val", "id", "near", "far"}
+    # the full layout's check of the same seed reads the same rows
+    full = verify.verify_piece(_rerun(store, tmp_path / "full"), store, ENV, 2)
+    assert full["verdict"] == "byte-identical" and full["selection"] == report["selection"]
+    mine = {(r["method"], r["calibration"], r["split"], r["metric"]) for r in report["metrics"]}
+    theirs = {(r["method"], r["calibration"], r["split"], r["metric"]) for r in full["metrics"]}
+    assert theirs <= mine  # both calibrations of the choice are scored on the test splits
+
+
+def test_a_two_phase_change_is_found_in_either_phase(store, tmp_path):
+    study = _two_phase(store, tmp_path)
+    table = study / verify.test_dir(ENV, 2) / "swag.csv"
+    frame = pd.read_csv(table, dtype={"config": str}, keep_default_na=False)
+    far = (frame["split"] == "far") & (frame["metric"] == "rmse")
+    frame.loc[far, "value"] *= 1 + 1e-4
+    frame.to_csv(table, index=False)
+    report = verify.verify_piece(study, store, ENV, 2)
+    assert report["verdict"] == "within the seeds' spread"
+    assert report["bytes"]["different"] == [f"{verify.test_dir(ENV, 2)}/swag.csv"]
+    frame.loc[far, "value"] *= 50
+    frame.to_csv(table, index=False)
+    report = verify.verify_piece(study, store, ENV, 2)
+    assert report["verdict"] == "outside the seeds' spread"
+    assert (report["largest"]["method"], report["largest"]["split"]) == ("swag", "far")
+    # a validation value: the table is named, the selection recomputed from it
+    study = _two_phase(store, tmp_path / "val")
+    config, calibration = _selected(store, "laplace")
+    path = next((study / verify.validation_dir(ENV, 2) / "laplace").glob("*.csv"))
+    frame = pd.read_csv(path, dtype={"config": str}, keep_default_na=False)
+    nll = (frame["metric"] == "nll") & (frame["split"] == "val") & (frame["config"] == config)
+    frame.loc[nll, "value"] += 1e3
+    frame.to_csv(path, index=False)
+    report = verify.verify_piece(study, store, ENV, 2)
+    assert report["bytes"]["different"] == [path.relative_to(study).as_posix()]
+    assert not report["selection"]["laplace"]["same"]
+
+
+def test_a_two_phase_re_run_that_tested_another_choice_says_so(store, tmp_path, capsys):
+    config, _ = _selected(store, "mc_dropout")
+    frame = pd.concat(
+        pd.read_csv(p, dtype={"config": str})
+        for p in (store / verify.metric_dir(ENV, 2) / "mc_dropout").glob("*.csv")
+    )
+    other = next(c for c in dict.fromkeys(frame["config"]) if c != config)
+    study = _two_phase(store, tmp_path, tested={"mc_dropout": other})
+    args = ["verify-piece", ENV, "2", "--study", str(study), "--store", str(store)]
+    assert main(args) == 0
+    assert "not scored on the test splits by the re-run" in capsys.readouterr().out
+    report = verify.verify_piece(study, store, ENV, 2)
+    assert report["unchecked_choices"] == ["mc_dropout"]
+    assert {r["config"] for r in report["metrics"] if r["method"] == "mc_dropout"} == {other}
+
+
+def test_a_two_phase_re_run_lacking_a_phase_is_named(store, tmp_path, capsys):
+    study = _two_phase(store, tmp_path)
+    (study / verify.test_dir(ENV, 2) / "laplace.csv").unlink()
+    args = ["verify-piece", ENV, "2", "--study", str(study), "--store", str(store)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "lacks the metric tables of ['laplace']" in err and "laplace has no test tables" in err
+    assert main([*args, "--partial"]) == 0
+    report = verify.verify_piece(study, store, ENV, 2, partial=True)
+    assert report["missing_methods"] == ["laplace"] and not report["byte_identical"]
+    assert {r["method"] for r in report["metrics"]} == {"swag", "mc_dropout"}
+    shutil.rmtree(study / verify.test_dir(ENV, 2))
+    assert main(args) == 2
+    assert "its test phase has not run" in capsys.readouterr().err

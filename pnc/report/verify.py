@@ -9,18 +9,27 @@ the reference's seeds do. :func:`verify_piece` answers both, at the level the st
 conclusions live:
 
 - **bytes**: each stored metric table of the (env, seed) against the re-run's file of the same
-  path (SHA-256);
+  path (SHA-256); for a re-run with the two-phase evaluation, whose tables are laid out otherwise,
+  each of its tables' values against the stored piece's values of the same rows;
 - **selection**: the cross-seed selection (:func:`cross_seed_selection`, the study's rule: mean
   validation NLL over the stored seeds) recomputed with the re-run's tables in place of the stored seed's:
   the same (config, calibration) per method, or which one it moves to;
-- **metrics**: for the selected (config, calibration) of every method, every (split, metric)
-  value of the re-run against the stored seeds' values of that row: the statistic
+- **metrics**: for the selected (config, calibration) of every method (with the two-phase
+  evaluation: every (config, calibration) the re-run scored on the test splits), every (split,
+  metric) value of the re-run against the stored seeds' values of that row: the statistic
   ``t = (x - mean) / (sd * sqrt(1 + 1/n))`` is Student-t with ``n - 1`` degrees of freedom when
   ``x`` is one more draw from the seeds' distribution (a prediction interval), and the re-run is
   *within the spread* when every row's ``|t|`` is below the two-sided quantile at level
   ``alpha / rows`` (Bonferroni over the rows checked, family-wise ``alpha``, default 0.05). A
   row whose stored seeds all agree (``sd = 0``) is within only when the re-run's value equals
   theirs to 1e-9 relative.
+
+The re-run may come from either evaluation mode (docs/workflow.md, ``evaluation``): ``full``
+writes every configuration on every split under ``results/metrics/ENV/seedS`` (the stored pieces'
+layout); ``two_phase`` writes every configuration's validation rows under
+``results/validation/ENV/seedS/METHOD/`` and the test splits of the planned configurations under
+``results/test/ENV/seedS/METHOD.csv`` (its frontier-sample rows, which the stored pieces do not
+hold, are not checked).
 
 Seeds are a conservative yardstick: they vary the splits and the training noise, a re-run of one
 seed only the latter. A re-run outside the spread is a finding to explain, not rounding.
@@ -35,8 +44,9 @@ a table is missing or malformed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +58,7 @@ from pnc.report.pieces import MANIFESTS, PieceError
 from pnc.runtime.io import ArtifactError, file_sha256
 from pnc.studies.mujoco.results import (
     CALIBRATIONS,
+    SAMPLED_SPLITS,
     SELECTION_METRIC,
     SELECTION_SPLIT,
     read_csv,
@@ -62,13 +73,87 @@ ALPHA = 0.05
 ZERO_SPREAD_RTOL = 1e-9
 
 
+#: The key of a metric row: one value per (method, candidate, split, metric) of an (env, seed).
+ROW_KEY = ["method", "config", "calibration", "split", "metric"]
+
+
 def metric_dir(env: str, seed: int) -> str:
-    """Path of an (env, seed)'s metric tables relative to a study: ``results/metrics/ENV/seedS``."""
+    """Path of an (env, seed)'s metric tables relative to a study: ``results/metrics/ENV/seedS``
+    (``evaluation: full``, the stored pieces' layout; one folder per method)."""
     return f"results/metrics/{env}/seed{seed}"
+
+
+def validation_dir(env: str, seed: int) -> str:
+    """The validation phase's tables of ``evaluation: two_phase`` relative to a study:
+    ``results/validation/ENV/seedS`` (one folder per method, one table per run)."""
+    return f"results/validation/{env}/seed{seed}"
+
+
+def test_dir(env: str, seed: int) -> str:
+    """The test phase's tables of ``evaluation: two_phase`` relative to a study:
+    ``results/test/ENV/seedS`` (one table per method)."""
+    return f"results/test/{env}/seed{seed}"
 
 
 def _tables(root: Path, env: str, seed: int) -> list[Path]:
     return sorted((root / metric_dir(env, seed)).rglob("*.csv"))
+
+
+@dataclasses.dataclass(frozen=True)
+class RerunTables:
+    """A re-run's metric tables of one (env, seed), in the layout its evaluation mode wrote.
+
+    Attributes:
+        layout: ``"full"`` (``results/metrics``) or ``"two_phase"`` (``results/validation`` and
+            ``results/test``).
+        by_method: ``{method: [table paths]}``; with ``two_phase`` only the methods that have both
+            validation and test tables.
+        incomplete: ``two_phase``: methods with tables of one phase only (``{method: phase
+            missing}``).
+    """
+
+    layout: str
+    by_method: dict[str, list[Path]]
+    incomplete: dict[str, str]
+
+    @property
+    def paths(self) -> list[Path]:
+        return [p for paths in self.by_method.values() for p in paths]
+
+
+def rerun_tables(study: str | Path, env: str, seed: int) -> RerunTables:
+    """Find a re-run's metric tables of (env, seed) in either evaluation mode's layout.
+
+    Raises:
+        PieceError: the study has no tables of (env, seed), or validation tables without any test
+            table (the test phase has not run).
+    """
+    study = Path(study)
+    full = _tables(study, env, seed)
+    if full:
+        by_method: dict[str, list[Path]] = {}
+        for path in full:
+            by_method.setdefault(path.parent.name, []).append(path)
+        return RerunTables("full", by_method, {})
+    validation = sorted((study / validation_dir(env, seed)).glob("*/*.csv"))
+    if not validation:
+        raise PieceError(
+            f"no metric tables of {env} seed {seed} under {study / metric_dir(env, seed)} "
+            f"(evaluation: full) nor {study / validation_dir(env, seed)} (evaluation: two_phase)"
+        )
+    test = {p.stem: p for p in sorted((study / test_dir(env, seed)).glob("*.csv"))}
+    if not test:
+        raise PieceError(
+            f"{env} seed {seed} has validation tables under {study / validation_dir(env, seed)} "
+            f"but no test tables under {study / test_dir(env, seed)}: its test phase has not run"
+        )
+    val_by_method: dict[str, list[Path]] = {}
+    for path in validation:
+        val_by_method.setdefault(path.parent.name, []).append(path)
+    by_method = {m: [*paths, test[m]] for m, paths in val_by_method.items() if m in test}
+    incomplete = {m: "test" for m in val_by_method if m not in test}
+    incomplete.update({m: "validation" for m in test if m not in val_by_method})
+    return RerunTables("two_phase", by_method, dict(sorted(incomplete.items())))
 
 
 def read_tables(paths: Iterable[Path]) -> pd.DataFrame:
@@ -160,6 +245,48 @@ def compare_bytes(study: str | Path, store: str | Path, env: str, seed: int) -> 
     return out
 
 
+def compare_values(
+    stored: pd.DataFrame, study: str | Path, tables: RerunTables, seed: int
+) -> dict[str, Any]:
+    """A two-phase re-run's tables against the stored piece of the same seed, value by value.
+
+    The stored pieces hold every configuration on every split in the ``full`` layout, so the files
+    cannot be compared; each row of a re-run table (frontier-sample rows aside) is looked up by
+    (method, config, calibration, split, metric) among the stored seed's rows and its value
+    compared exactly (both written in the same format).
+
+    Args:
+        stored: metric rows of the store (any seeds; ``seed``'s are used).
+        study: the re-run's study directory.
+        tables: its :func:`rerun_tables` (``two_phase``).
+        seed: the piece's seed.
+
+    Returns:
+        Like :func:`compare_bytes`, paths relative to the study: ``identical`` (every row equals
+        the stored one), ``different`` (a value differs or a row has no stored counterpart),
+        ``missing`` (the stored methods the re-run has no tables of, named by their validation
+        folder) and ``extra`` (methods the store does not have).
+    """
+    study = Path(study)
+    mine = stored[stored["seed"] == seed].set_index(ROW_KEY)["value"]
+    out: dict[str, list[str]] = {"identical": [], "different": [], "missing": [], "extra": []}
+    stored_methods = set(mine.index.get_level_values("method"))
+    for method, paths in tables.by_method.items():
+        if method not in stored_methods:
+            out["extra"].append(f"{validation_dir(str(stored['env'].iloc[0]), seed)}/{method}")
+            continue
+        for path in paths:
+            rows = read_tables([path])
+            rows = rows[~rows["split"].isin(SAMPLED_SPLITS)].set_index(ROW_KEY)["value"]
+            theirs = mine.reindex(rows.index)
+            same = bool(np.array_equal(rows.to_numpy(), theirs.to_numpy()))
+            out["identical" if same else "different"].append(path.relative_to(study).as_posix())
+    env = str(stored["env"].iloc[0])
+    for method in sorted(stored_methods - set(tables.by_method)):
+        out["missing"].append(f"{validation_dir(env, seed)}/{method}")
+    return out
+
+
 def _val_nll(frame: pd.DataFrame, method: str, candidate: tuple[str, str]) -> pd.Series:
     """Validation NLL of one candidate per seed (indexed by seed)."""
     rows = frame[
@@ -228,16 +355,17 @@ def compare_metrics(
     stored: pd.DataFrame,
     rerun: pd.DataFrame,
     seed: int,
-    selected: dict[str, tuple[str, str]],
+    selected: Mapping[str, tuple[str, str]] | Iterable[tuple[str, str, str]],
     alpha: float = ALPHA,
 ) -> pd.DataFrame:
-    """Every (split, metric) row of each method's selected candidate against the stored seeds.
+    """Every (split, metric) row of the given candidates against the stored seeds.
 
     Args:
         stored: the stored seeds' metric rows of one environment.
         rerun: the re-run's metric rows of (env, seed).
         seed: the re-run's seed (its stored value is reported beside, ``stored_same_seed``).
-        selected: ``{method: (config, calibration)}``, the rows to check.
+        selected: the candidates to check: ``{method: (config, calibration)}`` (each method's
+            selected one) or ``(method, config, calibration)`` triples.
         alpha: family-wise level over the rows checked.
 
     Returns:
@@ -249,8 +377,10 @@ def compare_metrics(
         PieceError: a selected candidate has no rows in the re-run, or a row of the re-run has
             no stored values.
     """
+    if isinstance(selected, Mapping):
+        selected = [(m, c, k) for m, (c, k) in selected.items()]
     rows = []
-    for method, (config, calibration) in selected.items():
+    for method, config, calibration in selected:
         sel = lambda f, m=method, c=config, k=calibration: f[
             (f["method"] == m) & (f["config"] == c) & (f["calibration"] == k)
         ]
@@ -306,19 +436,24 @@ def verify_piece(
     """Compare the re-run piece of (env, seed) in ``study`` with the stored reference in ``store``.
 
     Args:
-        study: the re-run's study directory (``results/metrics/ENV/seedS/`` inside it).
+        study: the re-run's study directory, run with either evaluation mode
+            (:func:`rerun_tables`).
         store: a pieces store holding every seed of ``env`` (``docs/results/offline/pieces``).
         env, seed: the piece.
         alpha: family-wise level of the metric check.
         partial: check only the methods whose tables the re-run has (the others are listed in
-            ``missing_methods``); without it a re-run lacking a stored table is refused.
+            ``missing_methods``); without it a re-run lacking a stored method is refused.
 
     Returns:
-        A JSON-ready record: ``bytes`` (:func:`compare_bytes`), ``byte_identical``,
+        A JSON-ready record: ``layout`` (the re-run's evaluation mode), ``bytes``
+        (:func:`compare_bytes`; :func:`compare_values` for ``two_phase``), ``byte_identical``,
         ``selection`` (:func:`compare_selection`), ``selection_same``, ``metrics`` (the rows of
-        :func:`compare_metrics`), ``within_spread``, ``largest`` (the row of largest ``|t|``) and
-        ``verdict``: ``"byte-identical"``, ``"within the seeds' spread"`` or ``"outside the
-        seeds' spread"``.
+        :func:`compare_metrics`: each method's stored choice, or with ``two_phase`` every
+        candidate the re-run scored on the test splits), ``unchecked_choices`` (``two_phase``:
+        the methods whose stored choice the re-run did not score on the test splits, so that
+        only its validation rows enter the selection), ``within_spread``, ``largest`` (the row
+        of largest ``|t|``) and ``verdict``: ``"byte-identical"`` (``two_phase``: ``"identical
+        values"``), ``"within the seeds' spread"`` or ``"outside the seeds' spread"``.
 
     Raises:
         PieceError: the store lacks the seed, or the re-run lacks tables.
@@ -328,34 +463,40 @@ def verify_piece(
     seeds = stored_seeds(store, env)
     if seed not in seeds:
         raise PieceError(f"the store {store} has no piece of {env} seed {seed} (it has {seeds})")
-    rerun_paths = _tables(study, env, seed)
-    if not rerun_paths:
-        where = study / metric_dir(env, seed)
-        message = f"no metric tables of {env} seed {seed} under {where}"
-        if (study / "results" / "validation" / env / f"seed{seed}").is_dir():
-            # a two-phase study scores the test splits only for the planned configurations
-            message += (
-                "; the study ran the two-phase evaluation (results/validation, results/test), and"
-                " the stored pieces hold every configuration on every split: re-run the piece with"
-                " `--config evaluation=full`"
-            )
-        raise PieceError(message)
+    tables = rerun_tables(study, env, seed)
     stored = read_tables(p for s in seeds for p in _tables(store, env, s))
-    rerun = read_tables(rerun_paths)
-    byte_report = compare_bytes(study, store, env, seed)
-    # a method is checked only when every stored table of it was re-run
-    missing_methods = sorted({Path(rel).parts[-2] for rel in byte_report["missing"]})
-    have = set(rerun["method"]) - set(missing_methods)
-    rerun = rerun[rerun["method"].isin(have)]
+    rerun = read_tables(tables.paths) if tables.paths else None
+    if tables.layout == "full":
+        byte_report = compare_bytes(study, store, env, seed)
+        # a method is checked only when every stored table of it was re-run
+        missing_methods = sorted({Path(rel).parts[-2] for rel in byte_report["missing"]})
+    else:
+        byte_report = compare_values(stored, study, tables, seed)
+        missing_methods = sorted({Path(rel).name for rel in byte_report["missing"]})
     if missing_methods and not partial:
+        where = byte_report["missing"][0]
+        incomplete = "".join(
+            f"; {m} has no {phase} tables" for m, phase in tables.incomplete.items()
+        )
         raise PieceError(
             f"the re-run of {env} seed {seed} lacks the metric tables of {missing_methods} "
-            f"(e.g. {byte_report['missing'][0]}); re-run them, or check the rest with --partial"
+            f"(e.g. {where}){incomplete}; re-run them, or check the rest with --partial"
         )
+    if rerun is None:
+        raise PieceError(f"the re-run of {env} seed {seed} has no method with both phases' tables")
+    have = set(rerun["method"]) - set(missing_methods)
+    rerun = rerun[rerun["method"].isin(have) & ~rerun["split"].isin(SAMPLED_SPLITS)]
     stored = stored[stored["method"].isin(have)]
     selection = compare_selection(stored, rerun, env, seed, seeds, alpha)
-    selected = {m: tuple(rec["stored"]) for m, rec in selection.items()}
-    metrics = compare_metrics(stored, rerun, seed, selected, alpha)
+    unchecked: list[str] = []
+    if tables.layout == "full":
+        candidates: Any = {m: tuple(rec["stored"]) for m, rec in selection.items()}
+    else:
+        tested = rerun[rerun["split"] != SELECTION_SPLIT]
+        candidates = list(dict.fromkeys(zip(*(tested[c] for c in ROW_KEY[:3]), strict=True)))
+        scored = set(candidates)
+        unchecked = [m for m, rec in selection.items() if (m, *rec["stored"]) not in scored]
+    metrics = compare_metrics(stored, rerun, seed, candidates, alpha)
     identical = not (byte_report["different"] or byte_report["missing"])
     within = bool(metrics["within"].all())
     same = all(rec["near_tie"] for rec in selection.values())
@@ -364,13 +505,14 @@ def verify_piece(
     elif missing_methods:
         verdict = f"within the seeds' spread (partial: {len(missing_methods)} method(s) not re-run)"
     elif identical:
-        verdict = "byte-identical"
+        verdict = "byte-identical" if tables.layout == "full" else "identical values"
     else:
         verdict = "within the seeds' spread"
     records = metrics.to_dict(orient="records")
     return {
         "env": env,
         "seed": seed,
+        "layout": tables.layout,
         "stored_seeds": seeds,
         "alpha": alpha,
         "bytes": byte_report,
@@ -378,6 +520,7 @@ def verify_piece(
         "missing_methods": missing_methods,
         "selection": selection,
         "selection_same": same,
+        "unchecked_choices": unchecked,
         "metrics": records,
         "rows_checked": len(records),
         "rows_outside": int((~metrics["within"]).sum()),
@@ -392,11 +535,22 @@ def summary(report: dict[str, Any], rows: int = 5) -> Iterable[str]:
     b = report["bytes"]
     n = len(b["identical"]) + len(b["different"]) + len(b["missing"])
     yield f"{report['env']} seed {report['seed']}: {report['verdict']}"
-    yield f"  metric tables byte-identical: {len(b['identical'])} of {n}" + (
+    what = (
+        "metric tables byte-identical"
+        if report["layout"] == "full"
+        else "tables (two-phase evaluation) whose every value equals the stored piece's"
+    )
+    yield f"  {what}: {len(b['identical'])} of {n}" + (
         f" (missing: {', '.join(b['missing'])})" if b["missing"] else ""
     )
     if report["missing_methods"]:
         yield f"  not re-run, not checked: {', '.join(report['missing_methods'])}"
+    if report["unchecked_choices"]:
+        yield (
+            "  the stored choice not scored on the test splits by the re-run (its validation rows"
+            f" enter the selection; the candidates it scored are checked): "
+            f"{', '.join(report['unchecked_choices'])}"
+        )
     for method, rec in report["selection"].items():
         if not rec["same"]:
             yield (
