@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import update_config
-from workflow_copy import copy_workflow
+from workflow_copy import config_error, copy_workflow
 from workflow_copy import job_counts as _job_counts
 from workflow_copy import run_snakemake as _snakemake
 
@@ -248,9 +249,7 @@ def test_paper_protocol_dag(workdir, evaluation):
     # evaluation jobs: pnc, pnc_nocorr, swag, laplace (base), subspace, deep_ensemble and its
     # mixture reading (one shared run), 5 x mc_dropout; the test phase: one per (env, seed)
     phases = (
-        {"evaluate_test": n_env * n_seed, "assemble": n_env}
-        if evaluation == "two_phase"
-        else {}
+        {"evaluate_test": n_env * n_seed, "assemble": n_env} if evaluation == "two_phase" else {}
     )
     expected = {
         "minari_data": n_env,
@@ -424,10 +423,10 @@ def test_jax_stages_declare_their_gpus_from_the_config():
     }
 
 
-def _rejected_config_message(workdir, tmp_path, change, whole=False) -> str:
-    """Dry run on the tiny config changed by ``change``: it must fail; returns its output. The
-    tiny config is an overlay of config.yaml; ``whole``: the merged config, passed with
-    --replace-workflow-config as the whole config (an overlay cannot remove a key)."""
+def _bad_config(workdir, tmp_path, change, whole=False) -> Path:
+    """The tiny config changed by ``change``, written to a file. The tiny config is an overlay of
+    config.yaml; ``whole``: the merged config, to be passed with --replace-workflow-config as the
+    whole config (an overlay cannot remove a key)."""
     config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
     if whole:
         merged = yaml.safe_load((workdir / "config.yaml").read_text())
@@ -437,10 +436,17 @@ def _rejected_config_message(workdir, tmp_path, change, whole=False) -> str:
     change(config)
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    flags = ["--replace-workflow-config"] if whole else []
-    proc = _snakemake(workdir, "-n", *flags, "--configfile", str(path))
-    assert proc.returncode != 0
-    return proc.stdout + proc.stderr
+    return path
+
+
+def _rejected_config_message(workdir, tmp_path, change, whole=False) -> str:
+    """The workflow's DAG built in this process on the changed config must stop with a
+    WorkflowError (Snakemake prints its message alone, no traceback); returns the message.
+    ``test_a_rejected_config_prints_its_message_alone`` checks what the command line prints."""
+    path = _bad_config(workdir, tmp_path, change, whole)
+    err = config_error(workdir, "Snakefile", path, replace=whole)
+    assert isinstance(err, WorkflowError), repr(err)
+    return str(err)
 
 
 @pytest.mark.parametrize(
@@ -550,7 +556,34 @@ def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named)
     message = _rejected_config_message(workdir, tmp_path, change)
     for word in named:
         assert word in message, message[-3000:]
+    assert len(message.splitlines()) < 30, message[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("change", "whole", "named"),
+    [
+        (lambda c: c.update(envs=["Cartpole"]), False, ["envs[0] = 'Cartpole'"]),
+        (
+            lambda c: c["methods"]["pnc"]["fixed"].update(layers=[0, 5]),
+            False,
+            ["methods.pnc.layers", "model.hidden"],
+        ),
+        (lambda c: c.pop("envs"), True, ["(top level): missing required key(s) envs"]),
+    ],
+    ids=["schema", "across-keys", "whole-config"],
+)
+def test_a_rejected_config_prints_its_message_alone(workdir, tmp_path, change, whole, named):
+    """On the command line (``snakemake -n``): a non-zero exit, the message, no job planned, no
+    traceback, no schema or config dump."""
+    path = _bad_config(workdir, tmp_path, change, whole)
+    flags = ["--replace-workflow-config"] if whole else []
+    proc = _snakemake(workdir, "-n", *flags, "--configfile", str(path))
+    message = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    for word in named:
+        assert word in message, message[-3000:]
     assert "Job stats" not in message  # rejected before any job is planned
+    assert "Traceback" not in message and "additionalProperties" not in message
     assert len(message.splitlines()) < 30, message[-3000:]
 
 

@@ -69,3 +69,44 @@ def start_in_own_group(args: list[str], cwd: Path, env: dict, output: Path) -> s
             # handler, as a terminal's Ctrl-C finds it
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
+
+
+def config_error(workdir: Path, snakefile: str, configfile: Path, replace: bool = False):
+    """Build the DAG of ``workdir / snakefile`` on ``configfile`` in this process, as ``snakemake
+    -n --configfile FILE`` does (``replace``: ``--replace-workflow-config``), and return the
+    exception that stops it (``None`` when the DAG builds).
+
+    The workflow's own files run unchanged (its config checks included); starting no interpreter,
+    a check costs a fraction of a second instead of a Snakemake process's start-up. What the
+    workflow sets in ``os.environ`` and ``sys.path``, and the working directory, are restored.
+    """
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.enums import Quietness
+    from snakemake.settings.types import (
+        ConfigSettings,
+        DAGSettings,
+        OutputSettings,
+        ResourceSettings,
+    )
+
+    environ, path, cwd = dict(os.environ), list(sys.path), os.getcwd()
+    output = OutputSettings(dryrun=True, quiet={Quietness.ALL}, enable_file_logging=False)
+    try:
+        with SnakemakeApi(output) as api:
+            workflow = api.workflow(
+                resource_settings=ResourceSettings(cores=1),
+                config_settings=ConfigSettings(
+                    configfiles=[Path(configfile)], replace_workflow_config=replace
+                ),
+                snakefile=Path(workdir) / snakefile,
+                workdir=Path(workdir),
+            )
+            workflow.dag(DAGSettings())
+    except Exception as err:  # noqa: BLE001 - the error is what the caller checks
+        return err
+    finally:
+        os.chdir(cwd)
+        sys.path[:] = path
+        os.environ.clear()
+        os.environ.update(environ)
+    return None
