@@ -561,12 +561,14 @@ def summary(report: dict[str, Any], rows: int = 5) -> Iterable[str]:
                 + ("a near tie)" if rec["near_tie"] else "beyond the seeds' noise)")
             )
     yield (
-        f"  {report['rows_checked']} selected-candidate rows against {len(report['stored_seeds'])} "
+        f"  {report['rows_checked']} "
+        + ("selected-candidate" if report["layout"] == "full" else "test-phase candidates'")
+        + f" rows against {len(report['stored_seeds'])} "
         f"stored seeds: {report['rows_outside']} outside |t| <= {report['metrics'][0]['limit']:.3g} "
         f"(family-wise alpha {report['alpha']})"
     )
     for r in report["metrics"][:rows]:
         yield (
-            f"    {r['method']} {r['split']} {r['metric']}: re-run {r['rerun']:.5g}, stored seed "
+            f"    {r['method']} ({r['calibration']}) {r['split']} {r['metric']}: re-run {r['rerun']:.5g}, stored seed "
             f"{r['stored_same_seed']:.5g}, seeds {r['mean']:.5g} +- {r['sd']:.3g}, t {r['t']:.2f}"
         )
