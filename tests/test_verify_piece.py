@@ -182,7 +182,7 @@ def test_bad_input_exits_2_naming_the_problem(store, tmp_path, capsys):
     assert main(["verify-piece", ENV, "2", "--study", str(tmp_path), "--store", str(store)]) == 2
     err = capsys.readouterr().err
     assert "no metric tables of InvertedPendulum seed 2" in err
-    assert "nor" in err and verify.validation_dir(ENV, 2) in err  # both layouts named
+    assert "nor" in err and verify.phase_dir("validation", ENV, 2) in err  # both layouts named
     study = _rerun(store, tmp_path)
     table = next((study / verify.metric_dir(ENV, 2) / "swag").glob("*.csv"))
     table.write_bytes(table.read_bytes()[:-20])  # cut mid-row
@@ -219,11 +219,11 @@ def _two_phase(store: Path, tmp_path: Path, tested=None, seed: int = 2) -> Path:
             frame = pd.read_csv(path, dtype={"config": str}, keep_default_na=False)
             val = frame[frame["split"] == "val"]
             sample = frame[frame["split"] == "id"].assign(split="id_sample", value=123.0)
-            out = tmp_path / verify.validation_dir(ENV, seed) / method / path.name
+            out = tmp_path / verify.phase_dir("validation", ENV, seed) / method / path.name
             out.parent.mkdir(parents=True, exist_ok=True)
             pd.concat([val, sample]).to_csv(out, index=False)
             test_rows.append(frame[(frame["split"] != "val") & (frame["config"] == config)])
-        out = tmp_path / verify.test_dir(ENV, seed) / f"{method}.csv"
+        out = tmp_path / verify.phase_dir("test", ENV, seed) / f"{method}.csv"
         out.parent.mkdir(parents=True, exist_ok=True)
         pd.concat(test_rows).to_csv(out, index=False)
     return tmp_path
@@ -253,14 +253,14 @@ def test_a_two_phase_copy_of_the_stored_seed_has_identical_values(store, tmp_pat
 
 def test_a_two_phase_change_is_found_in_either_phase(store, tmp_path):
     study = _two_phase(store, tmp_path)
-    table = study / verify.test_dir(ENV, 2) / "swag.csv"
+    table = study / verify.phase_dir("test", ENV, 2) / "swag.csv"
     frame = pd.read_csv(table, dtype={"config": str}, keep_default_na=False)
     far = (frame["split"] == "far") & (frame["metric"] == "rmse")
     frame.loc[far, "value"] *= 1 + 1e-4
     frame.to_csv(table, index=False)
     report = verify.verify_piece(study, store, ENV, 2)
     assert report["verdict"] == "within the seeds' spread"
-    assert report["bytes"]["different"] == [f"{verify.test_dir(ENV, 2)}/swag.csv"]
+    assert report["bytes"]["different"] == [f"{verify.phase_dir('test', ENV, 2)}/swag.csv"]
     frame.loc[far, "value"] *= 50
     frame.to_csv(table, index=False)
     report = verify.verify_piece(study, store, ENV, 2)
@@ -269,7 +269,7 @@ def test_a_two_phase_change_is_found_in_either_phase(store, tmp_path):
     # a validation value: the table is named, the selection recomputed from it
     study = _two_phase(store, tmp_path / "val")
     config, calibration = _selected(store, "laplace")
-    path = next((study / verify.validation_dir(ENV, 2) / "laplace").glob("*.csv"))
+    path = next((study / verify.phase_dir("validation", ENV, 2) / "laplace").glob("*.csv"))
     frame = pd.read_csv(path, dtype={"config": str}, keep_default_na=False)
     nll = (frame["metric"] == "nll") & (frame["split"] == "val") & (frame["config"] == config)
     frame.loc[nll, "value"] += 1e3
@@ -297,7 +297,7 @@ def test_a_two_phase_re_run_that_tested_another_choice_says_so(store, tmp_path, 
 
 def test_a_two_phase_re_run_lacking_a_phase_is_named(store, tmp_path, capsys):
     study = _two_phase(store, tmp_path)
-    (study / verify.test_dir(ENV, 2) / "laplace.csv").unlink()
+    (study / verify.phase_dir("test", ENV, 2) / "laplace.csv").unlink()
     args = ["verify-piece", ENV, "2", "--study", str(study), "--store", str(store)]
     assert main(args) == 2
     err = capsys.readouterr().err
@@ -306,6 +306,6 @@ def test_a_two_phase_re_run_lacking_a_phase_is_named(store, tmp_path, capsys):
     report = verify.verify_piece(study, store, ENV, 2, partial=True)
     assert report["missing_methods"] == ["laplace"] and not report["byte_identical"]
     assert {r["method"] for r in report["metrics"]} == {"swag", "mc_dropout"}
-    shutil.rmtree(study / verify.test_dir(ENV, 2))
+    shutil.rmtree(study / verify.phase_dir("test", ENV, 2))
     assert main(args) == 2
     assert "its test phase has not run" in capsys.readouterr().err

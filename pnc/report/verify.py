@@ -83,16 +83,19 @@ def metric_dir(env: str, seed: int) -> str:
     return f"results/metrics/{env}/seed{seed}"
 
 
-def validation_dir(env: str, seed: int) -> str:
-    """The validation phase's tables of ``evaluation: two_phase`` relative to a study:
-    ``results/validation/ENV/seedS`` (one folder per method, one table per run)."""
-    return f"results/validation/{env}/seed{seed}"
+#: The phases of ``evaluation: two_phase`` and their folders in a study (``{env}``, ``{seed}``):
+#: the validation phase's tables, one folder per method and one table per run; the test phase's,
+#: one table per method.
+PHASE_DIRS = {
+    "validation": "results/validation/{env}/seed{seed}",
+    "test": "results/test/{env}/seed{seed}",
+}
 
 
-def test_dir(env: str, seed: int) -> str:
-    """The test phase's tables of ``evaluation: two_phase`` relative to a study:
-    ``results/test/ENV/seedS`` (one table per method)."""
-    return f"results/test/{env}/seed{seed}"
+def phase_dir(phase: str, env: str, seed: int) -> str:
+    """The folder of a two-phase study's ``phase`` tables of (env, seed), relative to the study
+    (:data:`PHASE_DIRS`)."""
+    return PHASE_DIRS[phase].format(env=env, seed=seed)
 
 
 def _tables(root: Path, env: str, seed: int) -> list[Path]:
@@ -135,17 +138,18 @@ def rerun_tables(study: str | Path, env: str, seed: int) -> RerunTables:
         for path in full:
             by_method.setdefault(path.parent.name, []).append(path)
         return RerunTables("full", by_method, {})
-    validation = sorted((study / validation_dir(env, seed)).glob("*/*.csv"))
+    val_dir, test_dir = (study / phase_dir(p, env, seed) for p in ("validation", "test"))
+    validation = sorted(val_dir.glob("*/*.csv"))
     if not validation:
         raise PieceError(
             f"no metric tables of {env} seed {seed} under {study / metric_dir(env, seed)} "
-            f"(evaluation: full) nor {study / validation_dir(env, seed)} (evaluation: two_phase)"
+            f"(evaluation: full) nor {val_dir} (evaluation: two_phase)"
         )
-    test = {p.stem: p for p in sorted((study / test_dir(env, seed)).glob("*.csv"))}
+    test = {p.stem: p for p in sorted(test_dir.glob("*.csv"))}
     if not test:
         raise PieceError(
-            f"{env} seed {seed} has validation tables under {study / validation_dir(env, seed)} "
-            f"but no test tables under {study / test_dir(env, seed)}: its test phase has not run"
+            f"{env} seed {seed} has validation tables under {val_dir} but no test tables under "
+            f"{test_dir}: its test phase has not run"
         )
     val_by_method: dict[str, list[Path]] = {}
     for path in validation:
@@ -269,11 +273,12 @@ def compare_values(
     """
     study = Path(study)
     mine = stored[stored["seed"] == seed].set_index(ROW_KEY)["value"]
+    val_dir = phase_dir("validation", str(stored["env"].iloc[0]), seed)
     out: dict[str, list[str]] = {"identical": [], "different": [], "missing": [], "extra": []}
     stored_methods = set(mine.index.get_level_values("method"))
     for method, paths in tables.by_method.items():
         if method not in stored_methods:
-            out["extra"].append(f"{validation_dir(str(stored['env'].iloc[0]), seed)}/{method}")
+            out["extra"].append(f"{val_dir}/{method}")
             continue
         for path in paths:
             rows = read_tables([path])
@@ -281,9 +286,8 @@ def compare_values(
             theirs = mine.reindex(rows.index)
             same = bool(np.array_equal(rows.to_numpy(), theirs.to_numpy()))
             out["identical" if same else "different"].append(path.relative_to(study).as_posix())
-    env = str(stored["env"].iloc[0])
     for method in sorted(stored_methods - set(tables.by_method)):
-        out["missing"].append(f"{validation_dir(env, seed)}/{method}")
+        out["missing"].append(f"{val_dir}/{method}")
     return out
 
 
