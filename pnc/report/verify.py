@@ -250,7 +250,11 @@ def compare_bytes(study: str | Path, store: str | Path, env: str, seed: int) -> 
 
 
 def compare_values(
-    stored: pd.DataFrame, study: str | Path, tables: RerunTables, seed: int
+    stored: pd.DataFrame,
+    study: str | Path,
+    tables: RerunTables,
+    seed: int,
+    frames: Mapping[Path, pd.DataFrame] | None = None,
 ) -> dict[str, Any]:
     """A two-phase re-run's tables against the stored piece of the same seed, value by value.
 
@@ -264,6 +268,7 @@ def compare_values(
         study: the re-run's study directory.
         tables: its :func:`rerun_tables` (``two_phase``).
         seed: the piece's seed.
+        frames: the tables already read (:func:`read_tables`), by path; read here when ``None``.
 
     Returns:
         Like :func:`compare_bytes`, paths relative to the study: ``identical`` (every row equals
@@ -281,7 +286,7 @@ def compare_values(
             out["extra"].append(f"{val_dir}/{method}")
             continue
         for path in paths:
-            rows = read_tables([path])
+            rows = frames[path] if frames is not None else read_tables([path])
             rows = rows[~rows["split"].isin(SAMPLED_SPLITS)].set_index(ROW_KEY)["value"]
             theirs = mine.reindex(rows.index)
             same = bool(np.array_equal(rows.to_numpy(), theirs.to_numpy()))
@@ -469,13 +474,14 @@ def verify_piece(
         raise PieceError(f"the store {store} has no piece of {env} seed {seed} (it has {seeds})")
     tables = rerun_tables(study, env, seed)
     stored = read_tables(p for s in seeds for p in _tables(store, env, s))
-    rerun = read_tables(tables.paths) if tables.paths else None
+    frames = {path: read_tables([path]) for path in tables.paths}  # each table read once
+    rerun = pd.concat(frames.values(), ignore_index=True) if frames else None
     if tables.layout == "full":
         byte_report = compare_bytes(study, store, env, seed)
         # a method is checked only when every stored table of it was re-run
         missing_methods = sorted({Path(rel).parts[-2] for rel in byte_report["missing"]})
     else:
-        byte_report = compare_values(stored, study, tables, seed)
+        byte_report = compare_values(stored, study, tables, seed, frames)
         missing_methods = sorted({Path(rel).name for rel in byte_report["missing"]})
     if missing_methods and not partial:
         where = byte_report["missing"][0]
