@@ -41,3 +41,39 @@ def test_a_small_run_times_both_methods_twice():
     parts = out["pnc_over_deep_ensemble_parts"]
     total = parts["base_train"] + parts["pnc_build"] + parts["pnc_predict"]
     assert total == pytest.approx(out["pnc_over_deep_ensemble_warm"])
+
+
+def test_the_paper_regime_is_the_protocols_pnc_and_defaults_change_nothing():
+    paper = method_costs.pnc_overrides("paper", n_rows=50_000)
+    assert paper["layers"] == [0, 2] and paper["calibration_size"] == 4096
+    assert paper["bootstrap_frac"] == 0.3 and paper["perturbation_norm"] == "radius"
+    assert paper["ridge_center"] == "zero" and paper["n_members"] == 50
+    assert "correct" not in paper  # P&C's own configuration does not take it
+    assert method_costs.pnc_overrides("paper", n_rows=300, n_members=4)["calibration_size"] == 300
+    assert method_costs.pnc_overrides("defaults", n_rows=300) == {}
+    assert method_costs.pnc_overrides("defaults", n_rows=300, n_members=4) == {"n_members": 4}
+    with pytest.raises(ValueError, match="unknown P&C regime 'authors'; valid: defaults, paper"):
+        method_costs.pnc_overrides("authors", n_rows=300)
+
+
+def test_a_small_run_in_the_paper_regime_times_that_configuration():
+    out = method_costs.benchmark_methods(
+        n_train=256,
+        n_predict=32,
+        in_dim=3,
+        out_dim=2,
+        hidden=(8, 8, 8),
+        steps=10,
+        batch_size=16,
+        method_ids=["pnc", "deep_ensemble"],
+        overrides={"pnc": {"n_members": 4}},
+        pnc_regime="paper",
+    )
+    assert out["pnc_regime"] == "paper"
+    config_id = out["methods"]["pnc"]["config_id"]
+    for part in ("layers=0+2", "calibration_size=256", "bootstrap_frac=0.3", "n_members=4"):
+        assert part in config_id, config_id
+    entries = out["methods"]
+    assert out["pnc_over_deep_ensemble"] == pytest.approx(
+        method_costs.ratio_first_call(entries["pnc"], entries["deep_ensemble"])
+    )

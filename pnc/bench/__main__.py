@@ -20,8 +20,13 @@ compile times are reported separately as ``*_compile_s``):
   (:func:`pnc.bench.method_costs.benchmark_methods`, first calls, compilation included), and
   ``pnc_over_deep_ensemble``: the whole cost of P&C (50 members) over that of the 5-member Deep
   Ensemble (first calls), and ``pnc_over_deep_ensemble_warm`` with its parts from a second call of
-  everything (compiled code only; :func:`pnc.bench.method_costs.ratio_parts`). ``--no-methods``
-  skips this part.
+  everything (compiled code only; :func:`pnc.bench.method_costs.ratio_parts`); the same ratios
+  with P&C in the paper's regime (:data:`PAPER_REGIME`, the configuration the study's tables come
+  from) against the same Deep Ensemble, under ``paper_regime``: ``methods_pnc`` (P&C's entry),
+  ``pnc_over_deep_ensemble_warm`` and its parts (compiled code only: the process has compiled
+  the training and the prediction already; the first-call ratio of that regime comes from a
+  process of its own, ``python -m pnc.bench.method_costs --methods pnc deep_ensemble --warm
+  --pnc-regime paper``). ``--no-methods`` skips this part.
 
 The reusable pieces (:func:`ant_sized_problem`, :func:`timed`, :func:`bench_pnc`,
 :func:`bench_paper_regime`) let other benchmark sections be merged into the same JSON document.
@@ -43,24 +48,16 @@ import numpy as np
 
 from pnc.bench.command_line import bench_parser, emit
 from pnc.bench.flops import pnc_build_macs, train_macs
-from pnc.bench.method_costs import benchmark_methods
+from pnc.bench.method_costs import (
+    PAPER_REGIME,
+    benchmark_methods,
+    ratio_parts,
+)
 from pnc.core.mlp import MLPConfig
 from pnc.core.perturb_correct import PnCConfig, build_members, predict_members
 from pnc.core.training import Standardizer, TrainConfig, train
 
 STATE_DIM, ACTION_DIM = 27, 8
-
-PAPER_REGIME = PnCConfig(
-    n_members=50,
-    rank=20,
-    bootstrap_frac=0.3,
-    layers=(0, 2),
-    perturbation_norm="radius",
-    ridge_center="zero",
-    calibration_size=4096,
-)
-"""P&C as in the authors' MuJoCo runs (``PROTOCOL_FACTS``: P&C on the MLP); ``sigma`` and
-``ridge`` are the library defaults (the build time does not depend on them)."""
 
 
 def ant_sized_problem(seed: int, n_rows: int = 60_000) -> tuple[np.ndarray, np.ndarray]:
@@ -277,6 +274,19 @@ def main(argv: list[str] | None = None) -> dict:
             "pnc_over_deep_ensemble_parts",
         ):
             result[key] = costs[key]
+        print("timing P&C in the paper's regime ...", file=sys.stderr, flush=True)
+        paper = benchmark_methods(
+            n_train=args.cal_rows,
+            n_predict=args.pred_rows,
+            steps=args.steps,
+            method_ids=("pnc",),
+            overrides={"pnc": {"n_members": args.members}},
+            pnc_regime="paper",
+            warm=True,
+        )["methods"]["pnc"]
+        ensemble = costs["methods"]["deep_ensemble"]
+        # compiled code only: this process has compiled the training and the prediction already
+        result["paper_regime"].update(methods_pnc=paper, **ratio_parts(paper, ensemble))
     return emit(result, args.out, sort_keys=True)
 
 
