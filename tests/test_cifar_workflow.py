@@ -114,6 +114,22 @@ def test_slurm_profile_resolves(workdir):
     assert "profiles/slurm" in proc.stdout + proc.stderr
 
 
+def _bad_config(workdir: Path, tmp_path: Path, change: dict) -> Path:
+    """The tiny config with ``change`` merged in (``methods`` and mappings key by key), written to
+    ``tmp_path/bad.yaml``."""
+    config = yaml.safe_load((workdir / TINY).read_text())
+    for key, value in change.items():
+        if key == "methods":
+            config["methods"] = {**config["methods"], **value}
+        elif isinstance(value, dict):
+            config[key] = {**config.get(key, {}), **value}
+        else:
+            config[key] = value
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 @pytest.mark.parametrize(
     ("change", "named"),
     [
@@ -141,24 +157,19 @@ def test_slurm_profile_resolves(workdir):
     ],
 )
 def test_bad_config_is_rejected_naming_the_key(workdir, tmp_path, change, named):
-    config = yaml.safe_load((workdir / TINY).read_text())
-    for key, value in change.items():
-        if key == "methods":
-            config["methods"] = {**config["methods"], **value}
-        elif isinstance(value, dict):
-            config[key] = {**config.get(key, {}), **value}
-        else:
-            config[key] = value
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = _bad_config(workdir, tmp_path, change)
     # the workflow's DAG built in this process (a fraction of a second, no interpreter start-up)
     err = config_error(workdir, "cifar.smk", path)
     assert isinstance(err, WorkflowError), repr(err)
     assert named in str(err), str(err)[-3000:]
-    if "evaluate" in change:  # one case on the command line: the message, and no job planned
-        proc = _snakemake(workdir, "-n", "--configfile", str(path))
-        assert proc.returncode != 0 and "Job stats" not in proc.stdout + proc.stderr
-        assert named in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+
+
+def test_a_rejected_config_prints_its_message_and_plans_no_job(workdir, tmp_path):
+    """On the command line: a non-zero exit, the message naming the key, and no job planned."""
+    path = _bad_config(workdir, tmp_path, {"evaluate": ["pnc", "nope"]})
+    proc = _snakemake(workdir, "-n", "--configfile", str(path))
+    assert proc.returncode != 0 and "Job stats" not in proc.stdout + proc.stderr
+    assert "evaluate[1]" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
 
 
 def test_missing_data_fails_the_data_job_naming_the_files(workdir, tmp_path):

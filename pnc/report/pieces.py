@@ -39,6 +39,19 @@ log = logging.getLogger(__name__)
 #: Sub-directory of a store holding the manifests (``manifests/{env}/seed{S}.json``).
 MANIFESTS = "manifests"
 
+#: The folders of an (env, seed)'s metric tables in a study (``{env}``, ``{seed}``), by layout:
+#: ``metrics``, the ``full`` evaluation's (the stored pieces'), and the two-phase evaluation's
+#: ``validation`` phase, both one folder per method holding one table per training run; the
+#: ``test`` phase's, one table per method.
+TABLE_DIRS: dict[str, str] = {
+    "metrics": "results/metrics/{env}/seed{seed}",
+    "validation": "results/validation/{env}/seed{seed}",
+    "test": "results/test/{env}/seed{seed}",
+}
+
+#: The layouts of :data:`TABLE_DIRS` whose tables are one per (method, training run).
+PER_RUN_TABLES: tuple[str, ...] = ("metrics", "validation")
+
 
 class PieceError(ValueError):
     """A piece whose files are missing, changed, or would overwrite different stored files."""
@@ -164,9 +177,9 @@ def method_of(path: str) -> str | None:
     no single method (data, splits, training runs, the test phase's ``evaluate_test/{env}/
     seed{S}.tsv``)."""
     parts = Path(path).parts
-    if len(parts) >= 5 and parts[0] == "results" and parts[1] in ("metrics", "validation"):
+    if len(parts) >= 5 and parts[0] == "results" and parts[1] in PER_RUN_TABLES:
         return parts[4]
-    if len(parts) >= 5 and parts[0] == "results" and parts[1] == "test":
+    if len(parts) >= 5 and parts[0] == "results" and parts[1] in TABLE_DIRS:  # one per method
         return Path(parts[4]).stem
     if len(parts) >= 5 and parts[0] == "benchmarks" and parts[1] == "evaluate":
         return parts[4]
@@ -181,7 +194,7 @@ def _piece_jobs(files) -> tuple[set[str], set[str]]:
     runs = {
         Path(f).stem
         for f in files
-        if Path(f).parts[:2] in (("results", "metrics"), ("results", "validation"))
+        if Path(f).parts[:2] in {("results", layout) for layout in PER_RUN_TABLES}
     }
     return methods, runs
 

@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from pnc.report.pieces import MANIFESTS, PieceError
+from pnc.report.pieces import MANIFESTS, TABLE_DIRS, PieceError
 from pnc.runtime.io import ArtifactError, file_sha256
 from pnc.studies.mujoco.results import (
     CALIBRATIONS,
@@ -80,16 +80,12 @@ ROW_KEY = ["method", "config", "calibration", "split", "metric"]
 def metric_dir(env: str, seed: int) -> str:
     """Path of an (env, seed)'s metric tables relative to a study: ``results/metrics/ENV/seedS``
     (``evaluation: full``, the stored pieces' layout; one folder per method)."""
-    return f"results/metrics/{env}/seed{seed}"
+    return TABLE_DIRS["metrics"].format(env=env, seed=seed)
 
 
-#: The phases of ``evaluation: two_phase`` and their folders in a study (``{env}``, ``{seed}``):
-#: the validation phase's tables, one folder per method and one table per run; the test phase's,
-#: one table per method.
-PHASE_DIRS = {
-    "validation": "results/validation/{env}/seed{seed}",
-    "test": "results/test/{env}/seed{seed}",
-}
+#: The phases of ``evaluation: two_phase`` and their folders in a study (``{env}``, ``{seed}``;
+#: :data:`pnc.report.pieces.TABLE_DIRS`).
+PHASE_DIRS = {phase: TABLE_DIRS[phase] for phase in ("validation", "test")}
 
 
 def phase_dir(phase: str, env: str, seed: int) -> str:
