@@ -20,15 +20,14 @@ def test_ratio_parts_add_up_to_the_ratio():
     assert parts["floor_with_free_posthoc"] == parts["base_train"]
 
 
+#: A problem small enough to time every part in seconds.
+SMALL = {"n_train": 256, "n_predict": 32, "in_dim": 3, "out_dim": 2, "steps": 10, "batch_size": 16}
+
+
 def test_a_small_run_times_both_methods_twice():
     out = method_costs.benchmark_methods(
-        n_train=256,
-        n_predict=32,
-        in_dim=3,
-        out_dim=2,
+        **SMALL,
         hidden=(8, 8),
-        steps=10,
-        batch_size=16,
         method_ids=["pnc", "deep_ensemble"],
         overrides={"pnc": {"n_members": 4}},
         warm=True,
@@ -58,13 +57,8 @@ def test_the_paper_regime_is_the_protocols_pnc_and_defaults_change_nothing():
 
 def test_a_small_run_in_the_paper_regime_times_that_configuration():
     out = method_costs.benchmark_methods(
-        n_train=256,
-        n_predict=32,
-        in_dim=3,
-        out_dim=2,
-        hidden=(8, 8, 8),
-        steps=10,
-        batch_size=16,
+        **SMALL,
+        hidden=(8, 8, 8),  # hidden layers 0 and 2 exist
         method_ids=["pnc", "deep_ensemble"],
         overrides={"pnc": {"n_members": 4}},
         pnc_regime="paper",
