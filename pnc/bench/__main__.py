@@ -56,6 +56,7 @@ from pnc.bench.method_costs import (
 from pnc.core.mlp import MLPConfig
 from pnc.core.perturb_correct import PnCConfig, build_members, predict_members
 from pnc.core.training import Standardizer, TrainConfig, train
+from pnc.methods.regression import DEEP_ENSEMBLE_ID, PNC_ID
 
 STATE_DIM, ACTION_DIM = 27, 8
 
@@ -279,12 +280,12 @@ def main(argv: list[str] | None = None) -> dict:
             n_train=args.cal_rows,
             n_predict=args.pred_rows,
             steps=args.steps,
-            method_ids=("pnc",),
-            overrides={"pnc": {"n_members": args.members}},
+            method_ids=(PNC_ID,),
+            overrides={PNC_ID: {"n_members": args.members}},
             pnc_regime="paper",
             warm=True,
-        )["methods"]["pnc"]
-        ensemble = costs["methods"]["deep_ensemble"]
+        )["methods"][PNC_ID]
+        ensemble = costs["methods"][DEEP_ENSEMBLE_ID]
         # compiled code only: this process has compiled the training and the prediction already
         result["paper_regime"].update(methods_pnc=paper, **ratio_parts(paper, ensemble))
     return emit(result, args.out, sort_keys=True)
