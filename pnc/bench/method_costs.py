@@ -45,8 +45,8 @@ PAPER_REGIME = PnCConfig(
     ridge_center="zero",
     calibration_size=4096,
 )
-"""P&C as in the authors' MuJoCo runs and ``config.yaml``'s protocol (``PROTOCOL_FACTS``: P&C on
-the MLP); ``sigma`` and ``ridge`` are the library defaults (the cost does not depend on them)."""
+"""P&C as in the authors' MuJoCo runs and ``config.yaml``'s protocol (``docs/protocol.md``); ``sigma``
+and ``ridge`` are the library defaults (the cost does not depend on them)."""
 
 #: Values of ``pnc_regime``: the library's defaults or :data:`PAPER_REGIME`.
 PNC_REGIMES: tuple[str, ...] = ("defaults", "paper")
