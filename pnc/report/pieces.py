@@ -53,6 +53,15 @@ TABLE_DIRS: dict[str, str] = {
 PER_RUN_TABLES: tuple[str, ...] = ("metrics", "validation")
 
 
+def table_layout(path: str | Path) -> str | None:
+    """The layout (a key of :data:`TABLE_DIRS`) of a metric table given by its path relative to a
+    study, ``results/{layout}/{env}/seed{S}/...``; ``None`` for any other file."""
+    parts = Path(path).parts
+    if len(parts) >= 5 and parts[0] == "results" and parts[1] in TABLE_DIRS:
+        return parts[1]
+    return None
+
+
 class PieceError(ValueError):
     """A piece whose files are missing, changed, or would overwrite different stored files."""
 
@@ -177,9 +186,10 @@ def method_of(path: str) -> str | None:
     no single method (data, splits, training runs, the test phase's ``evaluate_test/{env}/
     seed{S}.tsv``)."""
     parts = Path(path).parts
-    if len(parts) >= 5 and parts[0] == "results" and parts[1] in PER_RUN_TABLES:
+    layout = table_layout(path)
+    if layout in PER_RUN_TABLES:
         return parts[4]
-    if len(parts) >= 5 and parts[0] == "results" and parts[1] in TABLE_DIRS:  # one per method
+    if layout is not None:  # one table per method
         return Path(parts[4]).stem
     if len(parts) >= 5 and parts[0] == "benchmarks" and parts[1] == "evaluate":
         return parts[4]
@@ -194,7 +204,7 @@ def _piece_jobs(files) -> tuple[set[str], set[str]]:
     runs = {
         Path(f).stem
         for f in files
-        if Path(f).parts[:2] in {("results", layout) for layout in PER_RUN_TABLES}
+        if table_layout(f) in PER_RUN_TABLES
     }
     return methods, runs
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from pnc.report.pieces import MANIFESTS, method_of, read_manifest  # noqa: F401
+from pnc.report.pieces import MANIFESTS, method_of, read_manifest, table_layout  # noqa: F401
 
 #: Keys a variant may set differently from its reference without changing any stored job: which
 #: environments and seeds it runs, and how jobs are run (threads, resources, compile cache).
@@ -111,10 +111,9 @@ def store_evaluation(store: str | Path) -> str:
     layouts = set()
     for path in sorted((Path(store) / MANIFESTS).glob("*/seed*.json")):
         for name in read_manifest(path)["files"]:
-            if name.startswith("results/metrics/"):
-                layouts.add("full")
-            elif name.startswith(("results/validation/", "results/test/")):
-                layouts.add("two_phase")
+            layout = table_layout(name)
+            if layout is not None:
+                layouts.add("full" if layout == "metrics" else "two_phase")
     if len(layouts) != 1:
         found = "no piece" if not layouts else "pieces of both evaluations"
         raise ValueError(f"{store}: {found}; cannot tell its evaluation")

@@ -250,7 +250,7 @@ def compare_values(
     study: str | Path,
     tables: RerunTables,
     seed: int,
-    frames: Mapping[Path, pd.DataFrame] | None = None,
+    frames: Mapping[Path, pd.DataFrame],
 ) -> dict[str, Any]:
     """A two-phase re-run's tables against the stored piece of the same seed, value by value.
 
@@ -264,7 +264,7 @@ def compare_values(
         study: the re-run's study directory.
         tables: its :func:`rerun_tables` (``two_phase``).
         seed: the piece's seed.
-        frames: the tables already read (:func:`read_tables`), by path; read here when ``None``.
+        frames: ``tables``' tables as read (:func:`read_tables`), by path.
 
     Returns:
         Like :func:`compare_bytes`, paths relative to the study: ``identical`` (every row equals
@@ -282,7 +282,7 @@ def compare_values(
             out["extra"].append(f"{val_dir}/{method}")
             continue
         for path in paths:
-            rows = frames[path] if frames is not None else read_tables([path])
+            rows = frames[path]
             rows = rows[~rows["split"].isin(SAMPLED_SPLITS)].set_index(ROW_KEY)["value"]
             theirs = mine.reindex(rows.index)
             same = bool(np.array_equal(rows.to_numpy(), theirs.to_numpy()))
