@@ -20,6 +20,27 @@ def test_light_modules_do_not_import_jax_or_flax(module):
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize(
+    ("module", "absent"),
+    [
+        # the report's command line imports a subcommand's module when it runs: the jobs and
+        # scripts that list, store and restore pieces read no table
+        ("pnc.report.__main__", ("jax", "flax", "pandas", "scipy")),
+        ("pnc.report.pieces", ("jax", "flax", "pandas", "scipy")),
+        ("pnc.report.variant", ("jax", "flax", "pandas", "scipy")),
+        # scipy's statistics are imported by the functions that compute them, not by the figures
+        # and tables that import the report's statistics module
+        ("pnc.report.figures", ("scipy",)),
+        ("pnc.report.tables", ("scipy",)),
+        ("pnc.report.mechanism_figures", ("scipy",)),
+    ],
+)
+def test_report_modules_import_only_what_they_use(module, absent):
+    code = f"import sys, {module}; print(sorted(m for m in {absent!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_every_public_name_resolves_to_its_module_object():
     assert set(pnc.__all__) == set(pnc._EXPORTS)
     for name in pnc.__all__:

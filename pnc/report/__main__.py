@@ -43,10 +43,10 @@ import json
 import sys
 from pathlib import Path
 
-from pnc.report import compare, costs, export, figures, pieces, stats, variant, verify
-from pnc.report.tables import write_tables_and_stats
 from pnc.runtime.io import write_json
-from pnc.studies.mujoco.results import ResultsError, load
+
+# Each subcommand imports its own module when it runs: listing or storing a piece needs neither
+# pandas nor JAX, and a figure needs no statistics.
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,7 +65,10 @@ def _parser() -> argparse.ArgumentParser:
         "results", help="long-format CSV (env, method, seed, split, metric, value, ...)"
     )
     tb.add_argument("--out", required=True, help="directory for the tables and stats.json")
-    tb.add_argument("--alpha", type=float, default=stats.ALPHA, help="Holm family-wise level")
+    tb.add_argument(
+        "--alpha", type=float, default=None,
+        help="Holm family-wise level (default: pnc.report.stats.ALPHA)",
+    )  # fmt: skip
     tb.add_argument(
         "--substitute",
         action="append",
@@ -108,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
         "--markdown-into",
         default=None,
         help="replace the per-environment table between the cost markers of this markdown file "
-        f"({costs.BLOCK_BEGIN} ... {costs.BLOCK_END})",
+        "(pnc.report.costs.BLOCK_BEGIN ... BLOCK_END)",
     )
     ex = sub.add_parser(
         "export", help="a finished study's data, costs, tables and figures as a reference folder"
@@ -169,8 +172,9 @@ def _parser() -> argparse.ArgumentParser:
         "--store", default="docs/results/offline/pieces", help="the reference's pieces store"
     )
     vp.add_argument(
-        "--alpha", type=float, default=verify.ALPHA, help="family-wise level of the metric check"
-    )
+        "--alpha", type=float, default=None,
+        help="family-wise level of the metric check (default: pnc.report.verify.ALPHA)",
+    )  # fmt: skip
     vp.add_argument("--out", help="write the full report (every row checked) as JSON")
     vp.add_argument(
         "--partial",
@@ -181,6 +185,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from pnc.report import verify
+
+    if args.alpha is None:
+        args.alpha = verify.ALPHA
     if not 0.0 < args.alpha < 1.0:
         raise ValueError(f"--alpha must lie in (0, 1), got {args.alpha}")
     report = verify.verify_piece(
@@ -194,6 +202,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from pnc.report import export
+
     written = export.export_study(
         args.study, args.out, n_envs=args.envs, n_seeds=args.seeds, force=args.force
     )
@@ -202,6 +212,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from pnc.report import export
+
     problems = export.check_folder(args.folder, args.paper)
     for line in problems:
         print(line, file=sys.stderr)
@@ -212,12 +224,16 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from pnc.report import compare
+
     path = compare.write_comparison(args.folder, args.paper, args.out)
     print(f"wrote {path}")
     return 0
 
 
 def _pieces(args: argparse.Namespace) -> int:
+    from pnc.report import pieces
+
     if args.command == "piece":
         manifest = pieces.write_manifest(
             args.env, args.seed, args.files, args.out, study_dir=args.study
@@ -233,12 +249,16 @@ def _pieces(args: argparse.Namespace) -> int:
 
 
 def _variant_config(args: argparse.Namespace) -> int:
+    from pnc.report import variant
+
     changed = variant.write_study_config(args.variant, args.reference, args.reuse, args.out)
     print(" ".join(changed))
     return 0
 
 
 def _costs(args: argparse.Namespace) -> int:
+    from pnc.report import costs
+
     summary = costs.summarize(
         costs.read_benchmarks(args.benchmarks, args.logs),
         n_envs=args.envs,
@@ -272,6 +292,8 @@ def _substitutions(pairs: list[str]) -> dict[str, str]:
 
 
 def _tables(args: argparse.Namespace) -> int:
+    from pnc.report.tables import write_tables_and_stats
+
     result = write_tables_and_stats(
         args.results, args.out, alpha=args.alpha, substitutions=_substitutions(args.substitute)
     )
@@ -283,6 +305,9 @@ def _tables(args: argparse.Namespace) -> int:
 
 
 def _figure(args: argparse.Namespace) -> int:
+    from pnc.report import figures
+    from pnc.studies.mujoco.results import load
+
     if args.command == "frontier":
         # the val rows choose each configuration's calibration variant; a non-finite value of
         # a drawn point is rejected by the figure itself
@@ -303,8 +328,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; returns the exit status (2 on a malformed or missing input table)."""
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.command == "tables" and not 0.0 < args.alpha < 1.0:
-        parser.error(f"--alpha must lie in (0, 1), got {args.alpha}")
+    if args.command == "tables":
+        if args.alpha is None:
+            from pnc.report.stats import ALPHA
+
+            args.alpha = ALPHA
+        if not 0.0 < args.alpha < 1.0:
+            parser.error(f"--alpha must lie in (0, 1), got {args.alpha}")
     commands = {
         "tables": _tables,
         "costs": _costs,
@@ -319,15 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         return commands.get(args.command, _figure)(args)
-    except (
-        ResultsError,
-        figures.FigureError,
-        costs.BenchmarkError,
-        pieces.PieceError,
-        FileNotFoundError,
-        FileExistsError,
-        ValueError,
-    ) as err:
+    # a malformed input: the report's own errors (ResultsError, FigureError, BenchmarkError,
+    # PieceError, ArtifactError) are all ValueErrors
+    except (FileNotFoundError, FileExistsError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

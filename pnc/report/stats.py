@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from pnc.studies.mujoco.results import (
     HEADLINE,
@@ -127,6 +126,8 @@ def rank_row(values: np.ndarray, higher_is_better: bool) -> np.ndarray:
     Returns:
         ``[k]`` float ranks.
     """
+    from scipy import stats as sps  # imported where used: most report jobs never need scipy
+
     values = np.asarray(values, dtype=float)
     return sps.rankdata(-values if higher_is_better else values, method="average")
 
@@ -176,6 +177,8 @@ def min_wilcoxon_p(n: int) -> float:
     It is reached when all ``n`` differences share one sign and equals ``2 / 2**n``; computed here
     with ``scipy.stats.wilcoxon(..., method="exact")`` on such a sample.
     """
+    from scipy import stats as sps
+
     if n < 1:
         return 1.0
     return float(sps.wilcoxon(np.arange(1.0, n + 1.0), method="exact").pvalue)
@@ -213,6 +216,8 @@ def wilcoxon_test(improvement: np.ndarray) -> dict[str, Any]:
         distribution up to 13 pairs, else the normal approximation) and ``favours`` (``"pnc"``, ``"baseline"`` or
         ``None`` from the rank sums).
     """
+    from scipy import stats as sps
+
     d = np.asarray(improvement, dtype=float)
     nonzero = d[d != 0]
     n = int(nonzero.size)

@@ -52,7 +52,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from pnc.report.pieces import MANIFESTS, TABLE_DIRS, PieceError
 from pnc.runtime.io import ArtifactError, file_sha256
@@ -332,6 +331,8 @@ def compare_selection(
         worse the re-run's choice is than the stored one on the stored seeds, and its standard
         error.
     """
+    from scipy import stats  # imported where used, as in pnc.report.stats
+
     swapped = pd.concat([stored[stored["seed"] != seed], rerun])
     before = cross_seed_selection(stored, seeds)
     after = cross_seed_selection(swapped, seeds)
@@ -416,6 +417,8 @@ def compare_metrics(
     table = pd.DataFrame(rows)
     if table.empty:
         raise PieceError("no rows to check")
+    from scipy import stats
+
     dof = max(int(table["n_seeds"].min()) - 1, 1)
     quantile = float(stats.t.ppf(1 - alpha / (2 * len(table)), df=dof))
     scale = (table["sd"] * np.sqrt(1 + 1 / table["n_seeds"])).to_numpy()
