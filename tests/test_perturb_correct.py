@@ -643,6 +643,35 @@ def test_ridge_values_share_one_compilation(net):
     assert _build._cache_size() == compiled + 1
 
 
+def test_sigma_values_share_one_compilation_and_give_the_static_products(net):
+    """Sigma is traced: every sigma of a grid runs one compiled build (zero, which perturbs
+    nothing, its own), and each member's perturbation is ``sigma * (U z)`` of its own sigma (the
+    study's results are the same bytes as with sigma compiled in: docs/performance.md)."""
+    params, x_cal = net
+    config = PnCConfig(
+        n_members=3, rank=2, sigma=8.0, bootstrap_frac=0.35, layers=(0,), correct=False
+    )
+    key = jax.random.key(4)
+    before = _build._cache_size()
+    built = {}
+    for sigma in (8.0, 0.3, 32.0):
+        built[sigma] = build_members(
+            params, CFG, x_cal, dataclasses.replace(config, sigma=sigma), key=key
+        )
+    assert _build._cache_size() == before + 1  # a configuration no other test builds
+    build_members(params, CFG, x_cal, dataclasses.replace(config, sigma=0.0), key=key)
+    assert _build._cache_size() == before + 2
+    k_basis, member_keys = PC.ensemble_keys(key, config.n_members)
+    shape = params["hidden_0"]["kernel"].shape
+    basis = PC.layer_bases(k_basis, {0: shape}, config.rank)[0]
+    for sigma, members in built.items():
+        static = dataclasses.replace(config, sigma=sigma)
+        for m in range(config.n_members):
+            dw = PC.perturbation(PC.member_streams(member_keys[m])[1], 0, basis, static, shape)
+            got = members["hidden_0"]["kernel"][m] - params["hidden_0"]["kernel"]
+            np.testing.assert_allclose(np.asarray(got), np.asarray(dw), rtol=1e-5, atol=1e-5)
+
+
 # ----------------------------------------------------------------------------- 1-D toy regression
 
 TOY = PnCConfig(n_members=20, rank=8, sigma=2.0, bootstrap_frac=0.5, ridge=1e-3)

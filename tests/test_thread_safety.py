@@ -90,6 +90,7 @@ def test_member_build_issues_no_lapack_custom_call(ridges, options):
             jax.numpy.zeros((100, 3)),
             jax.random.split(jax.random.key(1), 4),
             ridges,
+            np.float32(1.0),  # sigma
             mlp_config=cfg,
             config=pnc_cfg,
             layers=layers,

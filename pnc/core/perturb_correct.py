@@ -376,7 +376,9 @@ def layer_bases(key: Array, shapes: Mapping[int, tuple[int, ...]], rank: int) ->
     }
 
 
-def perturbation(key: Array, stream: int, basis: Array, config, shape) -> Array:
+def perturbation(
+    key: Array, stream: int, basis: Array, config, shape, sigma: Array | None = None
+) -> Array:
     """``dW = sigma * reshape(U z)`` with ``z ~ N(0, I_K)`` drawn from ``fold_in(key, stream)``.
 
     With ``config.perturbation_norm == "radius"`` the coefficients are rescaled to ``z / ||z||``,
@@ -388,6 +390,9 @@ def perturbation(key: Array, stream: int, basis: Array, config, shape) -> Array:
         basis: ``U [prod(shape), K]``.
         config: any P&C configuration (``sigma``, ``perturbation_norm``).
         shape: the kernel's shape.
+        sigma: a traced float32 scalar used in place of ``config.sigma`` (the same product), so
+            that builds differing only in sigma share one compiled program; ``None``:
+            ``config.sigma``.
 
     Returns:
         ``dW`` of shape ``shape``.
@@ -395,7 +400,7 @@ def perturbation(key: Array, stream: int, basis: Array, config, shape) -> Array:
     z = jax.random.normal(jax.random.fold_in(key, stream), (basis.shape[1],), jnp.float32)
     if config.perturbation_norm == "radius":
         z = z * jax.lax.rsqrt(jnp.sum(jnp.square(z)))
-    return (config.sigma * (basis @ z)).reshape(shape)
+    return ((config.sigma if sigma is None else sigma) * (basis @ z)).reshape(shape)
 
 
 def perturbation_bases(
@@ -493,6 +498,7 @@ def perturb_and_correct(
     unperturbed: Callable[[], object],
     uncorrected: Callable[[dict], object],
     corrected: Callable[[Array, dict], object],
+    sigma: Array | None = None,
 ):
     """One member of any P&C build: its keys, its perturbations, and the model's correction.
 
@@ -508,6 +514,8 @@ def perturb_and_correct(
         bases: ``{stream id: U_s}`` (:func:`layer_bases`).
         shapes: ``{stream id: kernel shape}``.
         unperturbed, uncorrected, corrected: the model's member for each case.
+        sigma: a traced scale for :func:`perturbation` (``config.sigma`` then only tells zero
+            from non-zero); ``None``: ``config.sigma``.
 
     Returns:
         What the chosen callable returns.
@@ -516,7 +524,8 @@ def perturb_and_correct(
     if config.sigma == 0.0:  # no perturbation; the correction of Y_v = Y is the identity
         return unperturbed()
     dws = {
-        s: perturbation(coefficient_key, s, basis, config, shapes[s]) for s, basis in bases.items()
+        s: perturbation(coefficient_key, s, basis, config, shapes[s], sigma)
+        for s, basis in bases.items()
     }
     if not config.correct:
         return uncorrected(dws)
@@ -672,19 +681,26 @@ def _build_from(params, mlp_config, x_cal, config, ridges, key, member_chunk) ->
         x_cal = x_cal[rows]
     k_basis, member_keys = ensemble_keys(key, config.n_members)
     bases = layer_bases(k_basis, _kernel_shapes(params, layers), config.rank)
-    # the static part of the configuration: ridge is traced, the calibration rows are applied
-    static = dataclasses.replace(config, ridge=0.0, calibration_size=None)
+    # the static part of the configuration: ridge and sigma are traced (every sigma of a grid runs
+    # the same compiled program; the static sigma only tells zero from non-zero), the calibration
+    # rows are applied
+    static = dataclasses.replace(
+        config, ridge=0.0, calibration_size=None, sigma=float(config.sigma > 0)
+    )
     return _build(
-        params, bases, x_cal, member_keys, ridges,
+        params, bases, x_cal, member_keys, ridges, np.float32(config.sigma),
         mlp_config=mlp_config, config=static, layers=layers, member_chunk=member_chunk,
     )  # fmt: skip
 
 
 @functools.partial(jax.jit, static_argnames=("mlp_config", "config", "layers", "member_chunk"))
-def _build(params, bases, x_cal, member_keys, ridges, *, mlp_config, config, layers, member_chunk):
+def _build(
+    params, bases, x_cal, member_keys, ridges, sigma, *, mlp_config, config, layers, member_chunk
+):
     """Members ``[M, ...]`` for a scalar ``ridges``, ``[R, M, ...]`` for ``ridges [R]``.
 
-    ``config.ridge`` and ``config.calibration_size`` are not read (``x_cal`` is ``D_cal``).
+    ``config.ridge`` and ``config.calibration_size`` are not read (``x_cal`` is ``D_cal``);
+    ``sigma`` (a float32 scalar) scales the perturbations, ``config.sigma`` is 0 or 1.
     """
     scalar = ridges.ndim == 0
     ridges = jnp.reshape(ridges, (-1,))
@@ -771,6 +787,7 @@ def _build(params, bases, x_cal, member_keys, ridges, *, mlp_config, config, lay
     member = functools.partial(
         perturb_and_correct, config=config, bases=bases, shapes=shapes,
         unperturbed=lambda: broadcast(dict(params)), uncorrected=uncorrected, corrected=corrected,
+        sigma=sigma,
     )  # fmt: skip
     out = map_members(member, member_keys, member_chunk)
     if scalar:
