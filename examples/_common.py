@@ -8,7 +8,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from pnc.studies.mujoco.metrics import auroc
+from pnc.core.roc import auroc
 
 __all__ = ["auroc", "bar_images", "timed"]
 

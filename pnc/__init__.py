@@ -114,7 +114,7 @@ __all__ = [
 #: Public subpackages reached as attributes (``pnc.conv.build_members``): name -> module.
 _SUBPACKAGES: dict[str, str] = {"conv": "pnc.core.conv"}
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> Any:

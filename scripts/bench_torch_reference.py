@@ -7,7 +7,7 @@ Not part of the package and never imported by tests. Run it in an environment wi
 
 It trains a 4x200 ReLU MLP with a mean head and a bounded log-variance head (Gaussian NLL, Adam,
 lr 1e-3, minibatches of 64 drawn with replacement) on an Ant-sized synthetic problem (35 inputs,
-27 targets; the same generator as ``pnc.bench.ant_sized_problem``, repeated here so the script
+27 targets; the same generator as ``bench.ant_sized_problem``, repeated here so the script
 needs only numpy and torch) and prints JSON with ``torch_train_s``.
 """
 

@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
 done
 
 source scripts/venv.sh
-python="$(ready_python . snakemake)" || exit 2  # $PYTHON, else .venv (set up when missing)
+python="$(ready_python ".[workflow]" snakemake)" || exit 2  # $PYTHON, else .venv (set up when missing)
 export PATH="$(dirname "$python"):$PATH"       # workflow jobs run `python -m pnc...`
 
 [ -n "$envs" ] || envs="$("$python" -c 'import sys; from pnc.report.variant import read_config; print(" ".join(read_config(sys.argv[1])["envs"]))' "$config")"

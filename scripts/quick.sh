@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The quick default: set up .venv with the pinned dependencies if missing (Python 3.11), then run
-# the whole study on config/quick.yaml (2 environments, offline behaviour data, 2 seeds, all eight
-# methods, reduced grids) and its report. Extra arguments go to snakemake (e.g. --cores 4, -n).
+# The quick default: set up .venv with the workflows' locked stack if it is missing or out of date
+# (Python 3.11 or newer; requirements/workflow.txt), then run the whole MuJoCo study on
+# config/quick.yaml (2 environments, offline behaviour data, 2 seeds, all eight methods, reduced
+# grids) and its report. Extra arguments go to snakemake (e.g. --cores 4, -n).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import pnc, snakemake' >/dev/null 2>&1; then
-    setup_venv "."  # compiles the project's modules too
-else
+if venv_is_set_up ".[workflow]" || venv_is_set_up ".[test,peers]"; then
     compile_project
+else
+    setup_venv ".[workflow]"  # compiles the project's modules too
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 keep_compile_cache jax

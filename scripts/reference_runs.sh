@@ -52,7 +52,7 @@ while [ $# -gt 0 ]; do
 done
 
 source scripts/venv.sh
-python="$(ready_python . snakemake)" || exit 2
+python="$(ready_python ".[workflow]" snakemake)" || exit 2
 export PATH="$(dirname "$python"):$PATH"  # workflow jobs run `python -m pnc...`
 snakemake=("$python" -m snakemake)
 

@@ -64,7 +64,7 @@ while [ $# -gt 0 ]; do
 done
 
 source scripts/venv.sh
-python="$(ready_python . snakemake)" || exit 2  # $PYTHON, else .venv (set up when missing)
+python="$(ready_python ".[workflow]" snakemake)" || exit 2  # $PYTHON, else .venv (set up when missing)
 export PATH="$(dirname "$python"):$PATH"
 
 mkdir -p "$study"

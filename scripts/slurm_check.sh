@@ -29,7 +29,7 @@ if ! { command -v python >/dev/null && (cd / && python -c "$IMPORTS") >/dev/null
     else
         echo "[slurm_check] no python with pnc, snakemake and the SLURM executor plugin on PATH" \
             "or in $REPO/.venv; set up the project's .venv first (as yourself, not root):" >&2
-        echo "    cd $REPO && source scripts/venv.sh && setup_venv ." >&2
+        echo "    cd $REPO && source scripts/venv.sh && setup_venv \".[workflow]\"" >&2
         exit 2
     fi
 fi

@@ -1,21 +1,51 @@
-# Sourced by quick.sh and test.sh: create .venv with Python 3.11 if missing and install the
-# project's pinned dependencies into it. Usage: setup_venv SPEC (e.g. "." or ".[test]").
+# Sourced by the scripts: print the Python to create .venv with: $PYTHON if set, else the first of
+# python3.11, python3.12, python3.13 and python3 on PATH (then pyenv's) that is 3.11 or newer.
+# The reference results were made on 3.11, which comes first. Usage: py="$(base_python)"
+base_python() {
+    local candidates=("${PYTHON:-}" python3.11 python3.12 python3.13 python3) py
+    for py in "${candidates[@]}" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[123]*/bin/python3; do
+        [ -n "$py" ] && command -v "$py" >/dev/null 2>&1 || continue
+        if "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            command -v "$py"
+            return 0
+        fi
+    done
+    echo "Python 3.11 or newer is required (none found on PATH; PYTHON=... names one)" >&2
+    return 1
+}
+
+# Sourced by quick.sh and test.sh: create .venv if missing and install the project with the extras
+# of SPEC into it, every package at the version of the workflows' lock file
+# (requirements/workflow.txt, docs/install.md), so that the results are those of the reference
+# stack. Usage: setup_venv SPEC (e.g. ".[workflow]" or ".[test,peers]").
 setup_venv() {
-    local py="${PYTHON:-python3.11}"
-    command -v "$py" >/dev/null 2>&1 || py=python3
-    "$py" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
+    local py
+    py="$(base_python)" || return 1
     [ -x .venv/bin/python ] || "$py" -m venv .venv
     .venv/bin/python -m pip install --quiet --upgrade pip
     # pip byte-compiles what it installs one file at a time; compileall does it on every core.
     # The compiled files are needed: where PYTHONDONTWRITEBYTECODE is set, Python never writes
     # them on import, and every job would compile its imports from source.
-    .venv/bin/python -m pip install --quiet --no-compile -e "$1"
+    .venv/bin/python -m pip install --quiet --no-compile -c requirements/workflow.txt -e "$1"
     # Not the packages' own test suites nor PyOpenGL (mujoco's renderer): no job imports them,
     # and they are 5,800 of the venv's 13,700 modules.
     .venv/bin/python -m compileall -q -j 0 -x '/(tests?|OpenGL)/' \
         "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null
     compile_project
+    venv_stamp "$1" >.venv/.pnc-setup  # what was installed, from which lock (venv_is_set_up)
     export PATH="$PWD/.venv/bin:$PATH"  # workflow jobs run `python -m pnc...`
+}
+
+# What setup_venv SPEC installs: the spec, the lock file's and pyproject.toml's hashes.
+venv_stamp() {
+    printf '%s %s\n' "$1" "$(cat requirements/workflow.txt pyproject.toml | cksum)"
+}
+
+# Sourced by quick.sh and test.sh: true when .venv holds what setup_venv SPEC installs from
+# today's lock file and pyproject.toml, so that a set-up is skipped only when it would change
+# nothing. Usage: venv_is_set_up SPEC
+venv_is_set_up() {
+    [ -x .venv/bin/python ] && [ -f .venv/.pnc-setup ] && [ "$(cat .venv/.pnc-setup)" = "$(venv_stamp "$1")" ]
 }
 
 # Sourced by quick.sh and test.sh (and setup_venv): byte-compile the project's own modules (pnc/),
@@ -48,6 +78,7 @@ keep_compile_cache() {
 }
 
 # Sourced by the long-run scripts: print the Python to use once it imports pnc and MODULES.
+# SPEC is what setup_venv installs (".[workflow]" for the workflows).
 # $PYTHON if set (nothing is installed for it: when it cannot, stop naming what to run); else the
 # project's .venv, set up first as quick.sh does (setup_venv SPEC) when it is missing or lacks one
 # of them; with PNC_NO_SETUP=1, stop instead, naming the command that sets it up. Messages go to

@@ -1,4 +1,4 @@
-"""python -m pnc.bench.breakdown: one job's CPU time split into start-up, compilation, I/O, compute."""
+"""python -m bench.breakdown: one job's CPU time split into start-up, compilation, I/O, compute."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_breakdown_of_a_job_adds_up_and_sees_compilation_and_io(tmp_path: Path):
         "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]),
         "PNC_COMPILE_CACHE": "off",
     }
-    cmd = [sys.executable, "-m", "pnc.bench.breakdown", "--out", str(out), "--"]
+    cmd = [sys.executable, "-m", "bench.breakdown", "--out", str(out), "--"]
     cmd += ["toy.stage", str(np_in), str(tmp_path / "y.npy")]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

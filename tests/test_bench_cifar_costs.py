@@ -1,8 +1,8 @@
-"""The CIFAR cost projection's arithmetic (pnc.bench.cifar_costs)."""
+"""The CIFAR cost projection's arithmetic (bench.cifar_costs)."""
 
 import pytest
 
-from pnc.bench import cifar_costs
+from bench import cifar_costs
 
 
 def test_image_counts_follow_the_protocol_sizes():

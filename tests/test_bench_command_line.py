@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pnc.bench.command_line import bench_parser, emit
+from bench.command_line import bench_parser, emit
 
 
 def test_sizes_become_dashed_integer_options_with_their_defaults():

@@ -1,11 +1,11 @@
-"""The benchmark's work counts (pnc.bench.flops) against hand-computed sums."""
+"""The benchmark's work counts (bench.flops) against hand-computed sums."""
 
 from __future__ import annotations
 
 import pytest
 
-from pnc.bench.__main__ import work_and_rates
-from pnc.bench.flops import layer_widths, pnc_build_macs, train_macs
+from bench.__main__ import work_and_rates
+from bench.flops import layer_widths, pnc_build_macs, train_macs
 from pnc.core.mlp import MLPConfig
 from pnc.core.perturb_correct import PnCConfig
 

@@ -1,11 +1,11 @@
-"""The per-method cost benchmark (pnc.bench.method_costs): P&C's cost against the Deep Ensemble's
+"""The per-method cost benchmark (bench.method_costs): P&C's cost against the Deep Ensemble's
 and what it is made of."""
 
 from __future__ import annotations
 
 import pytest
 
-from pnc.bench import method_costs
+from bench import method_costs
 
 
 def test_ratio_parts_add_up_to_the_ratio():

@@ -13,6 +13,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "pnc"
+#: The benchmarks, a top-level package beside the library (``python -m bench...``): not installed
+#: with ``pnc``, and above every layer of it.
+BENCH = ROOT.parent / "bench"
+#: The top-level packages the scan follows: the library and its benchmarks.
+PACKAGES = ("pnc", "bench")
 
 
 def _module_name(path: Path) -> str:
@@ -22,7 +27,7 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+MODULES = {_module_name(p): p for p in sorted([*ROOT.rglob("*.py"), *BENCH.rglob("*.py")])}
 
 #: package prefix -> layer, most specific first; every module of ``pnc`` falls under one. The
 #: folders are the layers (ARCHITECTURE.md): runtime, core, methods (the shared contract and its
@@ -39,7 +44,7 @@ LAYER_OF_PACKAGE = (
     ("pnc.studies", "studies"),
     ("pnc.report", "report"),
     ("pnc.workflow", "workflow"),
-    ("pnc.bench", "bench"),
+    ("bench", "bench"),
 )
 
 
@@ -71,11 +76,11 @@ ALLOWED = {
     "data": {"runtime", "data"},
     "mujoco": {"runtime", "core", "methods", "regression methods", "data", "mujoco"},
     "cifar": {"runtime", "core", "methods", "ood methods", "cifar"},
-    "studies": set(),
+    "studies": {"runtime"},  # the package only checks that its extra is installed
     "report": BELOW_REPORT | {"report"},
-    # the peers benchmark (pnc.bench.peers) builds its HalfCheetah task with the offline data
+    # the peers benchmark (bench.peers) builds its HalfCheetah task with the offline data
     # generator and scores regressions with the study's metrics; the time breakdown
-    # (pnc.bench.breakdown) runs a workflow stage in its process, loaded by name
+    # (bench.breakdown) runs a workflow stage in its process, loaded by name
     "bench": BELOW_REPORT | {"workflow", "bench"},
     "workflow": BELOW_REPORT | {"report", "workflow"},
 }
@@ -114,14 +119,14 @@ def _python_of(path: Path) -> ast.AST:
 
 
 def _imports(path: Path) -> set[str]:
-    """Every ``pnc`` module imported anywhere in ``path`` (``from pnc.x import y`` -> ``pnc.x.y``
+    """Every ``pnc`` (or ``bench``) module imported anywhere in ``path`` (``from pnc.x import y`` -> ``pnc.x.y``
     when that is a module, else ``pnc.x``; a module named to one of :data:`IMPORTING_CALLS`)."""
     found = set()
     for node in ast.walk(_python_of(path)):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.split(".")[0] == "pnc")
+            found.update(a.name for a in node.names if a.name.split(".")[0] in PACKAGES)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.split(".")[0] != "pnc":
+            if node.module.split(".")[0] not in PACKAGES:
                 continue
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"
@@ -134,7 +139,7 @@ def _imports(path: Path) -> set[str]:
                 name in IMPORTING_CALLS
                 and isinstance(first, ast.Constant)
                 and isinstance(first.value, str)
-                and first.value.split(".")[0] == "pnc"
+                and first.value.split(".")[0] in PACKAGES
             ):
                 found.add(first.value)
     return found
@@ -270,7 +275,7 @@ def test_the_scan_reads_snakemake_imports_and_importlib_calls(tmp_path):
         "    __import__('pnc.workflow.commands')\n    run_library_cli('pnc.studies.mujoco.data.far', 'x', [])\n"
     )
     assert _imports(py) == {"pnc.workflow.commands", "pnc.studies.mujoco.data.far"}
-    assert "pnc.workflow.commands" in _imports(ROOT / "bench" / "breakdown.py")
+    assert "pnc.workflow.commands" in _imports(BENCH / "breakdown.py")
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -287,6 +292,14 @@ def test_no_module_name_repeats():
         if path.stem not in ("__init__", "__main__"):
             names.setdefault(path.stem, []).append(module)
     assert not {k: v for k, v in names.items() if len(v) > 1}
+
+
+def test_the_library_imports_no_benchmark():
+    """The benchmarks sit above the library: no module of ``pnc`` imports one (the scan sees them)."""
+    assert any(m.startswith("bench.") for m in MODULES), "the scan finds no benchmark module"
+    bad = {m: sorted(i for i in _imports(p) if i.split(".")[0] == "bench")
+           for m, p in MODULES.items() if m.split(".")[0] == "pnc"}
+    assert not {m: v for m, v in bad.items() if v}
 
 
 def test_layer_map_catches_a_forbidden_import(tmp_path):

@@ -18,7 +18,7 @@ PNC = {"pnc", "pnc_nocorr"}  # P&C and its ablation
 
 #: Files whose subject is P&C itself: they may name P&C and its ablation, and no baseline.
 PNC_FILES: dict[str, str] = {
-    "pnc/bench/__main__.py": "P&C's own benchmark (its member count)",
+    "bench/__main__.py": "P&C's own benchmark (its member count)",
     "pnc/studies/mujoco/results.py": "REFERENCE: P&C, which every baseline is tested against",
     "pnc/studies/mujoco/mechanism.py": "the mechanism stage: P&C's members and its ablation",
     "pnc/report/stats.py": "the Wilcoxon verdict: a test favours P&C or the baseline",
@@ -38,12 +38,12 @@ OTHER_FILES: dict[str, tuple[set[str], str]] = {
         {"swag"},
         "the image classifier's training recipe collects SWAG's moments, and its runs say so",
     ),
-    "pnc/bench/cifar_costs.py": ({"pnc", "swag"}, "the CIFAR study's cost model, per method"),
-    "pnc/bench/peers.py": (
+    "bench/cifar_costs.py": ({"pnc", "swag"}, "the CIFAR study's cost model, per method"),
+    "bench/peers.py": (
         {"pnc", "deep_ensemble", "mc_dropout"},
         "the peers benchmark's own method table, on models of its own (docs/peers.md)",
     ),
-    "pnc/bench/peers_report.py": (
+    "bench/peers_report.py": (
         {"pnc", "deep_ensemble", "mc_dropout"},
         "the peers benchmark's tables, keyed by its own method table",
     ),
@@ -59,6 +59,7 @@ ALLOWED: dict[str, set[str]] = {
 
 def _sources() -> list[Path]:
     files = [*ROOT.joinpath("pnc").rglob("*.py"), *ROOT.joinpath("examples").rglob("*.py")]
+    files += [*ROOT.joinpath("bench").rglob("*.py")]
     files += [*ROOT.joinpath("scripts").rglob("*.py"), *ROOT.joinpath("workflow").rglob("*.smk")]
     files += [ROOT / "Snakefile", ROOT / "cifar.smk"]
     methods_dir = ROOT / "pnc" / "methods"

@@ -105,7 +105,7 @@ def test_dropout_is_identity_when_deterministic_or_rate_zero():
 
 
 def test_benchmark_reports_both_draws_with_the_same_bits(tmp_path, capsys):
-    from pnc.bench.mask_draws import main
+    from bench.mask_draws import main
 
     out = tmp_path / "threefry.json"
     assert main(["--rows", "64", "--width", "8", "--repeats", "2", "--out", str(out)]) == 0

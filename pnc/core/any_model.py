@@ -256,6 +256,15 @@ class _LinenAdapter(_Adapter):
         return _describe(path, module, keys, kind, kernel.shape)
 
 
+def _iter_modules(module: Any) -> Any:
+    """``(path, submodule)`` pairs of an NNX module: ``nnx.iter_modules`` where Flax has it
+    (0.12.2 on), else the method it replaced (Flax 0.11)."""
+    from flax import nnx
+
+    iterate = getattr(nnx, "iter_modules", None)
+    return iterate(module) if iterate is not None else module.iter_modules()
+
+
 class _NNXAdapter(_Adapter):
     def __init__(self, model: nnx.Module):
         from flax import nnx
@@ -266,7 +275,7 @@ class _NNXAdapter(_Adapter):
         self._key = self.graphdef  # hashable: compiled code is reused for an equal structure
         self._paths = {
             "/".join(str(k) for k in path): (tuple(path), module)
-            for path, module in nnx.iter_modules(model)
+            for path, module in _iter_modules(model)
         }
 
     def _merged(self, tree):
@@ -279,12 +288,10 @@ class _NNXAdapter(_Adapter):
         return module
 
     def _run(self, tree, x, record, on_call=None, offsets=None):
-        from flax import nnx
-
         module = self._merged(tree)
         offsets = offsets or {}
         targets = {}
-        for path, sub in nnx.iter_modules(module):
+        for path, sub in _iter_modules(module):
             name = "/".join(str(k) for k in path)
             if name in record or name in offsets or on_call is not None and name in on_call[0]:
                 targets[id(sub)] = (name, sub)

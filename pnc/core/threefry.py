@@ -8,7 +8,7 @@ runs each group over the whole array, one pass through memory per group, with th
 amounts in the loop state instead of constants. On this project's Xeon that draws about 43 M
 numbers per CPU second. The same hash written out (every round and rotation a constant,
 :func:`threefry2x32`) fuses into one vectorised loop: 250-980 M per CPU second
-(``python -m pnc.bench.mask_draws``), and the same integers, since the hash is exact integer
+(``python -m bench.mask_draws``), and the same integers, since the hash is exact integer
 arithmetic. With ``jax_threefry_partitionable`` off (not JAX's default) JAX lays the counters out
 differently, and :func:`random_bits` then draws with JAX itself.
 

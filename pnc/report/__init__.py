@@ -4,3 +4,7 @@
 tables as LaTeX/Markdown/CSV, :mod:`~pnc.report.tables` builds the paper's tables on both,
 :mod:`~pnc.report.figures` draws the figures, and :mod:`pnc.report.__main__` is the command line.
 """
+
+from pnc.runtime.extras import require
+
+require("workflow", ("pandas", "matplotlib"), "the report (pnc.report)")

@@ -6,7 +6,8 @@ Markdown escaping, fixed-point numbers with a chosen minus sign, ``mean ± std``
 italic markup, and the booktabs ``tabular``/``longtable`` and Markdown pipe-table layouts. The
 LaTeX needs ``\\usepackage{booktabs,longtable}``.
 
-It imports nothing of the package: the MuJoCo study's tables (:mod:`pnc.report.tables`) and the
+It imports nothing of the package but :mod:`pnc.runtime.extras` (pandas comes with the
+``[workflow]`` extra): the MuJoCo study's tables (:mod:`pnc.report.tables`) and the
 CIFAR study's (:mod:`pnc.studies.cifar.ood_tables`: escaping, fixed-point numbers, the bare ``tabular``
 of :func:`tabular_lines`, Markdown tables without a caption) are both laid out here.
 """
@@ -19,7 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+
+from pnc.runtime.extras import require
+
+require("workflow", ("pandas",), "the table engine (pnc.runtime.render)")
+
+import pandas as pd  # noqa: E402
 
 #: The files written per table.
 TABLE_FORMATS: tuple[str, ...] = ("tex", "md", "csv")

@@ -75,7 +75,7 @@ registered = REGISTRY.registered
 __getattr__ = REGISTRY.module_getattr(__name__)  # METHOD_IDS, read when asked
 
 #: The method of the paper and the baseline its cost and its Far metrics are compared with (the
-#: report's claims, ``pnc.bench.method_costs``), for code that names them.
+#: report's claims, ``bench.method_costs``), for code that names them.
 PNC_ID: str = PerturbAndCorrect.id
 DEEP_ENSEMBLE_ID: str = DeepEnsemble.id
 #: The id of Subspace Inference, whose ID RMSE rank a paper claim states.

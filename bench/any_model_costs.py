@@ -1,4 +1,4 @@
-"""Costs of P&C on any Flax model: ``python -m pnc.bench.any_model_costs [--members M] [--out FILE]``.
+"""Costs of P&C on any Flax model: ``python -m bench.any_model_costs [--members M] [--out FILE]``.
 
 Runs the three examples of ``docs/any_model.md`` (``examples/nnx_regression.py``,
 ``examples/linen_cnn.py``, ``examples/transformer.py``) with ``M`` members (default 50) and
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jax
 
-from pnc.bench.command_line import bench_parser, emit
+from bench.command_line import bench_parser, emit
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NAMES = ("nnx_regression", "linen_cnn", "transformer")

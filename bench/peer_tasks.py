@@ -1,4 +1,4 @@
-"""The tasks of :mod:`pnc.bench.peers`: data, shifts, the shared model and its training.
+"""The tasks of :mod:`bench.peers`: data, shifts, the shared model and its training.
 
 A task holds its ID splits (train, validation, test) and named shifts. Every method of the
 benchmark starts from the same trained network (:func:`train_digits_cnn`, or the study's Gaussian
@@ -46,7 +46,7 @@ DIGITS_ID_CLASSES = (0, 1, 2, 3, 4)
 DIGITS_ROTATIONS = (15.0, 30.0, 45.0)
 DIGITS_NOISE = (0.1, 0.25, 0.5)
 #: Training images per ID class (the rest of the ID images: validation and test, half each);
-#: chosen from the base network's ID validation accuracy alone (``python -m pnc.bench.peers
+#: chosen from the base network's ID validation accuracy alone (``python -m bench.peers
 #: --probe``, docs/peers.md).
 DIGITS_TRAIN_PER_CLASS: int | None = 8
 #: Optimiser steps of every training of a classification task's recipe (the epochs follow from
@@ -335,7 +335,7 @@ def offline_task(
 #: Pixel-noise standard deviations of the transformer task's shifts (training images: 0.3).
 STRIPE_NOISE = (0.45, 0.6, 0.75)
 #: Training images of the transformer task, chosen from the base network's ID validation
-#: accuracy alone (``python -m pnc.bench.peers --probe``, docs/peers.md).
+#: accuracy alone (``python -m bench.peers --probe``, docs/peers.md).
 VIT_TRAIN = 2048
 #: Optimiser steps of the transformer's recipe (the example's 8 epochs of 2,048 images).
 VIT_STEPS = 256
@@ -346,7 +346,7 @@ def transformer_task(seed: int = 0, *, train: int = 2048, evaluation: int = 512)
     0.3). Shifts: the same stripes under more pixel noise (:data:`STRIPE_NOISE`), the class still
     visible; the example's own shift (inverted contrast plus noise 1) is separated perfectly by
     the single network, these are not."""
-    from pnc.bench.any_model_costs import load_example
+    from bench.any_model_costs import load_example
 
     bar_images = load_example("transformer").bar_images
     base = 10 * seed
@@ -370,7 +370,7 @@ def train_vit(
     """The recipe of ``examples/transformer.py``: Adam (learning rate 2e-3), batch 64,
     ``epochs`` passes. Returns ``(variables, cost)`` as :func:`train_digits_cnn`."""
     if model is None:
-        from pnc.bench.any_model_costs import load_example
+        from bench.any_model_costs import load_example
 
         model = load_example("transformer").ViT()
     init_key, order_key = jax.random.split(key)

@@ -1,14 +1,18 @@
-"""Tables, sentences and the figure of ``docs/peers.md`` from the JSON of :mod:`pnc.bench.peers`:
-``python -m pnc.bench.peers_report REPORT.json [--probe PROBE.json] [--figure FILE.png]``.
+"""Tables, sentences and the figure of ``docs/peers.md`` from the JSON of :mod:`bench.peers`:
+``python -m bench.peers_report REPORT.json [--probe PROBE.json] [--figure FILE.png]``.
 
 Every cell is the mean over the run's seeds and its spread, the sample standard deviation over
 the seeds (``n - 1`` in the denominator; ``mean ± std``). Prints, per task, a quality table (ID
 accuracy or RMSE, NLL, ECE, AUROC and FPR95 per shift), a cost table (construction, prediction,
 memory, each seed's chosen grid point), the cost ratios of P&C to each peer, and one sentence per
 P&C variant saying, for each peer, whether P&C's difference in mean AUROC over the shifts, and in
-ID NLL, exceeds the spread. ``--probe`` prints the table of the ID task's choice
-(``python -m pnc.bench.peers --probe``); ``--figure`` draws, per task, the mean AUROC over the
-shifts against the construction CPU seconds of each method, with the seeds' spread as bars.
+ID NLL, exceeds the spread, and one sentence per shift saying which methods rank it above chance
+in every seed. Before the tasks it prints every choice at the edge of its grid (a method's selected
+value at the smallest or largest value of the grid the JSON records). ``--probe`` prints the table
+of the ID task's choice (``python -m bench.peers --probe``); ``--figure`` draws, per task, the mean
+AUROC over the shifts against the construction CPU seconds of each method, with the seeds' spread
+as bars. The three parts of the text (probe table, edge list, tables and sentences) are
+:func:`parts`; ``docs/peers.md`` carries each verbatim.
 """
 
 from __future__ import annotations
@@ -226,6 +230,117 @@ def sentence(task: str, entry: dict, pnc_name: str, quantity: str) -> str:
     )
 
 
+#: An AUROC above this ranks the shifted rows above the ID ones more often than not.
+CHANCE = 0.5
+
+
+def shift_summary(entry: dict, shift: str) -> dict:
+    """Every method's AUROC on ``shift``, per seed, and which side of :data:`CHANCE` it falls on.
+
+    ``methods``: per method, ``seeds`` (the AUROC of each seed) and ``side``: ``"above"`` (above
+    chance in every seed), ``"below"`` (below it in every seed) or ``"both"``. ``low`` and
+    ``high``: the methods of the lowest and highest mean over the seeds.
+    """
+    methods = {}
+    for name in methods_of(entry):
+        v = values(entry, name, lambda m: m["shifts"][shift]["auroc"])
+        side = "above" if np.all(v > CHANCE) else "below" if np.all(v < CHANCE) else "both"
+        methods[name] = {"seeds": v, "mean": float(v.mean()), "side": side}
+    low = min(methods, key=lambda n: methods[n]["mean"])
+    high = max(methods, key=lambda n: methods[n]["mean"])
+    return {"methods": methods, "low": low, "high": high}
+
+
+SIDES = {
+    "above": "above chance (0.5) in every seed",
+    "below": "below chance in every seed",
+    "both": "above chance in some seeds, not in others",
+}
+
+
+def shift_sentence(task: str, entry: dict, shift: str) -> str:
+    """One sentence per shift: the lowest and highest mean AUROC over the seeds, and, per side of
+    chance, the methods on it with the range of their seeds' AUROCs."""
+    c = shift_summary(entry, shift)
+    m = c["methods"]
+    every = np.concatenate([v["seeds"] for v in m.values()])
+    parts = []
+    for side, words in SIDES.items():
+        names = [n for n in m if m[n]["side"] == side]
+        if len(names) == len(m):
+            parts.append(f"{words}: every method")
+        elif names:
+            ranges = [f"{LABELS.get(n, n)} ({m[n]['seeds'].min():.3f} to "
+                      f"{m[n]['seeds'].max():.3f})" for n in names]  # fmt: skip
+            parts.append(f"{words}: " + ", ".join(ranges))
+    return (
+        f"**{task}, {shift}, AUROC** mean over the seeds from {m[c['low']]['mean']:.3f} "
+        f"({LABELS.get(c['low'], c['low'])}) to {m[c['high']]['mean']:.3f} "
+        f"({LABELS.get(c['high'], c['high'])}), single seeds {every.min():.3f} to "
+        f"{every.max():.3f}; " + "; ".join(parts) + "."
+    )
+
+
+def grid_of(report: dict, piece: dict, name: str) -> dict[str, list[float]]:
+    """The grid ``name`` chose from in ``piece``, as the JSON records it: the piece's ``grids``,
+    else the run's, else the values of the points the method scored."""
+    for grids in (piece.get("grids"), report.get("grids")):
+        if grids and name in grids:
+            return {k: list(v) for k, v in grids[name].items()}
+    points = piece["methods"][name].get("grid") or []
+    keys = piece["methods"][name].get("selected", {})
+    return {k: sorted({p[k] for p in points}) for k in keys}
+
+
+def edge_choices(report: dict) -> list[dict]:
+    """Every selected value at the smallest or the largest value of its grid, per task, seed,
+    method and setting: ``task``, ``seed``, ``method``, ``setting``, ``value``, ``edge``
+    (``"smallest"`` or ``"largest"``) and ``grid``. A setting whose grid has one value is fixed,
+    not chosen, and is left out."""
+    out = []
+    for task, entry in report["tasks"].items():
+        for seed, piece in entry["seeds"].items():
+            for name, m in piece["methods"].items():
+                grid = grid_of(report, piece, name)
+                for key, value in (m.get("selected") or {}).items():
+                    axis = sorted(grid.get(key, []))
+                    if len(axis) < 2 or value not in (axis[0], axis[-1]):
+                        continue
+                    edge = "smallest" if value == axis[0] else "largest"
+                    out.append({"task": task, "seed": seed, "method": name, "setting": key,
+                                "value": value, "edge": edge, "grid": axis})  # fmt: skip
+    return out
+
+
+def edge_list(report: dict) -> str:
+    """:func:`edge_choices` as Markdown bullets, one per task, method, setting and value, with
+    the seeds that chose it, in the run's order of tasks and methods."""
+    groups: dict[tuple, dict] = {}
+    for c in edge_choices(report):
+        key = (c["task"], c["method"], c["setting"], c["value"], c["edge"])
+        groups.setdefault(key, {"grid": c["grid"], "seeds": []})["seeds"].append(str(c["seed"]))
+    if not groups:
+        return "- **no choice** is at the edge of its grid."
+    tasks = list(report["tasks"])
+    order = {t: methods_of(report["tasks"][t]) for t in tasks}
+
+    def rank(key):
+        task, name, setting, value, _ = key
+        return tasks.index(task), order[task].index(name), setting, value
+
+    rows = []
+    for key in sorted(groups, key=rank):
+        task, name, setting, value, edge = key
+        seeds, n = groups[key]["seeds"], len(report["tasks"][task]["seeds"])
+        grid = ", ".join(f"{v:g}" for v in groups[key]["grid"])
+        which = f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}"
+        rows.append(
+            f"- **{task}, {LABELS.get(name, name)}**: {setting} {value:g}, its grid's {edge} "
+            f"({grid}), in {which} ({len(seeds)} of {n})"
+        )
+    return "\n".join(rows)
+
+
 def probe_table(report: dict) -> str:
     """The ID task's choice: per classification task and candidate, the base network's ID
     validation accuracy and NLL per seed and their means, and which candidate the rule chose."""
@@ -296,26 +411,42 @@ def figure(report: dict, path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def render(report: dict, probe: dict | None = None) -> str:
-    """Everything :func:`main` prints, as one Markdown text."""
-    out = []
-    if probe is not None:
-        out.append(f"{probe_table(probe)}\n")
+def tables(report: dict) -> str:
+    """Per task: the comparison sentences, one sentence per shift, the quality, FPR95 and cost
+    tables and the cost ratios."""
     seeds = ", ".join(str(s) for s in report["seeds"])
-    out.append(f"Mean ± standard deviation over seeds {seeds}.\n")
+    out = [f"Mean ± standard deviation over seeds {seeds}.\n"]
     for task, entry in report["tasks"].items():
         out.append(f"#### {task}\n")
         for name in PNC_VARIANTS:
             if name in methods_of(entry):
                 for quantity in COMPARED:
                     out.append(f"- {sentence(task, entry, name, quantity)}")
+        for shift in seeds_of(entry)[0]["methods"]["base"]["shifts"]:
+            out.append(f"- {shift_sentence(task, entry, shift)}")
         out.append("")
         out.append(f"{quality_table(task, entry)}\n")
         out.append(f"{quality_table(task, entry, 'fpr95')}\n\n{cost_table(task, entry)}\n")
         for name in PNC_VARIANTS:
             if name in methods_of(entry):
                 out.append(f"Ratios of the means, {LABELS[name]}:\n\n{ratios(entry, name)}\n")
-    return "\n".join(out)
+    return "\n".join(out).rstrip("\n")
+
+
+def parts(report: dict, probe: dict | None = None) -> dict[str, str]:
+    """The text's parts, each a block that ``docs/peers.md`` carries verbatim: ``probe`` (when
+    ``probe`` is given), ``edges`` (:func:`edge_list`) and ``tables`` (:func:`tables`)."""
+    out = {}
+    if probe is not None:
+        out["probe"] = probe_table(probe)
+    out["edges"] = edge_list(report)
+    out["tables"] = tables(report)
+    return out
+
+
+def render(report: dict, probe: dict | None = None) -> str:
+    """Everything :func:`main` prints, as one Markdown text: the :func:`parts` in order."""
+    return "\n\n".join(parts(report, probe).values()) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:

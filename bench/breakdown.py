@@ -1,4 +1,4 @@
-"""Where one workflow job's time goes: ``python -m pnc.bench.breakdown [--out FILE] -- STAGE ARGS...``.
+"""Where one workflow job's time goes: ``python -m bench.breakdown [--out FILE] -- STAGE ARGS...``.
 
 Runs the stage ``python -m pnc.workflow STAGE ARGS...`` in this process (``STAGE`` is a stage of
 :mod:`pnc.workflow.commands`, e.g. ``train_run``; run it from the study's working directory with the job's shell
@@ -40,7 +40,7 @@ from collections import defaultdict  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from pnc.bench.command_line import emit  # noqa: E402
+from bench.command_line import emit  # noqa: E402
 
 _COMPILE_EVENTS = (
     "/jax/core/compile/jaxpr_trace_duration",
@@ -202,7 +202,7 @@ def _process_age() -> float:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--" not in argv:
-        print("usage: python -m pnc.bench.breakdown [--out FILE] -- STAGE ARGS...", file=sys.stderr)
+        print("usage: python -m bench.breakdown [--out FILE] -- STAGE ARGS...", file=sys.stderr)
         return 2
     split = argv.index("--")
     p = argparse.ArgumentParser(description="Split one workflow job's time (see module docs).")

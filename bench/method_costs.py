@@ -14,9 +14,9 @@ what the study's tables come from.
 
 Usage::
 
-    python -m pnc.bench.method_costs                      # full size, prints JSON
-    python -m pnc.bench.method_costs --methods pnc deep_ensemble --warm --pnc-regime paper
-    python -m pnc.bench.method_costs --n-train 2000 --n-predict 500 --steps 200 --hidden 32 32
+    python -m bench.method_costs                      # full size, prints JSON
+    python -m bench.method_costs --methods pnc deep_ensemble --warm --pnc-regime paper
+    python -m bench.method_costs --n-train 2000 --n-predict 500 --steps 200 --hidden 32 32
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from pnc.bench.command_line import bench_parser, emit
+from bench.command_line import bench_parser, emit
 from pnc.core.mlp import MLPConfig
 from pnc.core.perturb_correct import PnCConfig
 from pnc.core.training import TrainConfig

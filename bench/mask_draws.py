@@ -1,7 +1,7 @@
 """Benchmark: dropout masks with ``jax.random.bernoulli`` and with :func:`pnc.core.threefry.bernoulli`
 (the unrolled hash), printing JSON.
 
-    python -m pnc.bench.mask_draws [--rows 31000] [--width 200] [--repeats 10] [--out FILE]
+    python -m bench.mask_draws [--rows 31000] [--width 200] [--repeats 10] [--out FILE]
 
 Each draws ``repeats`` masks of ``rows x width`` (one thread, each compiled once first) and reports
 the CPU seconds, numbers per CPU second and a SHA-256 of every mask: the two must agree.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import time
 
-from pnc.bench.command_line import bench_parser, emit
+from bench.command_line import bench_parser, emit
 
 
 def measure(draw, rows: int, width: int, repeats: int) -> dict:

@@ -1,5 +1,5 @@
 """Throughput of the CIFAR-10 study on this machine and its projected GPU cost:
-``python -m pnc.bench.cifar_costs`` (JSON on stdout).
+``python -m bench.cifar_costs`` (JSON on stdout).
 
 Measured here, on the full-width PreAct ResNet-18 at 32x32 with random weights and images (only
 sizes matter), wall clock after a compiling call, the fastest of ``REPEATS`` calls:
@@ -64,8 +64,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.bench.__main__ import environment
-from pnc.bench.command_line import bench_parser, emit
+from bench.__main__ import environment
+from bench.command_line import bench_parser, emit
 from pnc.core.classifier.model import normalize
 from pnc.core.classifier.recipe import Recipe, init_state, save_checkpoint, train, train_epoch
 from pnc.core.conv import ConvPnCConfig, ResNetConfig, build_members, resnet

@@ -1,4 +1,4 @@
-"""Timing benchmark on an Ant-sized synthetic problem: ``python -m pnc.bench [--out FILE]``.
+"""Timing benchmark on an Ant-sized synthetic problem: ``python -m bench [--out FILE]``.
 
 Ant-v5 dynamics sizes: inputs are 27 state + 8 action = 35 dimensions, targets 27 dimensions, the
 paper's 4x200 Gaussian MLP. Measured (wall-clock seconds, after a warm-up call that compiles; the
@@ -14,18 +14,18 @@ compile times are reported separately as ``*_compile_s``):
   members, ``K = 20``, ``bootstrap_frac = 0.3``, radius-normalised perturbations, ridge towards
   zero), with ``pnc_build_first_call_s`` (compilation included), ``pnc_build_s`` (compiled),
   ``pnc_build_over_train``, the ``settings`` and ``flops`` (the work of build and training from
-  their matrix products, :mod:`pnc.bench.flops`, with the rates it ran at and the build rate
+  their matrix products, :mod:`bench.flops`, with the rates it ran at and the build rate
   that would meet 5 % of the training time);
 - ``methods``: per method ``train_s``, ``posthoc_s``, ``predict_s`` and ``total_over_base_train``
-  (:func:`pnc.bench.method_costs.benchmark_methods`, first calls, compilation included), and
+  (:func:`bench.method_costs.benchmark_methods`, first calls, compilation included), and
   ``pnc_over_deep_ensemble``: the whole cost of P&C (50 members) over that of the 5-member Deep
   Ensemble (first calls), and ``pnc_over_deep_ensemble_warm`` with its parts from a second call of
-  everything (compiled code only; :func:`pnc.bench.method_costs.ratio_parts`); the same ratios
+  everything (compiled code only; :func:`bench.method_costs.ratio_parts`); the same ratios
   with P&C in the paper's regime (:data:`PAPER_REGIME`, the configuration the study's tables come
   from) against the same Deep Ensemble, under ``paper_regime``: ``methods_pnc`` (P&C's entry),
   ``pnc_over_deep_ensemble_warm`` and its parts (compiled code only: the process has compiled
   the training and the prediction already; the first-call ratio of that regime comes from a
-  process of its own, ``python -m pnc.bench.method_costs --methods pnc deep_ensemble --warm
+  process of its own, ``python -m bench.method_costs --methods pnc deep_ensemble --warm
   --pnc-regime paper``). ``--no-methods`` skips this part.
 
 The reusable pieces (:func:`ant_sized_problem`, :func:`timed`, :func:`bench_pnc`,
@@ -46,9 +46,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.bench.command_line import bench_parser, emit
-from pnc.bench.flops import pnc_build_macs, train_macs
-from pnc.bench.method_costs import (
+from bench.command_line import bench_parser, emit
+from bench.flops import pnc_build_macs, train_macs
+from bench.method_costs import (
     PAPER_REGIME,
     benchmark_methods,
     ratio_parts,
@@ -180,7 +180,7 @@ def bench_paper_regime(
     """Time the :data:`PAPER_REGIME` build on trained ``params``; ``x_pool`` holds the
     standardised training inputs the calibration rows are drawn from (``min(4096, N)`` rows).
     ``train_s`` is the time of ``train_steps`` steps of ``train_batch`` rows (for the ``flops``
-    section: :mod:`pnc.bench.flops`)."""
+    section: :mod:`bench.flops`)."""
     config = dataclasses.replace(
         PAPER_REGIME,
         n_members=members,
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--no-methods",
         action="store_true",
-        help="skip the per-method costs (pnc.bench.method_costs) and pnc_over_deep_ensemble",
+        help="skip the per-method costs (bench.method_costs) and pnc_over_deep_ensemble",
     )
     args = parser.parse_args(argv)
     result = {
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> dict:
         ),
     }
     if not args.no_methods:
-        print("timing every method (pnc.bench.method_costs) ...", file=sys.stderr, flush=True)
+        print("timing every method (bench.method_costs) ...", file=sys.stderr, flush=True)
         costs = benchmark_methods(
             n_train=args.cal_rows,
             n_predict=args.pred_rows,

@@ -1,4 +1,4 @@
-"""Cost of convolutional P&C on a full-width PreAct ResNet-18 at 32x32: ``python -m pnc.bench.conv_costs``.
+"""Cost of convolutional P&C on a full-width PreAct ResNet-18 at 32x32: ``python -m bench.conv_costs``.
 
 The paper's CIFAR-10 setting (Section 5.4, Appendix D): single-block P&C on block ``(3, 0)``
 with 1,024 calibration images, ``bootstrap_frac = 0.05`` (51 images per member), ``K = 20``,
@@ -33,8 +33,8 @@ import time
 import jax
 import jax.numpy as jnp
 
-from pnc.bench.__main__ import environment
-from pnc.bench.command_line import bench_parser, emit
+from bench.__main__ import environment
+from bench.command_line import bench_parser, emit
 from pnc.core.conv import (
     ConvPnCConfig,
     ResNetConfig,
@@ -126,7 +126,7 @@ def part_predict(members: int, images: int, cal_images: int) -> dict:
 
 def _run_part(args: list[str]) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "pnc.bench.conv_costs", "--part", *args],
+        [sys.executable, "-m", "bench.conv_costs", "--part", *args],
         check=True,
         capture_output=True,
         text=True,

@@ -1,8 +1,8 @@
 """P&C beside what a user would pick instead, on the same trained models:
-``python -m pnc.bench.peers [--quick] [--seeds 0 1 2] [--tasks ...] [--pieces DIR] [--out FILE]``,
+``python -m bench.peers [--quick] [--seeds 0 1 2] [--tasks ...] [--pieces DIR] [--out FILE]``,
 and ``--probe`` (the classification tasks' base networks alone, for choosing the ID task).
 
-Tasks (:mod:`pnc.bench.peer_tasks`): ``digits`` (a small CNN on 8 training images per class of
+Tasks (:mod:`bench.peer_tasks`): ``digits`` (a small CNN on 8 training images per class of
 digits 0-4) and one regression task per offline environment (``halfcheetah``, ``hopper``,
 ``ant``: the study's Gaussian MLP); ``transformer`` (the ViT example on stripe images) runs only
 when named, since no candidate of ``--probe`` made its ID task imperfect. Each task runs once per
@@ -57,9 +57,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import pnc
-from pnc.bench.any_model_costs import load_example
-from pnc.bench.command_line import bench_parser, emit
-from pnc.bench.peer_tasks import (
+from bench.any_model_costs import load_example
+from bench.command_line import bench_parser, emit
+from bench.peer_tasks import (
     DIGITS_STEPS,
     DIGITS_TRAIN_PER_CLASS,
     OFFLINE_ENVS,

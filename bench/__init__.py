@@ -1,0 +1,1 @@
+"""Benchmarks printing JSON: ``python -m bench`` (P&C and every method on an Ant-sized problem)."""

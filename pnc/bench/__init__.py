@@ -1,1 +1,0 @@
-"""Benchmarks printing JSON: ``python -m pnc.bench`` (P&C and every method on an Ant-sized problem)."""
