@@ -712,6 +712,27 @@ def test_a_gpu_device_warns_with_the_measurement_before_any_job(workdir, tmp_pat
     assert "launch-bound" not in dry_run(device="gpu", device_warning=False)
 
 
+def test_the_mechanism_job_gets_every_mechanism_setting_of_the_config(workdir, tmp_path):
+    """Every key of the schema's ``mechanism`` section that configures the stage's measurement
+    (all but ``enabled`` and ``seeds``, which choose the jobs) reaches the job's ``--settings``
+    with the config's value: none is dropped on the way."""
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    keys = set(schema["properties"]["mechanism"]["properties"]) - {"enabled", "seeds"}
+    assert {"bootstrap_points", "bootstrap_members", "probes"} <= keys
+    config = yaml.safe_load((workdir / ".test" / "config.yaml").read_text())
+    values = {"points_per_split": 37, "probes": 3, "probe_eps": 0.02, "bootstrap_points": 11,
+              "bootstrap_members": 5}  # fmt: skip
+    assert set(values) == keys, "a new mechanism key: give it a value here"
+    config["mechanism"] = values
+    path = tmp_path / "mechanism.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = _snakemake(workdir, "-n", "-p", "--configfile", str(path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = re.search(r"mechanism_diagnostics .*--settings '(\{[^']*\})'", proc.stdout)
+    assert found, proc.stdout[-3000:]
+    assert json.loads(found.group(1)) == values
+
+
 def test_behaviour_policies_are_trained_only_where_none_are_stored(workdir, tmp_path):
     """Offline source: stored policies are rolled out as they are (every environment has them);
     ``retrain_policies`` trains each environment's own instead, and its data job reads them."""

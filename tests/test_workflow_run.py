@@ -119,32 +119,41 @@ def test_tiny_config_end_to_end(request, evaluation):
     assert len(members["calibration_rows"]) == config["methods"]["pnc"]["fixed"]["calibration_size"]
     mechanism = pd.read_parquet(workdir / "results/mechanism/InvertedPendulum/seed0.parquet")
     points = mechanism[(mechanism.member == -1) & (mechanism.method == "pnc")]
+    settings = config["mechanism"]
+    n_points, n_boot = settings["points_per_split"], settings["bootstrap_points"]
     assert points.groupby("split")["point"].nunique().to_dict() == {
-        "id": 200,
-        "near": 200,
-        "far": 200,
+        "id": n_points,
+        "near": n_points,
+        "far": n_points,
     }
     assert set(mechanism["method"]) == {"pnc", "pnc_nocorr", "swag", "laplace", "subspace"}
     for figure in ("magnitudes", "frontier_sigma", "distance", "sketch"):
         assert (workdir / "figures/mechanism/InvertedPendulum" / f"{figure}.png").stat().st_size
-    # Theorem 3 at the first mechanism.bootstrap_points (default 100) points of each split
+    # Theorem 3 at the first mechanism.bootstrap_points points of each split
     boot = points[points.quantity == "rank_mixture"]
     assert boot.groupby("split")["point"].nunique().to_dict() == {
-        "id": 100,
-        "near": 100,
-        "far": 100,
+        "id": n_boot,
+        "near": n_boot,
+        "far": n_boot,
     }
     assert np.isfinite(boot["value"]).all() and (boot["value"] >= 1 - 1e-9).all()
     table = pd.read_csv(workdir / "results/tables/mechanism.csv")
     assert table["evidence"].str.startswith("3C").sum() == 2
     thm3 = table[table["evidence"].str.startswith("Thm 3")]
-    assert len(thm3) == 1 and thm3["n"].iloc[0] == 300 and thm3["estimate"].iloc[0] > 0
-    # the OOD score's AUROC, total and per part, on the 200 ID and 200 Far points
+    assert len(thm3) == 1 and thm3["n"].iloc[0] == 3 * n_boot and thm3["estimate"].iloc[0] > 0
+    # Figure 1 B/C's ratios (P&C, its ablation and the sampling baselines) and Figure 3's slopes
+    ratios = table[table["evidence"].str.startswith("1B/C")].set_index("method")["estimate"]
+    assert {"pnc", "pnc_nocorr"} <= set(ratios.index) and np.isfinite(ratios).all()
+    slopes = table[table["evidence"].str.startswith(("3B", "3C"))]
+    assert len(slopes) == 3 and np.isfinite(slopes[["estimate", "se"]].to_numpy()).all()
+    # the OOD score's AUROC, total and per part, on the ID and Far mechanism points
     score = table[table["evidence"].str.startswith("Score: Far AUROC")].set_index("evidence")
-    assert len(score) == 3 and (score["n"] == 400).all()
+    assert len(score) == 3 and (score["n"] == 2 * n_points).all()
     assert score["estimate"].between(0, 1).all()
     distance = table[table["evidence"].str.startswith("Input: nearest train row")]
-    assert len(distance) == 1 and distance["n"].iloc[0] == 400 and distance["estimate"].iloc[0] > 0
+    assert len(distance) == 1 and distance["n"].iloc[0] == 2 * n_points
+    assert distance["estimate"].iloc[0] > 0
+    assert (workdir / "figures" / "frontier_all.png").stat().st_size
     phases = ("evaluate_test", "assemble") if evaluation == "two_phase" else ()
     for rule in ("train", "evaluate", "select", *phases, "pnc_members", "mechanism"):
         assert list((workdir / "benchmarks" / rule).rglob("*.tsv")), rule

@@ -72,7 +72,13 @@ rule mechanism:
         settings=json.dumps(
             {
                 k: MECHANISM[k]
-                for k in ("points_per_split", "probes", "probe_eps")
+                for k in (
+                    "points_per_split",
+                    "probes",
+                    "probe_eps",
+                    "bootstrap_points",
+                    "bootstrap_members",
+                )
                 if k in MECHANISM
             },
             sort_keys=True,
