@@ -1,9 +1,9 @@
-"""The tiny CI configuration (``.test/config.yaml``) end to end in temporary copies of the
-workflow: the clean run with each evaluation, the two evaluations' numbers compared, a run
-interrupted with Ctrl-C and one killed with SIGKILL resumed, damaged tables and runs named, a
-finished piece stored and rebuilt, a variant that reruns only what it changes, and a new baseline
-joining with four files. Apart from ``test_workflow.py`` (the rules, the DAGs and the config
-checks) so that the two run on different workers. The whole module is in the ``slow`` tier."""
+"""The tiny CI configuration (``.test/config.yaml``) end to end in temporary copies of the workflow:
+the clean run, the full evaluation on its data and trained runs, the two evaluations' numbers
+compared, a run interrupted with Ctrl-C and one killed with SIGKILL resumed, damaged tables and runs
+named, a finished piece stored and rebuilt, a variant that reruns only what it changes, and a new
+baseline joining with four files. Apart from ``test_workflow.py`` (the rules, the DAGs and the
+config checks) so that the two run on different workers. The whole module is in the ``slow`` tier."""
 
 from __future__ import annotations
 
@@ -59,10 +59,31 @@ def tiny_run(tmp_path_factory) -> Path:
     return _tiny(tmp_path_factory, "two_phase")
 
 
+#: What the full evaluation shares with the two-phase run: the data, the splits and the trained
+#: runs (with their jobs' benchmark files, logs and Snakemake's records of them). Neither depends
+#: on the evaluation; everything from the evaluation on is computed afresh.
+UPSTREAM = ("resources", "results/runs", "benchmarks/train", "logs/train", "benchmarks/splits",
+            "logs/splits", "benchmarks/far_data", "logs/far_data", "benchmarks/offline_data",
+            "logs/offline_data", ".snakemake/metadata")  # fmt: skip
+
+
 @pytest.fixture(scope="module")
-def tiny_run_full(tmp_path_factory) -> Path:
-    """The tiny run with ``evaluation: full``."""
-    return _tiny(tmp_path_factory, "full")
+def tiny_run_full(tiny_run, tmp_path_factory) -> Path:
+    """The tiny run with ``evaluation: full``, on the two-phase run's data and trained runs
+    (:data:`UPSTREAM`): the evaluation, selection, mechanism and report jobs run, nothing before
+    them (checked)."""
+    workdir = _copy_workflow(tmp_path_factory.mktemp("tiny-full"))
+    for name in UPSTREAM:
+        if (tiny_run / name).exists():
+            shutil.copytree(tiny_run / name, workdir / name)
+    config = workdir / ".test" / "config.yaml"
+    config.write_text(config.read_text() + "\nevaluation: full\n")
+    proc = _snakemake(workdir, "--cores", "2", "--configfile", ".test/config.yaml", timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    jobs = _job_counts(proc.stdout + proc.stderr)
+    assert not {"train", "splits", "far_data", "offline_data"} & set(jobs), jobs
+    assert {"evaluate", "select", "pnc_members", "mechanism"} <= set(jobs), jobs
+    return workdir
 
 
 @pytest.mark.slow
