@@ -9,6 +9,8 @@
 - :mod:`pnc.methods.configs`: making and naming configurations;
 - :mod:`pnc.methods.checks`: :func:`check_method`, the one check suite (common checks on every
   method, family checks chosen by the family);
+- :mod:`pnc.methods.selection_rule`: :func:`~pnc.methods.selection_rule.lowest`, the one rule
+  that picks a configuration by its validation score (NaN-safe on its own);
 - :mod:`pnc.methods.regression`: the MuJoCo study's family (Gaussian predictive samples;
   ``pnc.methods.regression.get("swag")``);
 - :mod:`pnc.methods.ood`: the CIFAR study's family (post-hoc OOD scores;

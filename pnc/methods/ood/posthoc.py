@@ -55,6 +55,7 @@ from pnc.core.conv.resnet import ResNetConfig
 from pnc.core.keys import derive_key
 from pnc.methods.base import BaseMethod
 from pnc.methods.configs import field_names, make_config
+from pnc.methods.selection_rule import lowest
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ def coordinate_descent(grids: Mapping[str, list], score: Callable[[dict], float]
     point = {name: values[0] for name, values in grids.items()}
     for name, values in grids.items():
         scores = [score({**point, name: value}) for value in values]
-        point[name] = values[int(np.argmin(scores))]
+        point[name] = values[lowest(scores)]
     return point
 
 
@@ -391,13 +392,10 @@ def sweep_nll(rec: Mapping) -> float:
 
 
 def lowest_nll(sweep: list[Mapping]) -> int | None:
-    """The index of the lowest validation NLL in ``sweep``, the first on ties; a missing NLL
-    (:func:`sweep_nll`) never wins over a finite one. ``None`` for an empty sweep."""
-    best = None
-    for i, rec in enumerate(sweep):
-        if best is None or sweep_nll(rec) < sweep_nll(sweep[best]):
-            best = i
-    return best
+    """The index of the lowest validation NLL in ``sweep``, the first on ties; a missing or
+    non-finite NLL (:func:`sweep_nll`) never wins over a finite one
+    (:func:`pnc.methods.selection_rule.lowest`). ``None`` for an empty sweep."""
+    return lowest([sweep_nll(rec) for rec in sweep]) if sweep else None
 
 
 def mark_selected(sweep: list[dict], index: int | None) -> list[dict]:

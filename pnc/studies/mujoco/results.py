@@ -32,13 +32,14 @@ shared by the hyperparameter selection and the frontier figure.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
+
+from pnc.methods.selection_rule import lowest
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -603,7 +604,8 @@ def load(path: str | Path, **options: bool | None) -> pd.DataFrame:
 
 
 def select_candidate(candidates: Mapping[K, float]) -> K:
-    """The candidate with the lowest value, ties and non-finite values resolved by order.
+    """The candidate with the lowest value, ties and non-finite values resolved by order
+    (:func:`pnc.methods.selection_rule.lowest`, the rule both studies use).
 
     ``nan`` and ``inf`` never beat a finite value; among equal values the first candidate (in the
     mapping's order) wins; if no value is finite the first candidate is returned.
@@ -617,10 +619,7 @@ def select_candidate(candidates: Mapping[K, float]) -> K:
     order = list(candidates)
     if not order:
         raise ValueError("no candidates to select from")
-    finite = [c for c in order if math.isfinite(candidates[c])]
-    if not finite:
-        return order[0]
-    return min(finite, key=lambda c: (candidates[c], order.index(c)))
+    return order[lowest([candidates[c] for c in order])]
 
 
 #: The methods whose configurations Figure 3A and the mechanism table compare at equal sigma.

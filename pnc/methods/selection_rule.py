@@ -1,0 +1,36 @@
+"""The one rule that picks a configuration by its validation score, for both studies.
+
+The lowest finite value wins; among equal values the first (in the order given) wins; a
+non-finite value (``nan``, ``inf``, ``-inf``: a diverged configuration's NLL) never beats a finite
+one, wherever it stands; when no value is finite the first is taken. The MuJoCo study's choice of
+a configuration and calibration (:func:`pnc.studies.mujoco.results.select_candidate`) and the
+CIFAR study's choice in a sweep and along coordinate descent
+(:func:`pnc.methods.ood.posthoc.lowest_nll`, :func:`pnc.methods.ood.posthoc.coordinate_descent`)
+all call :func:`lowest`, so the rule is safe on its own, whatever the caller did before.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+__all__ = ["lowest"]
+
+
+def lowest(values: Sequence[float]) -> int:
+    """The index of the lowest finite value of ``values``, the first on ties; ``0`` when none is
+    finite.
+
+    Args:
+        values: scores ``[K]`` (lower is better), in preference order.
+
+    Raises:
+        ValueError: if ``values`` is empty.
+    """
+    scores = [float(v) for v in values]
+    if not scores:
+        raise ValueError("no values to select from")
+    finite = [i for i, v in enumerate(scores) if math.isfinite(v)]
+    if not finite:
+        return 0
+    return min(finite, key=lambda i: (scores[i], i))

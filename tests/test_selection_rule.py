@@ -1,0 +1,51 @@
+"""One selection rule for both studies (pnc.methods.selection_rule.lowest): the lowest finite value
+wins, the first on ties, a non-finite value never wins wherever it stands; the MuJoCo study's
+``select_candidate`` and the CIFAR study's ``lowest_nll`` and ``coordinate_descent`` follow it on
+their own, without a caller cleaning their input first."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pnc.methods.ood.posthoc import coordinate_descent, lowest_nll
+from pnc.methods.selection_rule import lowest
+from pnc.studies.mujoco.results import select_candidate
+
+NAN, INF = math.nan, math.inf
+
+#: values -> the index the rule picks
+CASES = [
+    ([3.0, 1.0, 2.0], 1),
+    ([1.0, 1.0, 0.5, 0.5], 2),  # ties: the first
+    ([NAN, 1.0], 1),  # a leading NaN never wins (a `<` loop would keep it)
+    ([1.0, NAN, 0.5], 2),
+    ([INF, 2.0, -INF], 1),  # neither infinity wins
+    ([NAN, NAN], 0),  # nothing finite: the first
+    ([INF, INF, NAN], 0),
+    ([2.0], 0),
+]
+
+
+@pytest.mark.parametrize(("values", "want"), CASES)
+def test_lowest_picks_the_first_lowest_finite_value(values, want):
+    assert lowest(values) == want
+
+
+@pytest.mark.parametrize(("values", "want"), CASES)
+def test_both_studies_follow_the_one_rule(values, want):
+    names = [f"c{i}" for i in range(len(values))]
+    assert select_candidate(dict(zip(names, values, strict=True))) == names[want]
+    assert lowest_nll([{"val_nll": v} for v in values]) == want
+    grids = {"a": list(range(len(values))), "b": [0]}
+    assert coordinate_descent(grids, lambda p: values[p["a"]]) == {"a": want, "b": 0}
+
+
+def test_a_missing_nll_never_wins_and_empty_inputs_are_said():
+    assert lowest_nll([{"val_nll": None}, {"val_nll": 3.0}]) == 1
+    assert lowest_nll([]) is None
+    with pytest.raises(ValueError, match="no values"):
+        lowest([])
+    with pytest.raises(ValueError, match="no candidates"):
+        select_candidate({})
