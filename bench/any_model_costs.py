@@ -24,7 +24,7 @@ import jax
 
 from bench.command_line import bench_parser, emit
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"  # bench/ sits beside examples/
 NAMES = ("nnx_regression", "linen_cnn", "transformer")
 
 

@@ -12,14 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from install_check_script import install_check
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-_spec = importlib.util.spec_from_file_location(
-    "install_check", ROOT / "scripts" / "install_check.py"
-)
-install_check = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(install_check)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 

@@ -33,4 +33,4 @@ def lowest(values: Sequence[float]) -> int:
     finite = [i for i, v in enumerate(scores) if math.isfinite(v)]
     if not finite:
         return 0
-    return min(finite, key=lambda i: (scores[i], i))
+    return min(finite, key=scores.__getitem__)  # min keeps the first of equal values
