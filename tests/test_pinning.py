@@ -1,7 +1,8 @@
 """CPU pinning of the workflow's stages (pnc.runtime.stage.limit_threads, claim_cpus), executed for real
 in fresh interpreters: the affinity of every thread, the XLA and BLAS variables, the lock files that
 keep concurrent jobs on distinct CPUs (and still pin a job that finds none free), results that do
-not depend on how busy the machine was, and the error once the JAX backend has started."""
+not depend on how busy the machine was, a second call with the same count (a batch's next stage)
+that changes nothing, and the errors once the JAX backend has started or another count was set."""
 
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ cpus = W.limit_threads(1)
 import jax.numpy as jnp
 float(jnp.ones(3).sum())  # the backend starts under the pinning; its threads inherit it
 threads = {t: sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}
+same = W.limit_threads(1)  # a batch's next stage: the same count changes nothing
 try:
-    W.limit_threads(1)
+    W.limit_threads(2)
     again = "no error"
 except ValueError as e:
     again = str(e)
-print(json.dumps({"cpus": cpus, "threads": threads, "again": again,
+print(json.dumps({"cpus": cpus, "threads": threads, "again": again, "same": same,
                   "xla": os.environ["XLA_FLAGS"], "omp": os.environ["OMP_NUM_THREADS"]}))
 """
 
@@ -63,7 +65,8 @@ def test_limit_threads_pins_every_thread_and_sets_the_xla_flags(tmp_path):
         "intra_op_parallelism_threads=1",
     ]
     assert got["omp"] == "1"
-    assert "before the first JAX computation" in got["again"]
+    assert got["same"] == got["cpus"]
+    assert "limited to 1 threads already, not 2" in got["again"]
 
 
 @pytest.mark.slow

@@ -247,3 +247,15 @@ def test_markdown_into_replaces_only_the_marked_block(bench, tmp_path):
     assert main(["costs", str(bench), "--markdown-into", str(doc), "--out", str(out)]) == 2
     assert not out.exists()
     assert doc.read_text() == f"{costs.BLOCK_BEGIN}\n{costs.BLOCK_BEGIN}\n{costs.BLOCK_END}\n"
+
+
+def test_batched_jobs_are_read_per_environment_and_refuse_a_projection(bench):
+    """Config `batch: env`'s jobs hold every seed of an environment: read as per-environment
+    jobs, and the summary refuses to project from them rather than leave them out."""
+    _write(bench, "train_env/Hopper.tsv", 50, 40)
+    _write(bench, "evaluate_env/Hopper.tsv", 70, 60)
+    df = costs.read_benchmarks(bench)
+    row = df[df["job"] == "train_env/Hopper"].iloc[0]
+    assert (row["stage"], row["env"], row["seed"]) == ("train_env", "Hopper", -1)
+    with pytest.raises(ValueError, match="batched per environment \\(evaluate_env, train_env"):
+        costs.summarize(df, n_envs=1, n_seeds=1)

@@ -88,17 +88,52 @@ def _calls_in_order(function: ast.FunctionDef) -> list[str]:
     return [name for *_, name in sorted(events)]
 
 
+def _command_builders() -> dict[str, str]:
+    """``builder -> stage`` of common.smk's command builders (``def X_command(...)`` whose body
+    calls ``stage_command("STAGE", threads, ...)``)."""
+    text = (ROOT / "workflow" / "rules" / "common.smk").read_text()
+    builders = {}
+    for block in re.split(r"^(?=def )", text, flags=re.M):
+        name = re.match(r"def (\w+_command)\(", block)
+        stage = re.search(r'stage_command\(\s*"(\w+)", threads', block)
+        if name and stage:
+            builders[name.group(1)] = stage.group(1)
+    return builders
+
+
 def test_every_rule_runs_a_thread_limited_stage():
-    """``python -m pnc.workflow STAGE --threads {threads} ...``; the stage limits its threads first."""
+    """``python -m pnc.workflow STAGE --threads {threads} ...``, or a command that common.smk builds
+    (``{params.command}``: one stage's, or the ``batch`` of several); the stage limits its threads
+    first."""
     from pnc.workflow.commands import STAGES, Forward
 
     commands = _shell_commands()
     assert {
-        "train", "evaluate", "evaluate_test", "splits", "select", "select@2", "assemble",
-        "report_tables", "report_metrics",
+        "train", "train_env", "evaluate", "evaluate_env", "evaluate_test", "evaluate_test_env",
+        "splits", "select", "select@2", "assemble", "report_tables", "report_metrics",
     } <= set(commands)  # fmt: skip
+    builders = _command_builders()
+    assert builders == {
+        "train_command": "train_run",
+        "evaluate_command": "evaluate_run",
+        "test_command": "evaluate_test",
+    }
+    rules = {
+        name: directives
+        for path in RULE_FILES
+        for name, directives in _rules(path.read_text()).items()
+    }
     stages = {}
     for rule, command in commands.items():
+        if command == "python -m pnc.workflow {params.command} > {log:q} 2>&1":
+            params = rules[rule]["params"]
+            used = [b for b in builders if re.search(rf"\b{b}\(\s*wildcards\.env, ", params)]
+            assert len(used) == 1, f"rule {rule}: {params!r}"
+            # a rule of config `batch: env` joins its stages with batch_command
+            assert ("batch_command(" in params) == rule.endswith("_env"), rule
+            assert "threads" in params.split(":", 1)[0], rule  # given the job's threads
+            stages[rule] = builders[used[0]]
+            continue
         match = STAGE.match(command)
         assert match, f"rule {rule}: {command!r}"
         stages[rule] = match.group(1)
@@ -233,6 +268,52 @@ def workdir(tmp_path_factory) -> Path:
 def test_lint_is_clean(workdir):
     proc = _snakemake(workdir, "--lint", "--configfile", ".test/config.yaml")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+def _stage_commands(workdir: Path, *args: str) -> tuple[list[str], dict[str, int]]:
+    """The commands a dry run of the quick default would run, each ``STAGE ARGS`` (a ``batch``
+    split into its stages), and the job counts."""
+    from pnc.workflow.commands import BATCH_SEPARATOR
+
+    proc = _snakemake(workdir, "-n", "-p", "--configfile", "config/quick.yaml", *args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    commands = []
+    for line in proc.stdout.splitlines():
+        words = line.split("python -m pnc.workflow ", 1)
+        if len(words) == 2:
+            command = re.sub(r" > \S+ 2>&1$", "", words[1].strip())
+            if command.startswith("batch "):
+                commands += command.removeprefix("batch ").split(f" {BATCH_SEPARATOR} ")
+            else:
+                commands.append(command)
+    return commands, _job_counts(proc.stdout)
+
+
+@pytest.mark.parametrize("evaluation", ["two_phase", "full"])
+def test_batched_jobs_run_the_same_commands(workdir, evaluation):
+    """Config `batch: env` runs exactly the stages of `batch: none`, fewer processes: one training,
+    one validation-phase and one test-phase job per environment instead of one per (seed, run),
+    (seed, method, run) and seed."""
+    single, single_jobs = _stage_commands(
+        workdir, "--config", "batch=none", f"evaluation={evaluation}"
+    )
+    batched, batched_jobs = _stage_commands(
+        workdir, "--config", "batch=env", f"evaluation={evaluation}"
+    )
+    assert sorted(batched) == sorted(single)
+    assert len(set(single)) == len(single) > 30
+    n_envs, n_seeds = 2, 2
+    assert batched_jobs["train_env"] == batched_jobs["evaluate_env"] == n_envs
+    assert single_jobs["train"] == n_envs * n_seeds * 4  # base, ensemble, dropout, subspace
+    assert single_jobs["evaluate"] == n_envs * n_seeds * 8
+    if evaluation == "two_phase":
+        assert batched_jobs["evaluate_test_env"] == n_envs
+        assert single_jobs["evaluate_test"] == n_envs * n_seeds
+    else:
+        assert "evaluate_test_env" not in batched_jobs and "evaluate_test" not in single_jobs
+    moved = {"train", "evaluate", "evaluate_test", "train_env", "evaluate_env", "evaluate_test_env"}
+    rest = {k: v for k, v in single_jobs.items() if k not in moved | {"total"}}
+    assert rest == {k: v for k, v in batched_jobs.items() if k not in moved | {"total"}}
 
 
 @pytest.mark.parametrize("evaluation", ["two_phase", "full"])
@@ -416,8 +497,11 @@ def test_jax_stages_declare_their_gpus_from_the_config():
                 declared[name] = stages[0]
     assert declared == {
         "train": "train",
+        "train_env": "train",
         "evaluate": "evaluate",
+        "evaluate_env": "evaluate",
         "evaluate_test": "evaluate",
+        "evaluate_test_env": "evaluate",
         "pnc_members": "mechanism",
         "mechanism": "mechanism",
     }

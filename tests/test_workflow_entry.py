@@ -14,14 +14,18 @@ from pnc.workflow import commands
 ROOT = Path(__file__).resolve().parents[1]
 RULE_FILES = sorted((ROOT / "workflow" / "rules").rglob("*.smk"))
 COMMAND = re.compile(r"python -m pnc\.workflow(\S*) (\w+)")
+# the stages of the commands common.smk builds (stage_command, and batch_command's `batch`)
+BUILT = re.compile(r'stage_command\(\s*"(\w+)"|return f"(batch) ')
 
 
 def _named_stages() -> set[str]:
     named = set()
     for path in RULE_FILES:
-        for suffix, stage in COMMAND.findall(path.read_text()):
+        text = path.read_text()
+        for suffix, stage in COMMAND.findall(text):
             assert suffix == "", f"{path.name}: old module-per-stage command pnc.workflow{suffix}"
             named.add(stage)
+        named.update(a or b for a, b in BUILT.findall(text))
     return named
 
 
@@ -126,3 +130,36 @@ def test_exit_process_statuses(monkeypatch):
     with pytest.raises(SystemExit) as info:
         commands.exit_process(4)
     assert info.value.code == 4 and calls == [0, 2]
+
+
+def test_batch_runs_its_stages_in_order_and_stops_at_the_first_failure(monkeypatch, capsys):
+    calls = []
+
+    def stage(name, status):
+        return lambda argv: calls.append((name, argv)) or status
+
+    stages = {**commands.STAGES, "one": stage("one", 0), "two": stage("two", 3)}
+    stages["three"] = stage("three", None)
+    monkeypatch.setattr(commands, "STAGES", stages)
+    sep = commands.BATCH_SEPARATOR
+    argv = ["one", "--threads", "1", "a", sep, "three", "--threads", "1", sep, "one", "b"]
+    assert commands.batch(argv) == 0
+    assert calls == [
+        ("one", ["--threads", "1", "a"]),
+        ("three", ["--threads", "1"]),
+        ("one", ["b"]),
+    ]
+    calls.clear()
+    assert commands.batch(["one", sep, "two", "x", sep, "one"]) == 3
+    assert calls == [("one", []), ("two", ["x"])]  # the stage after the failure never runs
+    # nothing runs when a part names no stage, an unknown one or a batch
+    calls.clear()
+    for bad, named in (
+        (["one", sep, "nope"], "unknown stage 'nope'"),
+        (["one", sep, sep, "one"], f"no stage around {sep!r}"),
+        (["one", sep], f"no stage around {sep!r}"),
+        (["batch", "one"], "unknown stage 'batch'"),
+    ):
+        assert commands.batch(bad) == 2
+        assert named in capsys.readouterr().err
+    assert calls == []

@@ -328,8 +328,12 @@ def resume_record(tiny_run, tmp_path_factory) -> dict:
     directory, the jobs finished before the interruption and those the resumed run scheduled
     (rule -> count), and the modification times (ns), taken before resuming, of outputs whose jobs
     had certainly finished (the data, the training runs, the validation phase's tables and stored
-    posteriors, the selection and the test plan)."""
+    posteriors, the selection and the test plan). It runs with config `batch: env` (one training,
+    validation-phase and test-phase job per environment), so its results matching the tiny run's
+    byte for byte also show that batching the jobs changes no result."""
     workdir = _copy_workflow(tmp_path_factory.mktemp("resumed"))
+    config = workdir / ".test" / "config.yaml"
+    config.write_text(config.read_text() + "\nbatch: env\n")
     output = tmp_path_factory.mktemp("interrupted") / "snakemake.log"
     code = _interrupt_after_first(workdir, RESUMED_TARGET, "select", output)
     assert code != 0 and not (workdir / "results" / "results.csv").exists()
@@ -374,16 +378,21 @@ def test_interrupted_run_resumes_to_identical_results(tiny_run, resumed_run):
 def test_resumed_run_reuses_finished_jobs(tiny_run, resume_record):
     """Interrupted between the phases, the resumed run recomputes nothing finished: no data,
     training, validation-phase or selection job is scheduled again, the test phase only where its
-    job (one per (env, seed)) had not finished, and every output of the first phase keeps its
-    modification time."""
+    job (one per environment, config `batch: env`) had not finished, and every output of the
+    first phase keeps its modification time."""
     workdir, done, jobs = resume_record["workdir"], resume_record["done"], resume_record["jobs"]
-    n_runs = len(list((tiny_run / "results/runs").glob("*/seed0/*/run.json")))
-    n_tables = len(list((tiny_run / "results/validation").glob("*/seed0/*/*.csv")))
-    n_tests = len(list((tiny_run / "results/test").glob("*/seed0")))  # one job per (env, seed)
-    assert done.get("evaluate", 0) == n_tables and done.get("train", 0) == n_runs, done
+    n_envs = len(list((tiny_run / "results/envs").glob("*/selection.json")))
+    assert n_envs == 1 and len(list((tiny_run / "results/runs").glob("*/seed0/*/run.json"))) > 1
+    assert done.get("evaluate_env", 0) == n_envs and done.get("train_env", 0) == n_envs, done
+    assert not {"train", "evaluate", "evaluate_test"} & set(done), done  # the batches ran
     assert done.get("select") == 1, done
-    assert not {"offline_data", "far_data", "splits", "train", "evaluate", "select"} & set(jobs)
-    assert jobs.get("evaluate_test", 0) == n_tests - done.get("evaluate_test", 0), (jobs, done)
+    assert not {"offline_data", "far_data", "splits", "train_env", "evaluate_env", "select"} & set(
+        jobs
+    )
+    assert jobs.get("evaluate_test_env", 0) == n_envs - done.get("evaluate_test_env", 0), (
+        jobs,
+        done,
+    )
     assert jobs["assemble"] == 1 and jobs["aggregate"] == 1, jobs
     for name, mtime in resume_record["mtimes"].items():
         assert (workdir / name).stat().st_mtime_ns == mtime, f"{name} was rewritten on resume"
@@ -542,11 +551,17 @@ def full_copy(tiny_run_full, tmp_path_factory) -> Path:
 
 
 #: Per evaluation: the finished study the fault tests damage, the run it must equal once repaired,
-#: and the directory of its metric tables.
+#: the directory of its metric tables and the log of the job that writes SWAG's (the resumed run's
+#: jobs are batched per environment, config `batch: env`).
 FAULT_STUDIES = {
-    "two_phase": ("resumed_run", "tiny_run", "results/validation"),
-    "full": ("full_copy", "tiny_run_full", "results/metrics"),
-}
+    "two_phase": (
+        "resumed_run", "tiny_run", "results/validation", "logs/evaluate_env/InvertedPendulum.log"
+    ),
+    "full": (
+        "full_copy", "tiny_run_full", "results/metrics",
+        "logs/evaluate/InvertedPendulum/seed0/swag/base.log",
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -554,7 +569,7 @@ FAULT_STUDIES = {
 def test_cut_metric_table_fails_selection_naming_it(request, evaluation):
     """A table cut at a line boundary is refused by the selection job, which names the file, the
     missing rows and the command that rebuilds it; that command restores the results."""
-    study_name, reference_name, tables = FAULT_STUDIES[evaluation]
+    study_name, reference_name, tables, _ = FAULT_STUDIES[evaluation]
     study, reference = request.getfixturevalue(study_name), request.getfixturevalue(reference_name)
     name = f"{tables}/InvertedPendulum/seed0/pnc/base.csv"
     table = study / name
@@ -572,7 +587,7 @@ def test_cut_metric_table_fails_selection_naming_it(request, evaluation):
 @pytest.mark.slow
 @pytest.mark.parametrize("evaluation", list(FAULT_STUDIES))
 def test_truncated_run_fails_naming_it_and_the_target(request, evaluation):
-    study_name, _, tables = FAULT_STUDIES[evaluation]
+    study_name, _, tables, job_log = FAULT_STUDIES[evaluation]
     study = request.getfixturevalue(study_name)
     run = study / "results/runs/InvertedPendulum/seed0/base/run.msgpack"
     run.write_bytes(run.read_bytes()[:-100])
@@ -582,7 +597,7 @@ def test_truncated_run_fails_naming_it_and_the_target(request, evaluation):
         "--configfile", ".test/config.yaml",
     )  # fmt: skip
     assert proc.returncode != 0
-    log = (study / "logs/evaluate/InvertedPendulum/seed0/swag/base.log").read_text()
+    log = (study / job_log).read_text()
     assert "run.msgpack" in log and "--forcerun" in log, log[-3000:]
 
 

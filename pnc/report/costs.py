@@ -36,8 +36,12 @@ PER_SEED_STAGES = (
     "far_data", "splits", "train", "evaluate", "evaluate_test", "pnc_members", "mechanism",
     "piece",
 )  # fmt: skip
-#: Stages whose benchmark files are per environment: ``{stage}/{env}.tsv``.
-PER_ENV_STAGES = ("behaviour_policies", "offline_data", "minari_data", "select", "assemble")
+#: Stages whose benchmark files are per environment: ``{stage}/{env}.tsv`` (the ``_env`` ones:
+#: config ``batch: env``'s jobs, each every seed's training runs, evaluations or test phases).
+BATCHED_STAGES = ("train_env", "evaluate_env", "evaluate_test_env")
+PER_ENV_STAGES = (
+    "behaviour_policies", "offline_data", "minari_data", "select", "assemble", *BATCHED_STAGES
+)  # fmt: skip
 #: The stages that score configurations: the evaluation (every configuration; with
 #: ``evaluation: two_phase`` on the validation split) and the two-phase evaluation's test phase.
 EVALUATION_STAGES = ("evaluate", "evaluate_test")
@@ -174,11 +178,19 @@ def summarize(
         more environments or seeds were measured than the projected protocol has).
 
     Raises:
-        ValueError: no per-(env, seed) job in ``df``, or non-positive sizes.
+        ValueError: no per-(env, seed) job in ``df``, jobs batched per environment (config
+            ``batch: env``: their cost cannot be told apart per seed), or non-positive sizes.
     """
     if n_envs < 1 or n_seeds < 1 or not cores or min(cores) < 1:
         raise ValueError(
             f"n_envs, n_seeds and cores must be >= 1, got {n_envs}, {n_seeds}, {cores}"
+        )
+    batched = sorted(set(df["stage"]) & set(BATCHED_STAGES))
+    if batched:
+        raise ValueError(
+            f"jobs batched per environment ({', '.join(batched)}; config `batch: env`): their "
+            "cost per (env, seed) is not measured, so there is nothing to project from; "
+            "measure a run with `batch: none`"
         )
     per_seed = df[df["seed"] >= 0]
     if per_seed.empty:

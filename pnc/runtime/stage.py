@@ -51,14 +51,23 @@ def limit_threads(n: int) -> list[int]:
     free ones, else every allowed one) and turns on the compilation cache named by
     ``PNC_COMPILE_CACHE`` (:func:`pnc.runtime.compile_cache.enable_from_env`; none when it is unset).
 
+    A second call with the same ``n`` changes nothing and returns the same CPUs (the stages that
+    :func:`pnc.workflow.commands.batch` runs in one process each call it).
+
     Returns:
         The CPUs the process now runs on.
 
     Raises:
-        ValueError: if ``n < 1`` or the JAX backend has already started.
+        ValueError: if ``n < 1``, if the JAX backend has already started, or if an earlier call
+            limited the process to another number of threads.
     """
     if n < 1:
         raise ValueError(f"threads must be >= 1, got {n}")
+    if _LIMITED:
+        ((before, cpus),) = _LIMITED.items()
+        if before != n:
+            raise ValueError(f"this process is limited to {before} threads already, not {n}")
+        return list(cpus)
     if "jax" in sys.modules:
         from jax._src import xla_bridge
 
@@ -76,7 +85,12 @@ def limit_threads(n: int) -> list[int]:
     cpus = claim_cpus(n)
     for task in os.listdir("/proc/self/task"):
         os.sched_setaffinity(int(task), cpus)
+    _LIMITED[n] = list(cpus)
     return cpus
+
+
+#: The thread count :func:`limit_threads` applied to this process and its CPUs (empty before).
+_LIMITED: dict[int, list[int]] = {}
 
 
 _HELD_LOCKS: list[int] = []
@@ -190,7 +204,9 @@ STAGE_PROGS: list[str] = []
 def parser(description: str, *, allow_abbrev: bool = True) -> argparse.ArgumentParser:
     """Argument parser with the options every stage shares (``--threads``)."""
     p = argparse.ArgumentParser(
-        prog=STAGE_PROGS[-1] if STAGE_PROGS else None, description=description, allow_abbrev=allow_abbrev
+        prog=STAGE_PROGS[-1] if STAGE_PROGS else None,
+        description=description,
+        allow_abbrev=allow_abbrev,
     )
     p.add_argument("--threads", type=int, default=1, help="cores this job may use (default 1)")
     return p

@@ -543,6 +543,49 @@ def mechanism_report(argv: list[str]) -> int:
     return 0
 
 
+#: The word that separates the stages of :func:`batch`'s command line.
+BATCH_SEPARATOR = "::"
+
+
+def batch(argv: list[str]) -> int:
+    """Several stages one after another in one process (config ``batch``), paying the start-up once."""
+    if not argv or argv[0] in ("-h", "--help"):
+        p = parser(
+            "Run the stages one after another in this process, so that Python, JAX and the "
+            "project start once (config `batch: env`: the quick default's jobs take a few seconds "
+            "each, most of it start-up). Each stage takes its own --threads, the same in all. "
+            "Stops at the first stage that fails, with its exit status."
+        )
+        p.usage = f"%(prog)s STAGE --threads N ARGS [{BATCH_SEPARATOR} STAGE --threads N ARGS ...]"
+        p.parse_args(argv or ["--help"])
+    parts: list[list[str]] = [[]]
+    for word in argv:
+        if word == BATCH_SEPARATOR:
+            parts.append([])
+        else:
+            parts[-1].append(word)
+    valid = [name for name in STAGES if name != "batch"]
+    for part in parts:
+        if not part or part[0] not in valid:
+            what = f"unknown stage {part[0]!r}" if part else f"no stage around {BATCH_SEPARATOR!r}"
+            print(f"error: batch: {what}; valid stages: {', '.join(valid)}", file=sys.stderr)
+            return 2
+    log = setup_logging()
+    for k, (name, *rest) in enumerate(parts, 1):
+        log.info("batch: stage %d of %d: %s", k, len(parts), name)
+        STAGE_PROGS.append(f"python -m pnc.workflow {name}")
+        try:
+            status = STAGES[name](rest)
+        finally:
+            STAGE_PROGS.pop()
+        if status:
+            log.error(
+                "batch: stage %d of %d (%s) ended with status %s", k, len(parts), name, status
+            )
+            return status
+    return 0
+
+
 #: Every stage by name: a :class:`Forward` or a function ``stage(argv) -> exit status``. The rules
 #: of ``workflow/rules/`` name them (``tests/test_workflow_entry.py`` checks that every name exists).
 STAGES: dict[str, Callable[[list[str]], int]] = {
@@ -552,11 +595,13 @@ STAGES: dict[str, Callable[[list[str]], int]] = {
         "Train the behaviour policies of one environment (pnc.studies.mujoco.data.behaviour).",
     ),
     "offline_data": Forward(
-        "pnc.studies.mujoco.data.offline", "Offline behaviour datasets of one environment (pnc.studies.mujoco.data.offline)."
+        "pnc.studies.mujoco.data.offline",
+        "Offline behaviour datasets of one environment (pnc.studies.mujoco.data.offline).",
     ),
     "minari_data": minari_data,
     "far_data": Forward(
-        "pnc.studies.mujoco.data.far", "Far (uniform-random-action) dataset of one environment (pnc.studies.mujoco.data.far)."
+        "pnc.studies.mujoco.data.far",
+        "Far (uniform-random-action) dataset of one environment (pnc.studies.mujoco.data.far).",
     ),
     "episode_splits": Forward(
         "pnc.studies.mujoco.data.__main__",
@@ -583,6 +628,8 @@ STAGES: dict[str, Callable[[list[str]], int]] = {
         "The ID/OOD frontier or headline-metrics figure: frontier|metrics ARGS (pnc.report).",
     ),
     "mechanism_report": mechanism_report,
+    # several stages in one process (config `batch`)
+    "batch": batch,
     "piece": Forward(
         "pnc.report.__main__",
         "List one (env, seed)'s output files with their hashes (pnc.report piece).",

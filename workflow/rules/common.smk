@@ -102,6 +102,9 @@ THREADS = {"train": 1, "evaluate": 1, "data": 1, **config.get("threads", {})}
 # split (and the frontier sample), then, after each environment's selection, the configurations
 # that the tables and figures read on the test splits; `full` scores every one on every split.
 TWO_PHASE = config["evaluation"] == "two_phase"
+# config `batch`: `env` runs an environment's training runs, validation-phase evaluations and test
+# phases as three jobs (one process each, `python -m pnc.workflow batch`); `none` gives each its own.
+BATCH = config["batch"] == "env"
 
 
 # Scheduling order: longest jobs first. With as many jobs as cores, a long evaluation started last
@@ -255,15 +258,6 @@ TEST_TABLE = "results/test/{env}/seed{seed}/{method}.csv"
 TEST_PLAN = "results/envs/{env}/test_plan.json"
 
 
-def validation_phase_options(wildcards, output):
-    """The `evaluate` job's options of the two-phase validation phase (none in `full`)."""
-    from pnc.studies.mujoco.phases import VALIDATION_SPLITS
-
-    if not TWO_PHASE:
-        return ""
-    return f" --score {' '.join(VALIDATION_SPLITS)} --posteriors {shlex.quote(output.posteriors)}"
-
-
 def metric_tables(env):
     """The evaluation outputs an environment's selection reads: every (seed, method, run)."""
     return [
@@ -278,22 +272,27 @@ def test_tables(env):
     return [TEST_TABLE.format(env=env, seed=s, method=m) for s in SEEDS for m in METHODS]
 
 
-def test_phase_inputs(wildcards):
+def test_phase_reads(env, seed):
     """What the test phase of an (env, seed) reads: every training run of every method and the
     validation phase's tables and stored posteriors of each (the plan names the configurations,
     so the runs it needs are known only after the selection)."""
-    where = dict(env=wildcards.env, seed=wildcards.seed)
+    where = dict(env=env, seed=seed)
     paths = (
         path
         for method, run in METHOD_RUNS
         for path in (
-            f"results/runs/{wildcards.env}/seed{wildcards.seed}/{run}/run.msgpack",
-            f"results/runs/{wildcards.env}/seed{wildcards.seed}/{run}/run.json",
+            f"results/runs/{env}/seed{seed}/{run}/run.msgpack",
+            f"results/runs/{env}/seed{seed}/{run}/run.json",
             EVALUATION_TABLE.format(run=run, method=method, **where),
             STORED_POSTERIORS["posteriors"].format(run=run, method=method, **where),
         )
     )
     return list(dict.fromkeys(paths))
+
+
+def test_phase_inputs(wildcards):
+    """test_phase_reads of the job's (env, seed)."""
+    return test_phase_reads(wildcards.env, wildcards.seed)
 
 
 def piece_tables(env, seed):
@@ -376,11 +375,75 @@ def grid_tables(methods=None):
     return [GRID_TABLE.format(method=m) for m in (methods or METHODS) if m in GRID_POINTS]
 
 
-def run_configs(wildcards):
+def run_configs(method, run):
     """The ids of the configurations an evaluation job handles: its method's on its run, in grid
-    order, shell-quoted (the job reads them from the grid table by id)."""
-    points = GRID_POINTS[wildcards.method]
-    return " ".join(shlex.quote(p.config_id) for p in points if p.run_id == wildcards.run)
+    order (the job reads them from the grid table by id)."""
+    return [p.config_id for p in GRID_POINTS[method] if p.run_id == run]
+
+
+# The stages' command lines, shell-quoted (the words after the module in a job's
+# `python -m pnc.workflow ...`): one per job, or several
+# joined by `batch_command` into one job of config `batch: env`.
+
+
+def stage_command(stage, threads, *args):
+    """`STAGE --threads N ARGS...`, each word shell-quoted."""
+    return shlex.join([stage, "--threads", str(threads), *map(str, args)])
+
+
+def batch_command(commands):
+    """The `batch` stage running `commands` (stage_command's) one after another in one process."""
+    from pnc.workflow.commands import BATCH_SEPARATOR
+
+    return f"batch {f' {BATCH_SEPARATOR} '.join(commands)}"
+
+
+def train_command(env, seed, run, threads):
+    """The training run `run` of (env, seed)."""
+    return stage_command(
+        "train_run", threads,
+        "--env", env, "--seed", seed, "--run-id", run, "--spec", spec_json(run),
+        "--splits", f"resources/splits/{env}/seed{seed}",
+        "--out", f"results/runs/{env}/seed{seed}/{run}",
+        "--model", section_json("model"), "--train", section_json("train"),
+    )  # fmt: skip
+
+
+def evaluate_command(env, seed, method, run, threads):
+    """Every configuration of `method` on the training run `run` of (env, seed): on every split
+    (full), or on the validation split and the frontier sample, storing the posteriors the test
+    phase restores (two_phase)."""
+    from pnc.studies.mujoco.phases import VALIDATION_SPLITS
+
+    where = dict(env=env, seed=seed, method=method, run=run)
+    phase = (
+        ["--score", *VALIDATION_SPLITS, "--posteriors", STORED_POSTERIORS["posteriors"].format(**where)]
+        if TWO_PHASE
+        else []
+    )
+    return stage_command(
+        "evaluate_run", threads,
+        "--env", env, "--seed", seed, "--method", method, "--run-id", run,
+        "--run", f"results/runs/{env}/seed{seed}/{run}",
+        "--splits", f"resources/splits/{env}/seed{seed}",
+        "--grid", GRID_TABLE.format(method=method), "--configs", *run_configs(method, run),
+        "--calibrations", *CALIBRATIONS, *phase,
+        "--out", EVALUATION_TABLE.format(**where),
+    )  # fmt: skip
+
+
+def test_command(env, seed, threads):
+    """The two-phase test phase of (env, seed): every method's planned configurations."""
+    return stage_command(
+        "evaluate_test", threads,
+        "--env", env, "--seed", seed, "--methods", *METHODS,
+        "--runs", f"results/runs/{env}/seed{seed}",
+        "--splits", f"resources/splits/{env}/seed{seed}",
+        "--grids", *grid_tables(), "--calibrations", *CALIBRATIONS,
+        "--validation", f"results/validation/{env}/seed{seed}",
+        "--plan", TEST_PLAN.format(env=env),
+        "--out", *[TEST_TABLE.format(env=env, seed=seed, method=m) for m in METHODS],
+    )  # fmt: skip
 
 
 def section_json(name):
@@ -398,9 +461,13 @@ def split_options():
     return " ".join(opts)
 
 
+#: The variance-calibration variants every configuration is evaluated in (``--calibrations``).
+CALIBRATIONS = [str(c) for c in config.get("variance_calibration", ["raw", "vcal"])]
+
+
 def calibration_options():
-    """The variance-calibration variants every configuration is evaluated in (``--calibrations``)."""
-    return " ".join(config.get("variance_calibration", ["raw", "vcal"]))
+    """CALIBRATIONS as the words of a shell command."""
+    return " ".join(CALIBRATIONS)
 
 
 # ----------------------------------------------------------------------------- mechanism (Figures 1 B/C, 3)
