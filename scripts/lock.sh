@@ -6,7 +6,8 @@
 # requirements/workflow.txt  the workflows' exact stack (extras test and peers, which include
 #                            workflow), any platform, Python 3.11 and newer: what the reference
 #                            results were made with; scripts/quick.sh, scripts/test.sh and
-#                            envs/pnc.yaml install from it
+#                            envs/pnc.yaml install from it; requirements/constraints.txt holds
+#                            back what it names, and why
 # requirements/newest.txt    the library alone at the ranges' upper ends, Python 3.13
 # requirements/oldest.txt    the library alone at the ranges' lower ends, Python 3.11
 # A change to workflow.txt moves the workflows' results: compare the quick default and the tiny
@@ -19,7 +20,7 @@ header() { printf '# %s\n# Made by scripts/lock.sh (uv pip compile %s); edit pyp
 args=("$@")
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-for spec in "workflow|--extra test --extra peers --universal --python-version 3.11|the workflows' exact stack" \
+for spec in "workflow|--extra test --extra peers --universal --python-version 3.11 -c requirements/constraints.txt|the workflows' exact stack" \
     "newest|--python-version 3.13|the library's dependencies at the newest versions its ranges allow" \
     "oldest|--python-version 3.11 --resolution lowest-direct|the library's dependencies at its ranges' lower ends"; do
     IFS='|' read -r name flags what <<<"$spec"
