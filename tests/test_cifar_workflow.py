@@ -459,24 +459,70 @@ def test_a_new_method_joins_the_tiny_run_with_four_files(tiny_run, tmp_path, mon
     pd.testing.assert_frame_equal(table[table.method != "tempered"].reset_index(drop=True), before)
 
 
+_JOB = dict(seed=1, data_dir="d", out="o", model={"width": 8}, val_size=100)
+_SEED_JOB = ["--seed", "1", "--data", "d", "--out", "o", "--model", '{"width": 8}', "--val-size", "100"]
+_METHOD_JOB = [*_SEED_JOB, "--sweep", "s.json", "--runs", "r"]
+_METHOD_KW = dict(**_JOB, sweep="s.json", runs_dir="r", batch_size=500)
+
+
 @pytest.mark.parametrize(
-    ("stage", "command"),
-    [("cifar_tiny_data", "tiny-data"), ("cifar_fetch", "fetch"), ("cifar_data", "prepare"),
-     ("cifar_train", "train"), ("cifar_validate", "validate"), ("cifar_select", "select"),
-     ("cifar_posthoc", "posthoc"), ("cifar_tables", "tables")],
+    ("stage", "module", "function", "argv", "expected"),
+    [
+        ("cifar_tiny_data", "jobs", "tiny_data", ["root", "--id", "cifar100"],
+         (("root", {}, "cifar100"), {})),
+        ("cifar_fetch", "fetch", "fetch", ["root", "--ood", "a", "b"],
+         (("root", "cifar10", ["a", "b"]), {"overrides": {}})),
+        ("cifar_data", "jobs", "prepare_data", ["root", "--ood", "a", "--out", "p", "--limit", "9"],
+         (("root", ["a"], "p", 9, "cifar10"), {})),
+        ("cifar_train", "jobs", "train_run", [*_SEED_JOB, "--run-id", "base", "--swag-starts", "3"],
+         ((), dict(**_JOB, run_id="base", train_section={}, swag_starts=[3], checkpoint_every=10))),
+        ("cifar_validate", "jobs", "validate", _METHOD_JOB, ((), _METHOD_KW)),
+        ("cifar_select", "jobs", "select", ["v0.json", "v1.json", "--sweep", "s.json", "--out", "o"],
+         ((), dict(sweep="s.json", validation=["v0.json", "v1.json"], out="o"))),
+        ("cifar_posthoc", "jobs", "posthoc", [*_METHOD_JOB, "--selection", "sel.json"],
+         ((), dict(**_METHOD_KW, selection="sel.json"))),
+    ],
 )  # fmt: skip
-def test_stages_limit_threads_then_forward_to_the_cifar_command_line(monkeypatch, stage, command):
+def test_cifar_stages_limit_threads_then_call_their_job(
+    monkeypatch, capsys, stage, module, function, argv, expected
+):
+    """Each CIFAR stage of the one stage table parses its options, limits its threads, then calls
+    its one library function and prints the function's summary as JSON."""
     import importlib
 
     from pnc.workflow import commands
 
     calls = []
-    limit = lambda n: calls.append(("limit", n))
-    monkeypatch.setattr(importlib.import_module("pnc.runtime.stage"), "limit_threads", limit)
-    cli = importlib.import_module("pnc.studies.cifar.cli")
-    monkeypatch.setattr(cli, "main", lambda argv: calls.append(("main", argv)) or 3)
-    assert commands.main([stage, "--threads", "2", "--seed", "1", "x"]) == 3
-    assert calls == [("limit", 2), ("main", [command, "--seed", "1", "x"])]
+    stages = importlib.import_module("pnc.workflow.cifar_stages")
+    monkeypatch.setattr(stages, "limit_threads", lambda n: calls.append(("limit", n)))
+    job = lambda *a, **k: calls.append(("job", a, k)) or {"done": function}
+    monkeypatch.setattr(importlib.import_module(f"pnc.studies.cifar.{module}"), function, job)
+    assert commands.main([stage, "--threads", "2", *argv]) == 0
+    assert calls == [("limit", 2), ("job", *expected)]
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"done": function}
+
+
+def test_the_tables_stage_prints_the_methods_of_its_table(monkeypatch, capsys):
+    import importlib
+
+    from pnc.workflow import commands
+
+    calls = []
+    stages = importlib.import_module("pnc.workflow.cifar_stages")
+    monkeypatch.setattr(stages, "limit_threads", lambda n: calls.append(("limit", n)))
+    table = lambda **k: calls.append(("tables", k)) or pd.DataFrame({"method": ["msp", "pnc"]})
+    monkeypatch.setattr(importlib.import_module("pnc.studies.cifar.jobs"), "tables", table)
+    argv = ["--scores", "s", "--data", "d", "--methods", "msp", "pnc", "--seeds", "0", "1",
+            "--out", "o", "--report", '{"std": "population"}']  # fmt: skip
+    assert commands.main(["cifar_tables", "--threads", "1", *argv]) == 0
+    assert calls == [
+        ("limit", 1),
+        ("tables", dict(scores_dir="s", data_dir="d", methods=["msp", "pnc"], seeds=[0, 1],
+                        out="o", report={"std": "population"})),
+    ]  # fmt: skip
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {
+        "methods": ["msp", "pnc"]
+    }
 
 
 def test_schema_lists_exactly_the_methods_of_the_library():

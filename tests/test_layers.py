@@ -261,13 +261,13 @@ def test_the_scan_reads_snakemake_imports_and_importlib_calls(tmp_path):
         "from pnc.runtime.io import write_json\n\n"
         "rule r:\n    input:\n        'x',\n    run:\n        import pnc.studies.mujoco.grid\n\n"
         "def f():\n    from pnc.report.tables import (\n        a,\n        b,\n    )\n"
-        "    return importlib.import_module('pnc.studies.cifar.cli')\n"
+        "    return importlib.import_module('pnc.studies.cifar.jobs')\n"
     )
     assert _imports(smk) == {
         "pnc.runtime.io",
         "pnc.studies.mujoco.grid",
         "pnc.report.tables",
-        "pnc.studies.cifar.cli",
+        "pnc.studies.cifar.jobs",
     }
     py = tmp_path / "b.py"
     py.write_text(

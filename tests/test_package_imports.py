@@ -137,7 +137,7 @@ def test_a_part_without_its_extra_names_it_in_one_line(tmp_path, module):
     assert last.endswith('pip install "pnc[workflow]"') and "pandas" in last
 
 
-@pytest.mark.parametrize("module", ["pnc.workflow", "pnc.report", "pnc.studies.cifar.cli"])
+@pytest.mark.parametrize("module", ["pnc.workflow", "pnc.report"])
 def test_a_command_without_its_extra_prints_one_line_and_exits_2(tmp_path, module):
     out = _without_workflow(tmp_path, ["-m", module, "--help"])
     assert out.returncode == 2

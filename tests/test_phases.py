@@ -57,7 +57,7 @@ def test_plan_names_the_selected_and_the_per_sigma_configurations():
         ("pnc", PNC.format(16, 0.1), 16), ("pnc", PNC.format(16, 0.3), 16),
         ("pnc_nocorr", "sigma=8", 8), ("pnc_nocorr", "sigma=16", 16),
     )}  # fmt: skip
-    plan = phases.test_plan(frame, select(frame), sigmas)["Ant"]
+    plan = phases.plan_test_splits(frame, select(frame), sigmas)["Ant"]
     sigma = phases.sigma_reason
     assert plan == {
         "pnc": {
@@ -118,7 +118,7 @@ def test_the_test_phase_needs_the_selection_of_its_environment(tmp_path):
 
 
 def test_the_test_phase_of_an_env_seed_takes_one_grid_and_one_output_per_method(tmp_path):
-    """The one-process test phase (pnc.studies.mujoco.phases.test_phase) refuses lists that do not
+    """The one-process test phase (pnc.studies.mujoco.phases.run_test_phase) refuses lists that do not
     pair up, a repeated method, and stops at a method the plan lacks without writing its table."""
     common = dict(
         env="Ant",
@@ -129,14 +129,14 @@ def test_the_test_phase_of_an_env_seed_takes_one_grid_and_one_output_per_method(
         plan_path=tmp_path / "plan.json",
     )
     with pytest.raises(ValueError, match="2 methods, 1 grid tables and 2 outputs"):
-        phases.test_phase(methods=["pnc", "swag"], grids=["g"], outs=["a", "b"], **common)
+        phases.run_test_phase(methods=["pnc", "swag"], grids=["g"], outs=["a", "b"], **common)
     with pytest.raises(ValueError, match="a method is named twice"):
-        phases.test_phase(methods=["swag", "swag"], grids=["g", "g"], outs=["a", "b"], **common)
+        phases.run_test_phase(methods=["swag", "swag"], grids=["g", "g"], outs=["a", "b"], **common)
     grid = tmp_path / "pnc.json"
     grid.write_text("{}")
     (tmp_path / "plan.json").write_text(json.dumps({"Ant": {"swag": {}}}))
     with pytest.raises(ArtifactError, match="holds no selection of Ant pnc"):
-        phases.test_phase(methods=["pnc"], grids=[grid], outs=[tmp_path / "pnc.csv"], **common)
+        phases.run_test_phase(methods=["pnc"], grids=[grid], outs=[tmp_path / "pnc.csv"], **common)
     assert not (tmp_path / "pnc.csv").exists()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from pnc.methods.ood.posthoc import coordinate_descent, lowest_nll
@@ -49,3 +50,25 @@ def test_a_missing_nll_never_wins_and_empty_inputs_are_said():
         lowest([])
     with pytest.raises(ValueError, match="no candidates"):
         select_candidate({})
+
+
+def test_finite_or_none_writes_every_non_finite_float_as_null_and_keeps_the_rest():
+    from pnc.methods.selection_rule import finite_or_none
+
+    nan, inf = float("nan"), float("inf")
+    record = {
+        "val_nll": nan,
+        "candidates": {"a": 1.5, "b": -inf, "c": np.float32("nan"), "d": np.float64(2.0)},
+        "path": [inf, (3, "x", None)],
+        "n": 4,
+    }
+    got = finite_or_none(record)
+    assert got == {
+        "val_nll": None,
+        "candidates": {"a": 1.5, "b": None, "c": None, "d": 2.0},
+        "path": [None, [3, "x", None]],
+        "n": 4,
+    }
+    assert type(got["candidates"]["d"]) is np.float64  # a finite value is kept as it is
+    assert finite_or_none(nan) is None and finite_or_none(0.5) == 0.5
+    assert math.isnan(record["val_nll"])  # the input is not changed

@@ -117,6 +117,10 @@ def test_every_rule_runs_a_thread_limited_stage():
         "train_command": "train_run",
         "evaluate_command": "evaluate_run",
         "test_command": "evaluate_test",
+        "report_tables_command": "report_tables",
+        "figure_command": "report_figure",
+        "mechanism_figures_command": "mechanism_report",
+        "mechanism_table_command": "mechanism_report",
     }
     rules = {
         name: directives
@@ -127,12 +131,14 @@ def test_every_rule_runs_a_thread_limited_stage():
     for rule, command in commands.items():
         if command == "python -m pnc.workflow {params.command} > {log:q} 2>&1":
             params = rules[rule]["params"]
-            used = [b for b in builders if re.search(rf"\b{b}\(\s*wildcards\.env, ", params)]
-            assert len(used) == 1, f"rule {rule}: {params!r}"
-            # a rule of config `batch: env` joins its stages with batch_command
-            assert ("batch_command(" in params) == rule.endswith("_env"), rule
+            used = [b for b in builders if re.search(rf"\b{b}\(", params)]
+            # a rule of config `batch: env` joins its stages with batch_command, another runs one
+            batched = rule.endswith(("_env", "_batch"))
+            assert ("batch_command(" in params) == batched, rule
+            assert used and (batched or len(used) == 1), f"rule {rule}: {params!r}"
             assert "threads" in params.split(":", 1)[0], rule  # given the job's threads
-            stages[rule] = builders[used[0]]
+            for k, builder in enumerate(used):
+                stages[rule if k == 0 else f"{rule}#{k}"] = builders[builder]
             continue
         match = STAGE.match(command)
         assert match, f"rule {rule}: {command!r}"
@@ -141,13 +147,15 @@ def test_every_rule_runs_a_thread_limited_stage():
         text = path.read_text()
         assert "OMP_NUM_THREADS" not in text and "pinned" not in text, path
 
-    source = ast.parse(Path(importlib.import_module("pnc.workflow.commands").__file__).read_text())
-    functions = {n.name: n for n in source.body if isinstance(n, ast.FunctionDef)}
+    functions = {}
+    for module in ("pnc.workflow.commands", "pnc.workflow.cifar_stages"):  # the stages' modules
+        source = ast.parse(Path(importlib.import_module(module).__file__).read_text())
+        functions[module] = {n.name: n for n in source.body if isinstance(n, ast.FunctionDef)}
     for rule, stage in stages.items():
         assert stage in STAGES, f"rule {rule}: no stage {stage!r} in pnc.workflow.commands.STAGES"
         if isinstance(STAGES[stage], Forward):  # limits the threads first (test_forwarding_...)
             continue
-        main = functions[STAGES[stage].__name__]
+        main = functions[STAGES[stage].__module__][STAGES[stage].__name__]
         calls = _calls_in_order(main)
         assert "limit_threads" in calls, stage
         # before the library is imported (and so before any JAX computation)
@@ -293,7 +301,8 @@ def _stage_commands(workdir: Path, *args: str) -> tuple[list[str], dict[str, int
 def test_batched_jobs_run_the_same_commands(workdir, evaluation):
     """Config `batch: env` runs exactly the stages of `batch: none`, fewer processes: one training,
     one validation-phase and one test-phase job per environment instead of one per (seed, run),
-    (seed, method, run) and seed."""
+    (seed, method, run) and seed, and one job for the report and one for the mechanism figures
+    and table instead of one per table or figure."""
     single, single_jobs = _stage_commands(
         workdir, "--config", "batch=none", f"evaluation={evaluation}"
     )
@@ -311,7 +320,13 @@ def test_batched_jobs_run_the_same_commands(workdir, evaluation):
         assert single_jobs["evaluate_test"] == n_envs * n_seeds
     else:
         assert "evaluate_test_env" not in batched_jobs and "evaluate_test" not in single_jobs
+    report_rules = {"report_tables", "report_frontier_overview", "report_frontier", "report_metrics"}
+    mechanism_rules = {"mechanism_figures", "mechanism_table"}
+    assert sum(single_jobs[r] for r in report_rules) == 2 + 2 * n_envs
+    assert sum(single_jobs[r] for r in mechanism_rules) == 1 + n_envs
+    assert batched_jobs["report_batch"] == batched_jobs["mechanism_report_batch"] == 1
     moved = {"train", "evaluate", "evaluate_test", "train_env", "evaluate_env", "evaluate_test_env"}
+    moved |= report_rules | mechanism_rules | {"report_batch", "mechanism_report_batch"}
     rest = {k: v for k, v in single_jobs.items() if k not in moved | {"total"}}
     assert rest == {k: v for k, v in batched_jobs.items() if k not in moved | {"total"}}
 

@@ -50,9 +50,10 @@ from pnc.core.mlp import MLPConfig
 from pnc.core.predictive import Predictive
 from pnc.core.training import Collection, TrainConfig
 from pnc.methods.base import BaseMethod
-from pnc.methods.ood.posthoc import Context, SectionContext, finite_or_none, mark_selected
+from pnc.methods.ood.posthoc import Context, SectionContext, mark_selected
 from pnc.methods.registry import Registry
 from pnc.methods.regression.runs import TrainingRun
+from pnc.methods.selection_rule import finite_or_none
 
 Method = Any  # a method of either family (:class:`pnc.methods.base.BaseMethod`)
 

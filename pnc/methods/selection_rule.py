@@ -6,15 +6,19 @@ one, wherever it stands; when no value is finite the first is taken. The MuJoCo 
 a configuration and calibration (:func:`pnc.studies.mujoco.results.select_candidate`) and the
 CIFAR study's choice in a sweep and along coordinate descent
 (:func:`pnc.methods.ood.posthoc.lowest_nll`, :func:`pnc.methods.ood.posthoc.coordinate_descent`)
-all call :func:`lowest`, so the rule is safe on its own, whatever the caller did before.
+all call :func:`lowest`, so the rule is safe on its own, whatever the caller did before. Their
+selection records, strict JSON, write a non-finite score as ``null`` (:func:`finite_or_none`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["lowest"]
+import numpy as np
+
+__all__ = ["finite_or_none", "lowest"]
 
 
 def lowest(values: Sequence[float]) -> int:
@@ -34,3 +38,15 @@ def lowest(values: Sequence[float]) -> int:
     if not finite:
         return 0
     return min(finite, key=scores.__getitem__)  # min keeps the first of equal values
+
+
+def finite_or_none(obj: Any) -> Any:
+    """``obj`` with every non-finite float (a diverged configuration's NLL) as ``None`` (JSON
+    ``null``), inside dicts, lists and tuples (tuples become lists); every other value as it is."""
+    if isinstance(obj, dict):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_or_none(v) for v in obj]
+    if isinstance(obj, float | np.floating) and not math.isfinite(obj):
+        return None
+    return obj

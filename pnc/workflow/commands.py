@@ -9,7 +9,8 @@ Two kinds of stage:
 
 - *forwarding* stages (:class:`Forward`) run a library command line in-process: ``--threads N``,
   then that command line's own arguments, unchanged (its exit status is the stage's);
-- the other stages parse their arguments here and call one library function.
+- the other stages parse their arguments here (the CIFAR-10 study's in
+  :mod:`pnc.workflow.cifar_stages`) and call one library function.
 
 ``python -m pnc.workflow --help`` lists the stages; ``python -m pnc.workflow STAGE --help`` shows one.
 """
@@ -34,6 +35,7 @@ from pnc.runtime.stage import (
     run_library_cli,
     setup_logging,
 )
+from pnc.workflow.cifar_stages import CIFAR_STAGES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,7 +191,7 @@ def evaluate_run(argv: list[str]) -> int:
 
 
 def evaluate_test(argv: list[str]) -> int:
-    """The test phase of one (env, seed): every method's planned configurations on the test splits, in one process (pnc.studies.mujoco.phases.test_phase)."""
+    """The test phase of one (env, seed): every method's planned configurations on the test splits, in one process (pnc.studies.mujoco.phases.run_test_phase)."""
     p = parser(
         "The two-phase evaluation's test phase of one (env, seed): the configurations the test "
         "plan names, on the test splits, for every method in one process."
@@ -222,10 +224,10 @@ def evaluate_test(argv: list[str]) -> int:
         "test phase of %s seed %d: %s (CPUs %s)", args.env, args.seed, " ".join(args.methods), cpus
     )
 
-    from pnc.studies.mujoco.phases import test_phase
+    from pnc.studies.mujoco.phases import run_test_phase
     from pnc.studies.mujoco.results import CALIBRATIONS
 
-    timings = test_phase(
+    timings = run_test_phase(
         env=args.env,
         seed=args.seed,
         methods=args.methods,
@@ -635,51 +637,8 @@ STAGES: dict[str, Callable[[list[str]], int]] = {
         "List one (env, seed)'s output files with their hashes (pnc.report piece).",
         ("piece",),
     ),
-    # CIFAR-10 study (pnc.studies.cifar.cli)
-    "cifar_fetch": Forward(
-        "pnc.studies.cifar.cli",
-        "Download the missing CIFAR and OpenOOD v1.5 files, checksums verified (pnc.studies.cifar.cli fetch).",
-        ("fetch",),
-    ),
-    "cifar_tiny_data": Forward(
-        "pnc.studies.cifar.cli",
-        "The generated tiny CIFAR-10 + OpenOOD benchmark in the real file formats (CI scale) "
-        "(pnc.studies.cifar.cli tiny-data).",
-        ("tiny-data",),
-    ),
-    "cifar_data": Forward(
-        "pnc.studies.cifar.cli",
-        "Check the CIFAR-10 and OpenOOD v1.5 files and write their arrays once "
-        "(pnc.studies.cifar.cli prepare).",
-        ("prepare",),
-    ),
-    "cifar_train": Forward(
-        "pnc.studies.cifar.cli",
-        "One CIFAR-10 training run of one seed, resuming from its last epoch (pnc.studies.cifar.cli train).",
-        ("train",),
-    ),
-    "cifar_validate": Forward(
-        "pnc.studies.cifar.cli",
-        "One method on one seed: every configuration it selects from, built and scored on the "
-        "validation split (pnc.studies.cifar.cli validate).",
-        ("validate",),
-    ),
-    "cifar_select": Forward(
-        "pnc.studies.cifar.cli",
-        "One method's selection by validation NLL from every seed's sweep (pnc.studies.cifar.cli select).",
-        ("select",),
-    ),
-    "cifar_posthoc": Forward(
-        "pnc.studies.cifar.cli",
-        "One method on one seed at its selected configuration: the OOD confidences "
-        "(pnc.studies.cifar.cli posthoc).",
-        ("posthoc",),
-    ),
-    "cifar_tables": Forward(
-        "pnc.studies.cifar.cli",
-        "Metrics, Table 2 and the sweep table of the CIFAR-10 study (pnc.studies.cifar.cli tables).",
-        ("tables",),
-    ),
+    # CIFAR-10 study (pnc.workflow.cifar_stages)
+    **CIFAR_STAGES,
 }
 
 

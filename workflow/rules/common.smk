@@ -417,7 +417,12 @@ def evaluate_command(env, seed, method, run, threads):
 
     where = dict(env=env, seed=seed, method=method, run=run)
     phase = (
-        ["--score", *VALIDATION_SPLITS, "--posteriors", STORED_POSTERIORS["posteriors"].format(**where)]
+        [
+            "--score",
+            *VALIDATION_SPLITS,
+            "--posteriors",
+            STORED_POSTERIORS["posteriors"].format(**where),
+        ]
         if TWO_PHASE
         else []
     )
@@ -443,6 +448,40 @@ def test_command(env, seed, threads):
         "--validation", f"results/validation/{env}/seed{seed}",
         "--plan", TEST_PLAN.format(env=env),
         "--out", *[TEST_TABLE.format(env=env, seed=seed, method=m) for m in METHODS],
+    )  # fmt: skip
+
+
+def report_tables_command(threads):
+    """The report's tables and stats.json from results.csv."""
+    return stage_command("report_tables", threads, "results/results.csv", "--out", "results/tables")
+
+
+def figure_command(kind, env, threads):
+    """The report's `kind` figure (frontier or metrics) of `env`; of every environment when `env`
+    is None (the frontier overview)."""
+    source = "results/all_configs.csv" if kind == "frontier" else "results/results.csv"
+    where = ["--env", env] if env is not None else []
+    stem = f"figures/{kind}/{env}" if env is not None else "figures/frontier_all"
+    return stage_command("report_figure", threads, kind, source, *where, "--out", stem)
+
+
+def mechanism_figures_command(env, threads):
+    """The mechanism figures (Figures 1 B/C and 3) of `env`."""
+    return stage_command(
+        "mechanism_report", threads,
+        "figures", *mechanism_files(env),
+        "--all-configs", f"results/envs/{env}/all_configs.csv", "--env", env,
+        "--grid", *grid_tables(PER_SIGMA_METHODS), "--out", f"figures/mechanism/{env}",
+    )  # fmt: skip
+
+
+def mechanism_table_command(threads):
+    """The mechanism table of every environment."""
+    return stage_command(
+        "mechanism_report", threads,
+        "table", *[f for env in ENVS for f in mechanism_files(env)],
+        "--all-configs", "results/all_configs.csv",
+        "--grid", *grid_tables(PER_SIGMA_METHODS), "--out", "results/tables",
     )  # fmt: skip
 
 
@@ -554,3 +593,88 @@ def mechanism_targets():
 
 def mechanism_out_dir(wildcards, output):
     return os.path.dirname(output[0])
+
+
+# ----------------------------------------------------------------------------- report outputs
+
+# Snakemake's `report(...)`, which marks an output for the HTML report (named so that its parser
+# does not read a line starting with `report` as the `report:` directive).
+in_report = report
+
+
+def table_outputs():
+    """The report tables in every format and stats.json (the CSVs in the HTML report)."""
+    return [
+        *[
+            in_report(
+                f"results/tables/{table}.csv",
+                caption=f"../report/table_{table}.rst",
+                category="Tables",
+                labels={"table": table},
+            )
+            for table in REPORT_TABLES
+        ],
+        *expand("results/tables/{table}.{ext}", table=REPORT_TABLES, ext=("tex", "md")),
+        "results/tables/stats.json",
+    ]
+
+
+FIGURE_TITLES = {"frontier": "ID/OOD frontier", "metrics": "headline metrics"}
+
+
+def figure_outputs(kind, env):
+    """The `kind` figure of `env` as [png (in the HTML report), pdf]; `env` None: the frontier of
+    every environment; "{env}": the wildcard of a per-environment rule."""
+    if env is None:
+        return [
+            in_report(
+                "figures/frontier_all.png",
+                caption="../report/frontier_all.rst",
+                category="Figures",
+                subcategory="All environments",
+                labels={"figure": FIGURE_TITLES["frontier"]},
+            ),
+            "figures/frontier_all.pdf",
+        ]
+    return [
+        in_report(
+            f"figures/{kind}/{env}.png",
+            caption=f"../report/{kind}.rst",
+            category="Figures",
+            subcategory=env,
+            labels={"env": env, "figure": FIGURE_TITLES[kind]},
+        ),
+        f"figures/{kind}/{env}.pdf",
+    ]
+
+
+def mechanism_figure_outputs(env):
+    """The mechanism figures of `env` ("{env}": a rule's wildcard): the PNGs (in the HTML report),
+    then the PDFs."""
+    return [
+        *[
+            in_report(
+                f"figures/mechanism/{env}/{figure}.png",
+                caption=f"../report/mechanism_{figure}.rst",
+                category="Mechanism",
+                subcategory=env,
+                labels={"env": env, "figure": MECHANISM_FIGURE_TITLES[figure]},
+            )
+            for figure in MECHANISM_FIGURES
+        ],
+        *[f"figures/mechanism/{env}/{figure}.pdf" for figure in MECHANISM_FIGURES],
+    ]
+
+
+def mechanism_table_outputs():
+    """The mechanism table: its CSV (in the HTML report), Markdown and LaTeX."""
+    return [
+        in_report(
+            "results/tables/mechanism.csv",
+            caption="../report/table_mechanism.rst",
+            category="Tables",
+            labels={"table": "mechanism"},
+        ),
+        "results/tables/mechanism.md",
+        "results/tables/mechanism.tex",
+    ]

@@ -5,7 +5,7 @@
 # rebuilt in memory, never stored; the job writes a small long-format metric table. With
 # `two_phase`, the test phase scores, per (env, seed), every method's configurations that the
 # environment's test plan names on the test splits, after the selection (select.smk): one process
-# for all methods pays the start-up once (pnc.studies.mujoco.phases.test_phase). Each job reads
+# for all methods pays the start-up once (pnc.studies.mujoco.phases.run_test_phase). Each job reads
 # its configurations by id from its method's grid table (GRID_TABLE, common.smk). With config
 # `batch: env`, one job per environment runs every seed's evaluations (and one its test phases)
 # in one process (evaluate_command's and test_command's stages, batch_command).
@@ -139,9 +139,7 @@ elif TWO_PHASE:
         output:
             expand(TEST_TABLE, method=METHODS, allow_missing=True),
         params:
-            command=lambda wildcards, threads: test_command(
-                wildcards.env, wildcards.seed, threads
-            ),
+            command=lambda wildcards, threads: test_command(wildcards.env, wildcards.seed, threads),
         log:
             "logs/evaluate_test/{env}/seed{seed}.log",
         benchmark:

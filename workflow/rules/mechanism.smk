@@ -105,76 +105,88 @@ rule mechanism:
         " --out {output.parquet:q} --info {output.info:q} > {log:q} 2>&1"
 
 
-rule mechanism_figures:
-    message:
-        "Report: mechanism figures (paper Figures 1 B/C, 3 A/B/C) of {wildcards.env}"
-    input:
-        mechanism=lambda wildcards: mechanism_files(wildcards.env),
-        all_configs="results/envs/{env}/all_configs.csv",
-        grid=grid_tables(PER_SIGMA_METHODS),
-    output:
-        [
-            report(
-                f"figures/mechanism/{{env}}/{figure}.png",
-                caption=f"../report/mechanism_{figure}.rst",
-                category="Mechanism",
-                subcategory="{env}",
-                labels={"env": "{env}", "figure": MECHANISM_FIGURE_TITLES[figure]},
-            )
-            for figure in MECHANISM_FIGURES
-        ],
-        [f"figures/mechanism/{{env}}/{figure}.pdf" for figure in MECHANISM_FIGURES],
-    params:
-        out=mechanism_out_dir,
-    log:
-        "logs/report/mechanism/{env}.log",
-    benchmark:
-        "benchmarks/report/mechanism/{env}.tsv"
-    resources:
-        mem_mb=RESOURCES["report"]["mem_mb"],
-        runtime=RESOURCES["report"]["runtime"],
-    threads: 1
-    conda:
-        "../../envs/pnc.yaml"
-    shell:
-        "python -m pnc.workflow mechanism_report --threads {threads} figures {input.mechanism:q}"
-        " --all-configs {input.all_configs:q} --env {wildcards.env:q} --grid {input.grid:q}"
-        " --out {params.out:q}"
-        " > {log:q} 2>&1"
+if BATCH:
 
+    rule mechanism_report_batch:
+        message:
+            "Report: the mechanism figures of every environment and the mechanism table, in one"
+            " process"
+        input:
+            mechanism=[f for env in ENVS for f in mechanism_files(env)],
+            all_configs=["results/all_configs.csv", *env_outputs("all_configs.csv")],
+            grid=grid_tables(PER_SIGMA_METHODS),
+        output:
+            [f for env in ENVS for f in mechanism_figure_outputs(env)],
+            mechanism_table_outputs(),
+        params:
+            command=lambda wildcards, threads: batch_command(
+                [
+                    *[mechanism_figures_command(env, threads) for env in ENVS],
+                    mechanism_table_command(threads),
+                ]
+            ),
+        log:
+            "logs/report/mechanism_batch.log",
+        benchmark:
+            "benchmarks/report/mechanism_batch.tsv"
+        resources:
+            mem_mb=RESOURCES["report"]["mem_mb"],
+            runtime=RESOURCES["report"]["runtime"] * (1 + len(ENVS)),
+        threads: 1
+        conda:
+            "../../envs/pnc.yaml"
+        shell:
+            "python -m pnc.workflow {params.command} > {log:q} 2>&1"
 
-rule mechanism_table:
-    message:
-        "Report: the mechanism table of every environment"
-    input:
-        mechanism=[f for env in ENVS for f in mechanism_files(env)],
-        all_configs="results/all_configs.csv",
-        grid=grid_tables(PER_SIGMA_METHODS),
-    output:
-        report(
-            "results/tables/mechanism.csv",
-            caption="../report/table_mechanism.rst",
-            category="Tables",
-            labels={"table": "mechanism"},
-        ),
-        "results/tables/mechanism.md",
-        "results/tables/mechanism.tex",
-    params:
-        out=mechanism_out_dir,
-    log:
-        "logs/report/mechanism_table.log",
-    benchmark:
-        "benchmarks/report/mechanism_table.tsv"
-    resources:
-        mem_mb=RESOURCES["report"]["mem_mb"],
-        runtime=RESOURCES["report"]["runtime"],
-    threads: 1
-    conda:
-        "../../envs/pnc.yaml"
-    shell:
-        "python -m pnc.workflow mechanism_report --threads {threads} table {input.mechanism:q}"
-        " --all-configs {input.all_configs:q} --grid {input.grid:q} --out {params.out:q}"
-        " > {log:q} 2>&1"
+else:
+
+    rule mechanism_figures:
+        message:
+            "Report: mechanism figures (paper Figures 1 B/C, 3 A/B/C) of {wildcards.env}"
+        input:
+            mechanism=lambda wildcards: mechanism_files(wildcards.env),
+            all_configs="results/envs/{env}/all_configs.csv",
+            grid=grid_tables(PER_SIGMA_METHODS),
+        output:
+            mechanism_figure_outputs("{env}"),
+        params:
+            command=lambda wildcards, threads: mechanism_figures_command(wildcards.env, threads),
+        log:
+            "logs/report/mechanism/{env}.log",
+        benchmark:
+            "benchmarks/report/mechanism/{env}.tsv"
+        resources:
+            mem_mb=RESOURCES["report"]["mem_mb"],
+            runtime=RESOURCES["report"]["runtime"],
+        threads: 1
+        conda:
+            "../../envs/pnc.yaml"
+        shell:
+            "python -m pnc.workflow {params.command} > {log:q} 2>&1"
+
+    rule mechanism_table:
+        message:
+            "Report: the mechanism table of every environment"
+        input:
+            mechanism=[f for env in ENVS for f in mechanism_files(env)],
+            all_configs="results/all_configs.csv",
+            grid=grid_tables(PER_SIGMA_METHODS),
+        output:
+            mechanism_table_outputs(),
+        params:
+            command=lambda wildcards, threads: mechanism_table_command(threads),
+        log:
+            "logs/report/mechanism_table.log",
+        benchmark:
+            "benchmarks/report/mechanism_table.tsv"
+        resources:
+            mem_mb=RESOURCES["report"]["mem_mb"],
+            runtime=RESOURCES["report"]["runtime"],
+        threads: 1
+        conda:
+            "../../envs/pnc.yaml"
+        shell:
+            "python -m pnc.workflow {params.command} > {log:q} 2>&1"
 
 
 rule only_mechanism:

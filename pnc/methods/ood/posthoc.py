@@ -403,12 +403,3 @@ def mark_selected(sweep: list[dict], index: int | None) -> list[dict]:
     return [{**rec, "selected": i == index} for i, rec in enumerate(sweep)]
 
 
-def finite_or_none(obj):
-    """``obj`` with every non-finite float (a diverged configuration's NLL) as ``None`` (JSON null)."""
-    if isinstance(obj, dict):
-        return {k: finite_or_none(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [finite_or_none(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj

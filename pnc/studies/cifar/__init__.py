@@ -14,5 +14,5 @@ checks, :mod:`~pnc.methods.checks`), :mod:`~pnc.studies.cifar.sweep` (each metho
 configurations, expanded once by the workflow and read by id), :mod:`~pnc.studies.cifar.ood_metrics`
 (AUROC, FPR@95%TPR, AUPR-In/Out with ID positive; NLL, ECE, Brier), :mod:`~pnc.studies.cifar.ood_tables`
 (Table 2, the calibration and AUPR tables, the sweep table) and :mod:`~pnc.studies.cifar.jobs` (one
-function per workflow job; command line :mod:`~pnc.studies.cifar.cli`).
+function per workflow job; the workflow's stages that run them: :mod:`pnc.workflow.cifar_stages`).
 """

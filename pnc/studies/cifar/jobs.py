@@ -1,4 +1,4 @@
-"""The jobs of the CIFAR-10 workflow, one function each (the command line is :mod:`pnc.studies.cifar.cli`).
+"""The jobs of the CIFAR-10 workflow, one function each (run by the stages of :mod:`pnc.workflow.cifar_stages`).
 
 - :func:`tiny_data`: write the generated tiny benchmark (CI scale) in the real file formats.
 - :func:`prepare_data`: check every file, write the arrays (``cifar10.npz``, ``ood.npz``) and
@@ -34,6 +34,7 @@ from pnc.core.classifier.trained import TrainedNetwork, recipe_for
 from pnc.core.conv.resnet import ResNetConfig
 from pnc.methods import ood as registry
 from pnc.methods.ood import posthoc as P
+from pnc.methods.selection_rule import finite_or_none
 from pnc.runtime.io import atomic_path, read_json, write_json
 from pnc.studies.cifar import data as D
 from pnc.studies.cifar import ood_tables as T
@@ -174,7 +175,7 @@ def validate(
     records = [{**r, "id": table.id_of(r["config"])} for r in spec.validate(config, ctx, runs)]
     summary = {"method": method, "seed": seed, "sweep": records}
     summary["seconds"] = time.perf_counter() - start
-    write_json(out, P.finite_or_none(summary))
+    write_json(out, finite_or_none(summary))
     return {"method": method, "seed": seed, "configs": len(records)}
 
 
@@ -246,7 +247,7 @@ def posthoc(
     with atomic_path(out / "scores.npz") as tmp:
         with open(tmp, "wb") as f:
             np.savez(f, **outputs)
-    write_json(out / "selection.json", P.finite_or_none(record))
+    write_json(out / "selection.json", finite_or_none(record))
     return {
         "method": method,
         "seed": seed,

@@ -11,10 +11,10 @@ study's arithmetic on test rows no selection or figure reads. The two-phase eval
    (:attr:`pnc.methods.regression.contract.MethodBase.stores_posteriors`: Subspace's chains) write
    them beside the table (:func:`write_posteriors`).
 2. **selection**, per env: the selection of :mod:`pnc.studies.mujoco.selection` on the validation rows, as in
-   the full evaluation, and the *test plan* (:func:`test_plan`): per method the configurations
+   the full evaluation, and the *test plan* (:func:`plan_test_splits`): per method the configurations
    scored on the test splits, each with why (:data:`SELECTED`, :func:`sigma_reason`).
 3. **test phase**, per (env, seed, method) (:func:`evaluate_test`; the workflow runs every method
-   of an (env, seed) in one process, :func:`test_phase`): the planned configurations on
+   of an (env, seed) in one process, :func:`run_test_phase`): the planned configurations on
    :data:`TEST_SPLITS` (and on validation again, for the variance calibration's scale: the rows
    must equal the validation phase's, which checks that the posterior is the same). Posteriors are
    built again from the same keys (one P&C ridge group, one SWAG or Laplace build: seconds) or
@@ -24,7 +24,7 @@ study's arithmetic on test rows no selection or figure reads. The two-phase eval
    evaluation's table; ``results.csv`` is the selected configurations' test rows. Both equal the
    full evaluation's rows wherever both have them (the same programs on the same inputs).
 
-What reads which test rows (:func:`test_plan`): ``results.csv`` and every table made from it, the
+What reads which test rows (:func:`plan_test_splits`): ``results.csv`` and every table made from it, the
 selected configuration of every method; Figure 3A and the mechanism table's 3A rows (and with them
 the 3A claim), per sigma the configuration of P&C and of P&C without correction chosen by
 validation NLL among those at that sigma (:func:`pnc.studies.mujoco.results.per_sigma_choices`); the
@@ -75,7 +75,7 @@ def sigma_reason(sigma: float) -> str:
     return f"Figure 3A and the mechanism table: sigma = {sigma:g}"
 
 
-def test_plan(
+def plan_test_splits(
     frame: pd.DataFrame,
     selection: Mapping[str, Mapping[str, Any]],
     sigmas: Mapping[tuple[str, str], float],
@@ -155,7 +155,7 @@ def read_posteriors(path: str | Path) -> dict[str, dict[str, np.ndarray]]:
 
 
 def read_plan(path: str | Path, env: str, method: str) -> dict[str, list[str]]:
-    """The test plan of ``(env, method)`` in ``path`` (:func:`test_plan`).
+    """The test plan of ``(env, method)`` in ``path`` (:func:`plan_test_splits`).
 
     Raises:
         pnc.runtime.io.ArtifactError: the plan is missing, unreadable, or holds no plan of the pair (the
@@ -245,7 +245,7 @@ def evaluate_test(
             configurations are read from it by id.
         validation_dir: the validation phase's tables of the (env, seed, method),
             ``{run}.csv`` and ``{run}.npz`` (the stored posteriors).
-        plan_path: the environment's test plan (:func:`test_plan`).
+        plan_path: the environment's test plan (:func:`plan_test_splits`).
         calibrations: the variants.
 
     Returns:
@@ -301,7 +301,7 @@ def evaluate_test(
     return out, timings
 
 
-def test_phase(
+def run_test_phase(
     *,
     env: str,
     seed: int,
@@ -407,7 +407,7 @@ def select_validation_and_write(
     )
     frame = frame.drop(columns="_source")
     selection = select(frame, seeds=seeds)
-    plan = test_plan(frame, selection, config_field(methods or {}, "sigma"))
+    plan = plan_test_splits(frame, selection, config_field(methods or {}, "sigma"))
     with atomic_path(selection_path) as tmp:
         write_json(tmp, selection)
     with atomic_path(plan_path) as tmp:
@@ -539,7 +539,7 @@ def assemble_and_write(
     )
     validation = validation.drop(columns="_source")
     selection = select(validation, seeds=seeds)
-    plan = test_plan(validation, selection, config_field(methods or {}, "sigma"))
+    plan = plan_test_splits(validation, selection, config_field(methods or {}, "sigma"))
     for path, want in ((selection_path, selection), (plan_path, plan)):
         try:
             have = read_json(path)

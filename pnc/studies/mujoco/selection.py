@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pnc.methods.selection_rule import finite_or_none
 from pnc.runtime.io import (
     ArtifactError,
     atomic_path,
@@ -148,16 +149,12 @@ def select(frame: pd.DataFrame, seeds: Iterable[int] | None = None) -> dict:
         out.setdefault(str(env), {})[str(method)] = {
             "config": best[0],
             "calibration": best[1],
-            "val_nll": _finite_or_none(candidates[best]),
+            "val_nll": finite_or_none(candidates[best]),
             "finite": any(math.isfinite(v) for v in candidates.values()),
             "n_seeds": len(seeds),
-            "candidates": {candidate_key(*c): _finite_or_none(v) for c, v in candidates.items()},
+            "candidates": {candidate_key(*c): finite_or_none(v) for c, v in candidates.items()},
         }
     return out
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
 
 
 def apply_selection(frame: pd.DataFrame, selection: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
