@@ -42,6 +42,20 @@ def _add_method_job(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=500)
 
 
+def _method_job(args: argparse.Namespace) -> dict:
+    """The keywords of :func:`_add_method_job`'s options, as the jobs of one method take them."""
+    return dict(
+        seed=args.seed,
+        sweep=args.sweep,
+        data_dir=args.data,
+        runs_dir=args.runs,
+        out=args.out,
+        model=args.model,
+        val_size=args.val_size,
+        batch_size=args.batch_size,
+    )
+
+
 def cifar_tiny_data(argv: list[str]) -> int:
     """The generated tiny CIFAR-10 + OpenOOD benchmark in the real file formats (CI scale) (pnc.studies.cifar.jobs.tiny_data)."""
     p = parser("Write the generated tiny benchmark in the real file formats.")
@@ -133,18 +147,7 @@ def cifar_validate(argv: list[str]) -> int:
     setup_logging()
     from pnc.studies.cifar.jobs import validate
 
-    return _print(
-        validate(
-            seed=args.seed,
-            sweep=args.sweep,
-            data_dir=args.data,
-            runs_dir=args.runs,
-            out=args.out,
-            model=args.model,
-            val_size=args.val_size,
-            batch_size=args.batch_size,
-        )
-    )
+    return _print(validate(**_method_job(args)))
 
 
 def cifar_select(argv: list[str]) -> int:
@@ -175,19 +178,7 @@ def cifar_posthoc(argv: list[str]) -> int:
     setup_logging()
     from pnc.studies.cifar.jobs import posthoc
 
-    return _print(
-        posthoc(
-            seed=args.seed,
-            sweep=args.sweep,
-            data_dir=args.data,
-            runs_dir=args.runs,
-            out=args.out,
-            model=args.model,
-            val_size=args.val_size,
-            batch_size=args.batch_size,
-            selection=args.selection,
-        )
-    )
+    return _print(posthoc(**_method_job(args), selection=args.selection))
 
 
 def cifar_tables(argv: list[str]) -> int:

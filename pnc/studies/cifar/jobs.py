@@ -170,9 +170,9 @@ def validate(
     table = _sweep(sweep)
     method, config = table.method, table.config()
     ctx, runs = _seed_context(seed, config, method, data_dir, runs_dir, model, val_size, batch_size)
-    spec = registry.get(method)
+    detector = registry.get(method)
     start = time.perf_counter()
-    records = [{**r, "id": table.id_of(r["config"])} for r in spec.validate(config, ctx, runs)]
+    records = [{**r, "id": table.id_of(r["config"])} for r in detector.validate(config, ctx, runs)]
     summary = {"method": method, "seed": seed, "sweep": records}
     summary["seconds"] = time.perf_counter() - start
     write_json(out, finite_or_none(summary))
@@ -186,7 +186,7 @@ def select(*, sweep: Sweep | str | Path, validation: Sequence[str | Path], out: 
     per seed, the sweep with ``selected`` marked)."""
     table = _sweep(sweep)
     method, config = table.method, table.config()
-    spec = registry.get(method)
+    detector = registry.get(method)
     seeds = {}
     for path in validation:
         record = read_json(path)
@@ -195,7 +195,7 @@ def select(*, sweep: Sweep | str | Path, validation: Sequence[str | Path], out: 
         unknown = [r["id"] for r in record["sweep"] if r["id"] not in table.configurations]
         if unknown:
             raise ValueError(f"{path}: configuration(s) {unknown} not in the sweep of {method}")
-        sweep_ = P.mark_selected(record["sweep"], spec.choose(config, record["sweep"]))
+        sweep_ = P.mark_selected(record["sweep"], detector.choose(config, record["sweep"]))
         seeds[str(record["seed"])] = {"sweep": sweep_}
     write_json(out, {"method": method, "seeds": seeds})
     chosen = {s: [r["id"] for r in v["sweep"] if r["selected"]] for s, v in seeds.items()}
@@ -220,14 +220,14 @@ def posthoc(
     and the sweep)."""
     table = _sweep(sweep)
     method = table.method
-    spec = registry.get(method)
+    detector = registry.get(method)
     if selection is None:
         config = table.config()
         ctx, runs = _seed_context(
             seed, config, method, data_dir, runs_dir, model, val_size, batch_size
         )
         start = time.perf_counter()
-        outputs, record = spec.run(config, ctx, runs)
+        outputs, record = detector.run(config, ctx, runs)
     else:
         seeds = read_json(selection)["seeds"]
         if str(seed) not in seeds:
@@ -240,7 +240,7 @@ def posthoc(
             seed, config, method, data_dir, runs_dir, model, val_size, batch_size
         )
         start = time.perf_counter()
-        outputs, record = spec.score_selected(config, ctx, runs, marked)
+        outputs, record = detector.score_selected(config, ctx, runs, marked)
     record.update(method=method, seed=seed, seconds=time.perf_counter() - start)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

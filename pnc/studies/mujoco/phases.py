@@ -373,6 +373,36 @@ def run_test_phase(
 # ----------------------------------------------------------------------------- selection, assembly
 
 
+def _select_and_plan(
+    tables: Iterable[str],
+    *,
+    seeds: Iterable[int],
+    methods: Mapping[str, Any] | None,
+    calibrations: Sequence[str] | None,
+    envs: Iterable[str] | None,
+) -> tuple[pd.DataFrame, dict, dict]:
+    """The validation phase's tables read and checked complete, the selection made on them and
+    the test plan: ``(validation rows, selection, plan)``."""
+    from pnc.studies.mujoco.selection import check_complete, read_metric_tables, select
+
+    tables = [str(t) for t in tables]
+    seeds = list(seeds)
+    frame = read_metric_tables(tables)
+    check_complete(
+        frame,
+        seeds=seeds,
+        methods=methods,
+        calibrations=calibrations,
+        envs=envs,
+        paths=tables,
+        splits=VALIDATION_SPLITS,
+    )
+    frame = frame.drop(columns="_source")
+    selection = select(frame, seeds=seeds)
+    plan = plan_test_splits(frame, selection, config_field(methods or {}, "sigma"))
+    return frame, selection, plan
+
+
 def select_validation_and_write(
     tables: Iterable[str],
     *,
@@ -392,22 +422,9 @@ def select_validation_and_write(
         pnc.runtime.io.ArtifactError: a table is unreadable, cut, incomplete or holds non-finite values
             (named, as :func:`pnc.studies.mujoco.selection.select_and_write`).
     """
-    from pnc.studies.mujoco.selection import check_complete, read_metric_tables, select
-
-    tables = [str(t) for t in tables]
-    frame = read_metric_tables(tables)
-    check_complete(
-        frame,
-        seeds=seeds,
-        methods=methods,
-        calibrations=calibrations,
-        envs=envs,
-        paths=tables,
-        splits=VALIDATION_SPLITS,
+    _, selection, plan = _select_and_plan(
+        tables, seeds=seeds, methods=methods, calibrations=calibrations, envs=envs
     )
-    frame = frame.drop(columns="_source")
-    selection = select(frame, seeds=seeds)
-    plan = plan_test_splits(frame, selection, config_field(methods or {}, "sigma"))
     with atomic_path(selection_path) as tmp:
         write_json(tmp, selection)
     with atomic_path(plan_path) as tmp:
@@ -518,28 +535,12 @@ def assemble_and_write(
     Raises:
         pnc.runtime.io.ArtifactError: an input is missing, cut, incomplete, stale or disagrees (named).
     """
-    from pnc.studies.mujoco.selection import (
-        apply_selection,
-        check_complete,
-        read_metric_tables,
-        select,
-    )
+    from pnc.studies.mujoco.selection import apply_selection, read_metric_tables
 
-    validation_tables = [str(t) for t in validation_tables]
     test_tables = [str(t) for t in test_tables]
-    validation = read_metric_tables(validation_tables)
-    check_complete(
-        validation,
-        seeds=seeds,
-        methods=methods,
-        calibrations=calibrations,
-        envs=envs,
-        paths=validation_tables,
-        splits=VALIDATION_SPLITS,
+    validation, selection, plan = _select_and_plan(
+        validation_tables, seeds=seeds, methods=methods, calibrations=calibrations, envs=envs
     )
-    validation = validation.drop(columns="_source")
-    selection = select(validation, seeds=seeds)
-    plan = plan_test_splits(validation, selection, config_field(methods or {}, "sigma"))
     for path, want in ((selection_path, selection), (plan_path, plan)):
         try:
             have = read_json(path)
