@@ -41,7 +41,7 @@ from pnc.core.perturb_correct import PnCConfig
 from pnc.methods.configs import config_id, make_config
 from pnc.methods.registry import Registry, UnknownMethodError
 from pnc.methods.regression.base_run import base_spec, train_base
-from pnc.methods.regression.contract import Method, MethodBase
+from pnc.methods.regression.contract import MethodBase
 from pnc.methods.regression.deep_ensemble import (
     DeepEnsemble,
     DeepEnsembleConfig,
@@ -91,7 +91,7 @@ def train_spec(
 
     (The workflow's ``train_run`` stage, :func:`pnc.studies.mujoco.stages.train_run`, calls it and writes
     the run to disk.)"""
-    trainers: dict[str, Method] = {}
+    trainers: dict[str, MethodBase] = {}
     for method in REGISTRY.registered():
         trainers.setdefault(method.run_kind, method)
     if spec.kind not in trainers:
@@ -121,7 +121,6 @@ __all__ = [
     "LaplaceConfig",
     "MCDropout",
     "MCDropoutConfig",
-    "Method",
     "MethodBase",
     "PerturbAndCorrect",
     "PerturbNoCorrection",

@@ -1,5 +1,5 @@
-"""The contract every uncertainty method implements: the :class:`Method` protocol and
-:class:`MethodBase`, the shared behaviour of the registered methods.
+"""The contract every uncertainty method implements: :class:`MethodBase`, the type of every
+registered method, with the behaviour they share.
 
 A method is used in three steps, each a pure function of its inputs and an explicit PRNG key:
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import jax
 
@@ -40,105 +40,6 @@ from pnc.methods.regression.runs import TrainingRun, TrainingSpec
 Array = jax.Array
 
 
-class Method(Protocol):
-    """What the registry returns for a method id.
-
-    Attributes:
-        id: the method id (``pnc``, ``pnc_nocorr``, ``deep_ensemble``, ``mc_dropout``, ``swag``,
-            ``laplace``, ``subspace``).
-        config_cls: frozen dataclass of the method's hyperparameters (all fields have defaults).
-        training_fields: names of ``config_cls`` fields that change the training run.
-        posthoc_fields: names of the fields that only change the post-hoc construction/sampling.
-        id_fields: the fields swept in the paper's grid, always shown in :meth:`config_id`.
-        fixed: values this method pins for fields of ``config_cls`` that it does not accept.
-        config_keys: the accepted fields (``training_fields`` and ``posthoc_fields``) in
-            ``config_cls`` order; the other fields are pinned (``fixed``, else their default).
-        key_id: the name the study derives the method's construction and sampling keys from
-            (methods with equal ``key_id`` share keys).
-    """
-
-    id: ClassVar[str]
-    config_cls: ClassVar[type]
-    training_fields: ClassVar[tuple[str, ...]]
-    posthoc_fields: ClassVar[tuple[str, ...]]
-    id_fields: ClassVar[tuple[str, ...]]
-    fixed: ClassVar[Mapping[str, Any]]
-
-    @property
-    def config_keys(self) -> tuple[str, ...]: ...
-
-    @property
-    def key_id(self) -> str: ...
-
-    def make_config(self, overrides: Mapping[str, Any] | None = None) -> Any:
-        """A validated ``config_cls`` from defaults plus ``overrides`` (unknown keys raise)."""
-        ...
-
-    def config_id(self, config: Any) -> str:
-        """Stable readable id of a configuration, e.g. ``sigma=16,bootstrap_frac=0.1,ridge=0.0001``."""
-        ...
-
-    def parse_config_id(self, text: str) -> Any:
-        """The configuration whose :meth:`config_id` is ``text`` (its exact inverse)."""
-        ...
-
-    def training_spec(self, config: Any) -> TrainingSpec:
-        """The training run this configuration needs."""
-        ...
-
-    def train(
-        self,
-        spec: TrainingSpec,
-        x: Array,
-        y: Array,
-        *,
-        model_config: MLPConfig,
-        train_config: TrainConfig,
-        key: Array,
-        validation: tuple[Array, Array] | None = None,
-    ) -> TrainingRun:
-        """Run the training ``spec`` on raw (unstandardised) ``x [N, in]``, ``y [N, D]``;
-        ``validation`` is raw ``(x_val, y_val)``, required when ``train_config.patience`` is set
-        (early stopping)."""
-        ...
-
-    def build(self, run: TrainingRun, config: Any, x: Array, y: Array, *, key: Array) -> Any:
-        """Post-hoc construction from standardised training data ``x [N, in]``, ``y [N, D]``.
-
-        P&C uses ``x`` as its calibration set; Laplace and Subspace Inference use both. The result
-        is a pytree whose leaves are its arrays (configs and sizes are static metadata).
-        """
-        ...
-
-    def study_problems(self, config: Any, study: Any) -> tuple[list[str], list[str]]:
-        """This configuration checked against the study it runs in, before any job runs.
-
-        Args:
-            config: one of the method's configurations.
-            study: the study's :class:`pnc.studies.mujoco.config_check.StudyContext` (``hidden``,
-                ``envs``, ``input_dims``, ``train``, ``max_train_rows``, ``pool_text``).
-
-        Returns:
-            ``(errors, warnings)``, one line each, naming the keys (default: none).
-        """
-        ...
-
-    def build_groups(self, configs: Sequence[Any]) -> list[list[int]]:
-        """Partition of ``range(len(configs))`` into groups that :meth:`build_many` builds together."""
-        ...
-
-    def build_many(
-        self, run: TrainingRun, configs: Sequence[Any], x: Array, y: Array, *, key: Array
-    ) -> list[Any]:
-        """``[self.build(run, c, x, y, key=key) for c in configs]``, sharing work where it can."""
-        ...
-
-    def predict(self, posterior: Any, x: Array, *, key: Array) -> Predictive:
-        """``S`` predictive samples on standardised inputs ``x [N, in]`` (means/vars ``[S, N, D]``)."""
-        ...
-
-
-#: The channels of a method's figure style (:attr:`MethodBase.style`).
 STYLE_KEYS = ("color", "marker", "linestyle", "hatch")
 
 #: Legend text of the abbreviations several methods share (:attr:`MethodBase.hparam_abbreviations`
@@ -284,6 +185,38 @@ class MethodBase(BaseMethod):
             ``(errors, warnings)``, one line each, naming the keys (default: none).
         """
         return [], []
+
+    def training_spec(self, config: Any) -> TrainingSpec:
+        """The training run this configuration needs."""
+        raise NotImplementedError(f"{type(self).__name__} defines no training_spec")
+
+    def train(
+        self,
+        spec: TrainingSpec,
+        x: Array,
+        y: Array,
+        *,
+        model_config: MLPConfig,
+        train_config: TrainConfig,
+        key: Array,
+        validation: tuple[Array, Array] | None = None,
+    ) -> TrainingRun:
+        """Run the training ``spec`` on raw (unstandardised) ``x [N, in]``, ``y [N, D]``;
+        ``validation`` is raw ``(x_val, y_val)``, required when ``train_config.patience`` is set
+        (early stopping)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no train")
+
+    def build(self, run: TrainingRun, config: Any, x: Array, y: Array, *, key: Array) -> Any:
+        """Post-hoc construction from standardised training data ``x [N, in]``, ``y [N, D]``.
+
+        P&C uses ``x`` as its calibration set; Laplace and Subspace Inference use both. The result
+        is a pytree whose leaves are its arrays (configs and sizes are static metadata).
+        """
+        raise NotImplementedError(f"{type(self).__name__} defines no build")
+
+    def predict(self, posterior: Any, x: Array, *, key: Array) -> Predictive:
+        """``S`` predictive samples on standardised inputs ``x [N, in]`` (means/vars ``[S, N, D]``)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no predict")
 
     def build_groups(self, configs: Sequence[Any]) -> list[list[int]]:
         """Groups of configurations built together by :meth:`build_many` (default: one each)."""

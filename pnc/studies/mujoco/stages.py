@@ -384,7 +384,7 @@ def evaluate_run(
         float64; configurations in grid order, then variants in candidate order) and one
         ``{"config", "build_s", "predict_s", "variance_scale", "built_with"}`` dict per
         configuration (``variance_scale`` is ``None`` without ``vcal``; configurations built
-        together, :meth:`pnc.methods.regression.contract.Method.build_groups`, e.g. P&C's ridge
+        together, :meth:`pnc.methods.regression.contract.MethodBase.build_groups`, e.g. P&C's ridge
         values, share one build whose time is split evenly, ``built_with`` of them; 0 for a restored
         posterior).
 
