@@ -64,7 +64,7 @@ def limit_threads(n: int) -> list[int]:
     if n < 1:
         raise ValueError(f"threads must be >= 1, got {n}")
     if _LIMITED:
-        ((before, cpus),) = _LIMITED.items()
+        before, cpus = _LIMITED
         if before != n:
             raise ValueError(f"this process is limited to {before} threads already, not {n}")
         return list(cpus)
@@ -85,12 +85,12 @@ def limit_threads(n: int) -> list[int]:
     cpus = claim_cpus(n)
     for task in os.listdir("/proc/self/task"):
         os.sched_setaffinity(int(task), cpus)
-    _LIMITED[n] = list(cpus)
+    _LIMITED[:] = [n, list(cpus)]
     return cpus
 
 
-#: The thread count :func:`limit_threads` applied to this process and its CPUs (empty before).
-_LIMITED: dict[int, list[int]] = {}
+#: ``[threads, cpus]`` that :func:`limit_threads` applied to this process (empty before it ran).
+_LIMITED: list = []
 
 
 _HELD_LOCKS: list[int] = []

@@ -42,18 +42,16 @@ def _add_method_job(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=500)
 
 
+def _seed_job(args: argparse.Namespace) -> dict:
+    """The keywords of :func:`_add_seed_job`'s options, as the jobs of one seed take them."""
+    return dict(
+        seed=args.seed, data_dir=args.data, out=args.out, model=args.model, val_size=args.val_size
+    )
+
+
 def _method_job(args: argparse.Namespace) -> dict:
     """The keywords of :func:`_add_method_job`'s options, as the jobs of one method take them."""
-    return dict(
-        seed=args.seed,
-        sweep=args.sweep,
-        data_dir=args.data,
-        runs_dir=args.runs,
-        out=args.out,
-        model=args.model,
-        val_size=args.val_size,
-        batch_size=args.batch_size,
-    )
+    return dict(**_seed_job(args), sweep=args.sweep, runs_dir=args.runs, batch_size=args.batch_size)
 
 
 def cifar_tiny_data(argv: list[str]) -> int:
@@ -125,13 +123,9 @@ def cifar_train(argv: list[str]) -> int:
 
     return _print(
         train_run(
-            seed=args.seed,
+            **_seed_job(args),
             run_id=args.run_id,
-            data_dir=args.data,
-            out=args.out,
-            model=args.model,
             train_section=args.train,
-            val_size=args.val_size,
             swag_starts=args.swag_starts,
             checkpoint_every=args.checkpoint_every,
         )

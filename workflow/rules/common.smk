@@ -220,12 +220,13 @@ def policy_option(wildcards):
     return "" if path is None else "--policies resources/policies"
 
 
+# An (env, seed)'s data splits and one of its training runs (directories).
+SPLITS_DIR = "resources/splits/{env}/seed{seed}"
+RUN_DIR = "results/runs/{env}/seed{seed}/{run}"
+
+
 def splits_dir(wildcards):
-    return f"resources/splits/{wildcards.env}/seed{wildcards.seed}"
-
-
-def run_dir(wildcards):
-    return f"results/runs/{wildcards.env}/seed{wildcards.seed}/{wildcards.run}"
+    return SPLITS_DIR.format(env=wildcards.env, seed=wildcards.seed)
 
 
 def far_input(wildcards):
@@ -311,16 +312,6 @@ def env_outputs(name):
     return [f"results/envs/{env}/{name}" for env in ENVS]
 
 
-def tables_dir(wildcards, output):
-    """Directory of the report tables (next to stats.json)."""
-    return os.path.dirname(output.json)
-
-
-def figure_stem(wildcards, output):
-    """A figure's path without its extension (the report writes STEM.pdf and STEM.png)."""
-    return os.path.splitext(output.png)[0]
-
-
 # ----------------------------------------------------------------------------- targets
 
 REPORT_TABLES = ("cross_env", "wilcoxon", "hparams", "per_env", "spearman")
@@ -403,8 +394,8 @@ def train_command(env, seed, run, threads):
     return stage_command(
         "train_run", threads,
         "--env", env, "--seed", seed, "--run-id", run, "--spec", spec_json(run),
-        "--splits", f"resources/splits/{env}/seed{seed}",
-        "--out", f"results/runs/{env}/seed{seed}/{run}",
+        "--splits", SPLITS_DIR.format(env=env, seed=seed),
+        "--out", RUN_DIR.format(env=env, seed=seed, run=run),
         "--model", section_json("model"), "--train", section_json("train"),
     )  # fmt: skip
 
@@ -429,8 +420,8 @@ def evaluate_command(env, seed, method, run, threads):
     return stage_command(
         "evaluate_run", threads,
         "--env", env, "--seed", seed, "--method", method, "--run-id", run,
-        "--run", f"results/runs/{env}/seed{seed}/{run}",
-        "--splits", f"resources/splits/{env}/seed{seed}",
+        "--run", RUN_DIR.format(**where),
+        "--splits", SPLITS_DIR.format(env=env, seed=seed),
         "--grid", GRID_TABLE.format(method=method), "--configs", *run_configs(method, run),
         "--calibrations", *CALIBRATIONS, *phase,
         "--out", EVALUATION_TABLE.format(**where),
@@ -443,7 +434,7 @@ def test_command(env, seed, threads):
         "evaluate_test", threads,
         "--env", env, "--seed", seed, "--methods", *METHODS,
         "--runs", f"results/runs/{env}/seed{seed}",
-        "--splits", f"resources/splits/{env}/seed{seed}",
+        "--splits", SPLITS_DIR.format(env=env, seed=seed),
         "--grids", *grid_tables(), "--calibrations", *CALIBRATIONS,
         "--validation", f"results/validation/{env}/seed{seed}",
         "--plan", TEST_PLAN.format(env=env),
