@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pnc.core.labels import SHARED_LABELS
+from pnc.methods.labels import SHARED_LABELS
 
 LABELS = {
     "base": "base network",

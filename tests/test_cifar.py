@@ -14,11 +14,15 @@ import pandas as pd
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from pnc.core.classifier import baselines as B
 from pnc.core.classifier.model import Classifier, features_and_logits, normalize
 from pnc.core.classifier.recipe import Recipe, augment, train
 from pnc.core.conv import resnet
 from pnc.core.conv.resnet import ResNetConfig
+from pnc.methods.ood import epinet_detector as epinet
+from pnc.methods.ood import llla_detector as llla
+from pnc.methods.ood import mc_dropout_detector as mc_dropout
+from pnc.methods.ood import single_model_detectors as single
+from pnc.methods.ood import swag_detector as swag
 from pnc.studies.cifar import data as D
 from pnc.studies.cifar import ood_metrics as M
 from pnc.studies.cifar import ood_tables as T
@@ -143,18 +147,18 @@ def test_fpr95_matches_its_definition_on_random_scores():
 
 def test_msp_energy_mahalanobis_react_by_hand():
     logits = np.array([[0.0, np.log(3.0)]])
-    assert B.msp(logits)[0] == pytest.approx(0.75)
-    assert B.energy(logits)[0] == pytest.approx(np.log(4.0))
+    assert single.msp(logits)[0] == pytest.approx(0.75)
+    assert single.energy(logits)[0] == pytest.approx(np.log(4.0))
     f = np.array([[1, 0], [-1, 0], [0, 1], [0, -1], [5, 0], [3, 0], [4, 1], [4, -1]], float)
-    maha = B.Mahalanobis.fit(f, np.array([0, 0, 0, 0, 1, 1, 1, 1]), 2)
+    maha = single.Mahalanobis.fit(f, np.array([0, 0, 0, 0, 1, 1, 1, 1]), 2)
     np.testing.assert_allclose(maha.means, [[0, 0], [4, 0]])
     np.testing.assert_allclose(maha.precision, 2 * np.eye(2), atol=1e-12)
     np.testing.assert_allclose(maha.confidence(np.array([[2.0, 0], [0, 0], [4, 1]])), [-8, 0, -2])
     with pytest.raises(ValueError, match=r"class\(es\) \[1, 2\]"):
-        B.Mahalanobis.fit(f, np.zeros(8, int), 3)
+        single.Mahalanobis.fit(f, np.zeros(8, int), 3)
     variables = {"params": {"head": {"kernel": jnp.eye(2), "bias": jnp.zeros(2)}}}
-    assert B.react_threshold(np.arange(101.0)) == pytest.approx(90.0)
-    conf, clipped = B.react_energy(variables, np.array([[5.0, 0.5]]), 1.0)
+    assert single.react_threshold(np.arange(101.0)) == pytest.approx(90.0)
+    conf, clipped = single.react_energy(variables, np.array([[5.0, 0.5]]), 1.0)
     np.testing.assert_allclose(clipped, [[1.0, 0.5]])
     assert conf[0] == pytest.approx(np.log(np.e + np.exp(0.5)))
 
@@ -164,7 +168,7 @@ def test_last_layer_laplace_samples_have_the_kronecker_posterior_covariance():
     feats = rng.normal(size=(40, 2))
     kernel = rng.normal(size=(2, 3))
     variables = {"params": {"head": {"kernel": jnp.asarray(kernel), "bias": jnp.zeros(3)}}}
-    laplace = B.LastLayerLaplace.fit(variables, feats)
+    laplace = llla.LastLayerLaplace.fit(variables, feats)
     phi = np.c_[feats, np.ones(40)]
     p = np.asarray(jax.nn.softmax(feats @ kernel))
     g = sum(np.diag(q) - np.outer(q, q) for q in p) / 40
@@ -194,7 +198,7 @@ def test_bn_refresh_recomputes_the_batch_statistics():
     model = Classifier(TINY_NET)
     x = np.random.default_rng(4).integers(0, 256, (8, 32, 32, 3), dtype=np.uint8)
     variables = model.init(jax.random.key(1), normalize(x), train=False)
-    stats = B.refresh_batch_stats(variables["params"], variables["batch_stats"], jnp.asarray(x), config=TINY_NET, batch_size=4)  # fmt: skip
+    stats = swag.refresh_batch_stats(variables["params"], variables["batch_stats"], jnp.asarray(x), config=TINY_NET, batch_size=4)  # fmt: skip
     stem = resnet.stem(variables, normalize(x))  # the input of block_0's first BN
     halves = [stem[:4], stem[4:]]
     mean = np.mean([h.mean(axis=(0, 1, 2)) for h in halves], axis=0)
@@ -206,15 +210,17 @@ def test_bn_refresh_recomputes_the_batch_statistics():
 def test_dropout_and_swag_members_differ_and_swag_needs_two_epochs():
     f = jnp.ones((4, 3))
     variables = {"params": {"head": {"kernel": jnp.ones((3, 2)), "bias": jnp.zeros(2)}}}
-    logits = B.dropout_logits(variables, f, 0.5, 16, jax.random.key(0))
+    logits = mc_dropout.dropout_logits(variables, f, 0.5, 16, jax.random.key(0))
     assert logits.shape == (16, 4, 2)
     assert set(np.unique(logits)) <= {0.0, 2.0, 4.0, 6.0} and len(np.unique(logits)) > 1
     params = {"w": jnp.zeros(3)}
     moments = {"n": 1, "mean": np.zeros(3), "sq_mean": np.zeros(3), "dev": np.zeros((2, 3))}
     with pytest.raises(ValueError, match=">= 2 collected epochs"):
-        B.swag_sample(moments, params, jax.random.key(0))
+        swag.swag_sample(moments, params, jax.random.key(0))
     moments = {"n": 2, "mean": np.ones(3), "sq_mean": np.ones(3) * 5, "dev": np.eye(3)[:2]}
-    draws = np.stack([B.swag_sample(moments, params, jax.random.key(i))["w"] for i in range(2000)])
+    draws = np.stack(
+        [swag.swag_sample(moments, params, jax.random.key(i))["w"] for i in range(2000)]
+    )
     np.testing.assert_allclose(draws.mean(0), 1, atol=0.1)
     # diag/2 + D^T D / (2 (R - 1)) with var = 5 - 1 = 4
     np.testing.assert_allclose(draws.var(0), [2.5, 2.5, 2.0], atol=0.25)
@@ -260,7 +266,7 @@ def test_swag_samples_are_bit_identical_to_the_former_cifar_sampler(n, buffer, r
     }
     for seed in range(4):
         key = jax.random.key(seed)
-        new = jax.tree.leaves(B.swag_sample(moments, params, key, rank))
+        new = jax.tree.leaves(swag.swag_sample(moments, params, key, rank))
         old = jax.tree.leaves(_former_cifar_swag_sample(moments, params, key, rank))
         for a, b in zip(new, old, strict=True):
             assert a.dtype == b.dtype == jnp.float32 and a.shape == b.shape
@@ -500,8 +506,7 @@ def test_selection_fits_a_temperature_per_configuration_and_keeps_the_lowest_nll
 
 
 def test_run_ids_and_the_runs_each_method_reads():
-    from pnc.methods.ood import run_method, runs_of
-    from pnc.studies.cifar.jobs import recipe_for
+    from pnc.methods.ood import recipe_for, run_method, runs_of
 
     assert runs_of("deep_ensemble", {"n_models": 3}) == ["base", "member1", "member2"]
     assert runs_of("mc_dropout", {"grid": {"rate": [0.1, 0.5]}}) == ["dropout0.1", "dropout0.5"]
@@ -517,30 +522,41 @@ def test_run_ids_and_the_runs_each_method_reads():
         runs_of("mc_dropout", {})
 
 
-def test_run_ids_are_named_by_a_spec_and_read_back_exactly():
-    from pnc.core.classifier.trained import RunSpec, dropout_run, ensemble_runs
+def test_run_ids_are_named_by_their_kind_and_read_back_exactly():
+    from pnc.methods.ood import run_kinds
+    from pnc.methods.ood.deep_ensemble_detector import MEMBER_RUN, ensemble_runs
+    from pnc.methods.ood.mc_dropout_detector import DROPOUT_RUN
+    from pnc.methods.ood.training_runs import BASE_RUN, RunKind, parse_run
 
-    specs = [RunSpec("base"), RunSpec("member", member=1), RunSpec("member", member=12)]
-    specs += [RunSpec("dropout", dropout_rate=r) for r in (0.05, 0.1, 0.2, 0.3, 0.5, 0.123)]
-    for spec in specs:
-        assert RunSpec.parse(spec.run_id) == spec
-    assert [s.run_id for s in specs[:3]] == ["base", "member1", "member12"]
+    assert run_kinds() == {"member": MEMBER_RUN, "dropout": DROPOUT_RUN}
+    kinds = run_kinds()
+    assert parse_run(BASE_RUN, kinds) == (None, None)
+    for kind, values in ((MEMBER_RUN, (1, 12)), (DROPOUT_RUN, (0.05, 0.1, 0.2, 0.3, 0.5, 0.123))):
+        for value in values:
+            assert parse_run(kind.run_id(value), kinds) == (kind, value)
+    assert [MEMBER_RUN.run_id(k) for k in (1, 12)] == ["member1", "member12"]
     assert ensemble_runs(3) == ["base", "member1", "member2"]
-    assert dropout_run(0.5) == "dropout0.5" == RunSpec.parse("dropout0.5").run_id
-    # only the names the spec writes: no other spelling, kind or range
-    for bad in ("swag", "member0", "member01", "member", "dropout0", "dropout1", "dropout0.50",
-                "dropout1e-1", "dropoutnan", "Base", ""):  # fmt: skip
+    assert DROPOUT_RUN.run_id(0.5) == "dropout0.5"
+    # only the names a kind writes: no other spelling, kind or range
+    for bad in ("swag", "member0", "member01", "member", "member+1", "member1.0", "dropout0",
+                "dropout1", "dropout0.50", "dropout1e-1", "dropoutnan", "Base", ""):  # fmt: skip
         with pytest.raises(ValueError, match="unknown run id"):
-            RunSpec.parse(bad)
-    for kwargs, match in (
-        ({"kind": "swag"}, "unknown run kind"),
-        ({"kind": "base", "member": 1}, "no member index"),
-        ({"kind": "member"}, "a member index"),
-        ({"kind": "dropout", "dropout_rate": 1.0}, "in \\(0, 1\\)"),
-        ({"kind": "member", "member": 0}, ">= 1"),
+            parse_run(bad, kinds)
+    for kind, value, match in (
+        (DROPOUT_RUN, 1.0, "in \\(0, 1\\)"),
+        (MEMBER_RUN, 0, ">= 1"),
+        (MEMBER_RUN, True, "must be a number"),
     ):
         with pytest.raises(ValueError, match=match):
-            RunSpec(**kwargs)
+            kind.run_id(value)
+    for name in ("base", "member2", ""):
+        with pytest.raises(ValueError, match="letters other than 'base'"):
+            RunKind(name, int, lambda k: {})
+    # a kind given besides the registered ones is read; two different kinds of one name are refused
+    longer = RunKind("longer", int, lambda epochs: {"epochs": epochs})
+    assert parse_run("longer30", run_kinds([longer])) == (longer, 30)
+    with pytest.raises(ValueError, match="two different run kinds are named 'member'"):
+        run_kinds([RunKind("member", int, lambda k: {"epochs": k})])
 
 
 def test_method_configs_state_the_defaults_the_schema_repeats():
@@ -591,8 +607,8 @@ def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
         method_config("llla", {"n_samples": "many"})
     with pytest.raises(ValueError, match=r"unknown OOD method 'odin'; registered ids: mahalanobis, react_energy, llla"):  # fmt: skip
         method_config("odin", {})
-    epinet = method_config("epinet", {"hiddens": [16], "epochs": 2}).network(1.0)
-    assert epinet == B.EpinetConfig(prior_scale=1.0, hiddens=(16,), epochs=2)
+    network = method_config("epinet", {"hiddens": [16], "epochs": 2}).network(1.0)
+    assert network == epinet.EpinetConfig(prior_scale=1.0, hiddens=(16,), epochs=2)
 
 
 # ----------------------------------------------------------------------------- stored runs

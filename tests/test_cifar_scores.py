@@ -11,8 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pnc.core.classifier import baselines as B
+from pnc.core.classifier import model as classifier
+from pnc.methods.ood import epinet_detector as epinet
+from pnc.methods.ood import llla_detector as llla
 from pnc.methods.ood import posthoc as P
+from pnc.methods.ood import single_model_detectors as single
 from pnc.studies.cifar.ood_tables import method_metrics
 
 
@@ -81,17 +84,19 @@ def test_method_metrics_put_in_distribution_confidence_on_the_positive_side():
 
 
 def test_epinet_logits_are_base_plus_learnt_plus_scaled_prior():
-    cfg = B.EpinetConfig(prior_scale=0.0, index_dim=3, hiddens=(5,))
+    cfg = epinet.EpinetConfig(prior_scale=0.0, index_dim=3, hiddens=(5,))
     feats = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32)
     base = np.random.default_rng(1).normal(size=(4, 3)).astype(np.float32)
-    net = B.EpinetMLP(cfg.hiddens, 3, cfg.index_dim)
+    net = epinet.EpinetMLP(cfg.hiddens, 3, cfg.index_dim)
     z0 = jnp.ones((cfg.index_dim,))
     params = net.init(jax.random.key(0), jnp.asarray(feats), z0)
     prior = net.init(jax.random.key(1), jnp.asarray(feats), z0)
     key = jax.random.key(2)
 
     def logits(scale, p=params, q=prior, b=base):
-        return B.epinet_logits(p, q, feats, b, dataclasses.replace(cfg, prior_scale=scale), 4, key)
+        return epinet.epinet_logits(
+            p, q, feats, b, dataclasses.replace(cfg, prior_scale=scale), 4, key
+        )
 
     learnt = logits(0.0) - base  # e(phi, z) alone, [S, N, K]
     assert np.abs(learnt).max() > 1e-2
@@ -118,7 +123,7 @@ def test_last_layer_laplace_covariance_where_the_data_term_dominates():
     kernel = rng.normal(size=(d, k))
     bias = np.array([0.3, -0.2, 0.0])
     variables = {"params": {"head": {"kernel": jnp.asarray(kernel), "bias": jnp.asarray(bias)}}}
-    laplace = B.LastLayerLaplace.fit(variables, feats)
+    laplace = llla.LastLayerLaplace.fit(variables, feats)
     phi = np.c_[feats, np.ones(n)]
     p = _softmax(feats @ kernel + bias)
     a = phi.T @ phi / n
@@ -151,9 +156,11 @@ def test_single_model_scores_reduce_the_class_axis_of_member_logits():
     classes only (a softmax or log-sum-exp over another axis gives other numbers)."""
     logits = np.random.default_rng(7).normal(size=(3, 4, 5)) * 2
     p = _softmax(logits)
-    np.testing.assert_allclose(B.msp(logits), p.max(axis=-1), rtol=1e-5)
-    np.testing.assert_allclose(B.energy(logits), np.log(np.exp(logits).sum(axis=-1)), rtol=1e-5)
-    np.testing.assert_allclose(B.msp(logits[0]), p[0].max(axis=-1), rtol=1e-5)
+    np.testing.assert_allclose(single.msp(logits), p.max(axis=-1), rtol=1e-5)
+    np.testing.assert_allclose(
+        single.energy(logits), np.log(np.exp(logits).sum(axis=-1)), rtol=1e-5
+    )
+    np.testing.assert_allclose(single.msp(logits[0]), p[0].max(axis=-1), rtol=1e-5)
 
 
 def test_mahalanobis_fits_and_scores_float32_features_in_float64():
@@ -163,8 +170,8 @@ def test_mahalanobis_fits_and_scores_float32_features_in_float64():
         rng.normal(size=(120, 6)) * 1e3 + labels[:, None] * 7.0 + 1e4
     )  # large offset, small spread
     f32 = f64.astype(np.float32)
-    exact = B.Mahalanobis.fit(f32.astype(np.float64), labels, 3)
-    maha = B.Mahalanobis.fit(f32, labels, 3)
+    exact = single.Mahalanobis.fit(f32.astype(np.float64), labels, 3)
+    maha = single.Mahalanobis.fit(f32, labels, 3)
     np.testing.assert_allclose(maha.means, exact.means, rtol=1e-13)
     np.testing.assert_allclose(maha.precision, exact.precision, rtol=1e-9)
     probe = f32[:7]
@@ -190,10 +197,10 @@ def test_last_layer_laplace_factors_in_float64_from_float32_features():
     n, d, k = 50, 4, 3
     variables = jax.tree.map(lambda w: w * 0.01, _head_variables(rng, d, k))  # no saturation
     feats = (rng.normal(size=(n, d)) * 3 + 100).astype(np.float32)
-    laplace = B.LastLayerLaplace.fit(variables, feats)
+    laplace = llla.LastLayerLaplace.fit(variables, feats)
     f = feats.astype(np.float64)
     phi = np.c_[f, np.ones(n)]
-    p = np.asarray(jax.nn.softmax(B.head(variables, jnp.asarray(feats))), np.float64)
+    p = np.asarray(jax.nn.softmax(classifier.head(variables, jnp.asarray(feats))), np.float64)
     a = phi.T @ phi / n
     g = np.diag(p.mean(axis=0)) - p.T @ p / n
     np.testing.assert_allclose(
@@ -230,8 +237,8 @@ def test_last_layer_laplace_clips_negative_eigenvalues_to_zero():
     found = False
     for seed in range(40):
         variables = _head_variables(np.random.default_rng(100 + seed), 3, 4)
-        laplace = B.LastLayerLaplace.fit(variables, feats)
-        head = B.head(variables, jnp.asarray(feats, jnp.float32))
+        laplace = llla.LastLayerLaplace.fit(variables, feats)
+        head = classifier.head(variables, jnp.asarray(feats, jnp.float32))
         p = np.asarray(jax.nn.softmax(head), np.float64)
         raw_g = np.linalg.eigvalsh(np.diag(p.mean(axis=0)) - p.T @ p / 30)
         for got, raw in ((laplace.a_vals, raw_a), (laplace.g_vals, raw_g)):
@@ -246,7 +253,7 @@ def test_last_layer_laplace_heads_by_hand():
     and ``scale = (N a_i g_j + prior)^-1/2``, returned in float32."""
     rng = np.random.default_rng(11)
     variables = _head_variables(rng, 3, 2)
-    laplace = B.LastLayerLaplace.fit(variables, rng.normal(size=(20, 3)))
+    laplace = llla.LastLayerLaplace.fit(variables, rng.normal(size=(20, 3)))
     key = jax.random.key(4)
     heads = laplace.sample_heads(0.7, 5, key)
     eps = np.asarray(jax.random.normal(key, (5, 4, 2)), np.float64)
@@ -263,7 +270,7 @@ def test_laplace_logits_by_hand():
     rng = np.random.default_rng(12)
     feats = rng.normal(size=(6, 3))
     heads = rng.normal(size=(4, 4, 5)).astype(np.float32)  # [S, D + 1, K]
-    out = B.laplace_logits(feats, heads)
+    out = llla.laplace_logits(feats, heads)
     expected = np.einsum("nd,sdk->snk", feats, heads[:, :3].astype(np.float64)) + heads[:, None, 3]
     assert out.shape == (4, 6, 5) and out.dtype == np.float32
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
@@ -281,7 +288,7 @@ def test_network_logits_in_batches_equal_one_pass():
     variables = model.init(jax.random.key(3), normalize(x), train=False)
     whole = np.asarray(model.apply(variables, normalize(x), train=False))
     for batch_size in (3, 7, 500):
-        out = B.network_logits(variables, x, config, batch_size=batch_size)
+        out = classifier.network_logits(variables, x, config, batch_size=batch_size)
         assert out.shape == (7, 10)
         np.testing.assert_allclose(out, whole, rtol=1e-5, atol=1e-5)
 
@@ -294,7 +301,7 @@ def _train_epinet_by_hand(feats, logits, labels, cfg, key):
     import optax
 
     f, base, y = jnp.asarray(feats), jnp.asarray(logits), jnp.asarray(labels, jnp.int32)
-    net = B.EpinetMLP(tuple(cfg.hiddens), base.shape[1], cfg.index_dim)
+    net = epinet.EpinetMLP(tuple(cfg.hiddens), base.shape[1], cfg.index_dim)
     k_init, k_prior, k_train = jax.random.split(key, 3)
     z0 = jnp.zeros((cfg.index_dim,))
     params = net.init(k_init, f[:1], z0)
@@ -331,7 +338,7 @@ def _train_epinet_by_hand(feats, logits, labels, cfg, key):
     [
         (
             20,
-            B.EpinetConfig(
+            epinet.EpinetConfig(
                 prior_scale=0.5,
                 index_dim=2,
                 hiddens=(6,),
@@ -344,7 +351,7 @@ def _train_epinet_by_hand(feats, logits, labels, cfg, key):
         ),
         (
             5,
-            B.EpinetConfig(
+            epinet.EpinetConfig(
                 prior_scale=3.0,
                 index_dim=3,
                 hiddens=(4, 5),
@@ -362,7 +369,7 @@ def test_epinet_training_follows_the_recipe_written_as_loops(n, cfg):
     logits = rng.normal(size=(n, 3)).astype(np.float32)
     labels = rng.integers(0, 3, n)
     key = jax.random.key(6)
-    params, prior = B.train_epinet(feats, logits, labels, cfg, key)
+    params, prior = epinet.train_epinet(feats, logits, labels, cfg, key)
     want_params, want_prior = _train_epinet_by_hand(feats, logits, labels, cfg, key)
     jax.tree.map(
         lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), prior, want_prior
@@ -384,13 +391,13 @@ def test_epinet_training_fits_the_labels_the_base_gets_wrong():
     rng = np.random.default_rng(15)
     labels = np.repeat(np.arange(3), 30)
     feats = (np.eye(3)[labels] * 3 + rng.normal(size=(90, 3)) * 0.3).astype(np.float32)
-    cfg = B.EpinetConfig(
+    cfg = epinet.EpinetConfig(
         prior_scale=0.1, index_dim=2, hiddens=(16,), epochs=60, batch_size=30, lr=0.01
     )
-    params, prior = B.train_epinet(
+    params, prior = epinet.train_epinet(
         feats, np.zeros((90, 3), np.float32), labels, cfg, jax.random.key(8)
     )
-    members = B.epinet_logits(
+    members = epinet.epinet_logits(
         params, prior, feats, np.zeros((90, 3), np.float32), cfg, 8, jax.random.key(9)
     )
     assert np.mean(members.mean(axis=0).argmax(axis=1) == labels) > 0.95

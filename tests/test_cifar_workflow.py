@@ -359,8 +359,9 @@ def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run,
     pd.testing.assert_frame_equal(after[after.method != "tempered"].reset_index(drop=True), before)
 
 
-#: A new CIFAR method's module: the base network's logits scaled by each ``scale`` of its grid,
-#: plus a fixed noise drawn from its key (the toy of tests/test_methods_contract.py).
+#: A new CIFAR method's module: the logits of the base network and of a training run of its own
+#: kind (``short<epochs>``: the config's recipe for fewer epochs), each scaled by each ``scale`` of
+#: its grid, plus a fixed noise drawn from its key (after the toy of tests/test_methods_contract.py).
 NEW_METHOD_MODULE = '''"""Tempered logits: a toy method."""
 
 import dataclasses
@@ -370,28 +371,37 @@ from typing import ClassVar
 import jax
 import numpy as np
 
-from pnc.core.classifier import baselines as B
+from pnc.core.classifier import model
 from pnc.methods.ood.posthoc import MethodSection, PosthocMethod
+from pnc.methods.ood.training_runs import RunKind
+
+SHORT_RUN = RunKind("short", int, lambda epochs: {"epochs": epochs, "warmup_epochs": 0})
 
 
 @dataclasses.dataclass(frozen=True)
 class TemperedSection(MethodSection):
     grid_keys: ClassVar[tuple[str, ...]] = ("scale",)
     noise: float = 0.0
+    short_epochs: int = 1
 
 
 class TemperedDetector(PosthocMethod):
     id: ClassVar[str] = "tempered"
     label: ClassVar[str] = "Tempered"
     config_cls: ClassVar[type[MethodSection]] = TemperedSection
+    run_kinds: ClassVar[tuple[RunKind, ...]] = (SHORT_RUN,)
+
+    def runs_of(self, config):
+        return ["base", SHORT_RUN.run_id(config.short_epochs)]
 
     def candidates(self, config, ctx, runs):
-        v = runs["base"].variables
+        members = [runs[r].variables for r in self.runs_of(config)]
 
         def build(scale):
             draw = jax.random.normal(self.key(ctx, scale), (ctx.config.num_classes,))
             noise = config.noise * np.asarray(draw)
-            return lambda x: (B.network_logits(v, x, ctx.config, ctx.batch_size) * scale + noise)[None]
+            logits = lambda v, x: model.network_logits(v, x, ctx.config, ctx.batch_size)
+            return lambda x: np.stack([logits(v, x) * scale + noise for v in members])
 
         return [({"scale": s}, functools.partial(build, s)) for s in config.values("scale")]
 '''
@@ -403,6 +413,7 @@ NEW_METHOD_SCHEMA = {
     "required": ["grid"],
     "properties": {
         "noise": {"type": "number", "minimum": 0, "default": 0.0},
+        "short_epochs": {"type": "integer", "minimum": 1, "default": 1},
         "grid": {
             "type": "object",
             "additionalProperties": False,
@@ -414,10 +425,11 @@ NEW_METHOD_SCHEMA = {
 
 
 def test_a_new_method_joins_the_tiny_run_with_four_files(tiny_run, tmp_path, monkeypatch):
-    """A new method of the CIFAR study touches four files: its module and one registry line (in a
-    copy of the package, first on the jobs' ``PYTHONPATH``), its schema block and its entry in the
-    config (in a copy of the tiny run's workflow). Snakemake then runs only the new method's jobs
-    and the tables, on the tiny run's data and training runs; the other rows stay as they were."""
+    """A new method of the CIFAR study, with a kind of training run of its own, touches four files:
+    its module and one registry line (in a copy of the package, first on the jobs'
+    ``PYTHONPATH``), its schema block and its entry in the config (in a copy of the tiny run's
+    workflow). Snakemake then trains its run and runs only the new method's jobs and the tables,
+    on the tiny run's data and base run; the other rows stay as they were."""
     import shutil
 
     lib = tmp_path / "lib"
@@ -448,9 +460,12 @@ def test_a_new_method_joins_the_tiny_run_with_four_files(tiny_run, tmp_path, mon
     log = proc.stdout + proc.stderr  # the job stats: only the new method's jobs and the tables
     counts = dict(re.findall(r"^(cifar\w*)\s+(\d+)$", log, flags=re.M))
     assert counts == {
-        "cifar_validate": "1", "cifar_select": "1", "cifar_posthoc": "1", "cifar_tables": "1",
-        "cifar": "1",
+        "cifar_train": "1", "cifar_validate": "1", "cifar_select": "1", "cifar_posthoc": "1",
+        "cifar_tables": "1", "cifar": "1",
     }, log[-3000:]  # fmt: skip
+    short = json.loads((work / "results/cifar/runs/seed0/short1/run.json").read_text())
+    assert short["run_id"] == "short1" and short["recipe"]["epochs"] == 1
+    assert short["recipe"]["warmup_epochs"] == 0 and len(short["history"]["loss"]) == 1
     table = pd.read_csv(work / "results/cifar/tables/table2.csv")
     assert table["method"].tolist()[-1] == "tempered"
     assert "| Tempered |" in (work / "results/cifar/tables/table2.md").read_text()

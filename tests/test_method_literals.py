@@ -30,10 +30,6 @@ PNC_FILES: dict[str, str] = {
 }
 #: Other files (or folders) -> (the ids they may name, why).
 OTHER_FILES: dict[str, tuple[set[str], str]] = {
-    "pnc/core/labels.py": (
-        {"pnc", "deep_ensemble", "mc_dropout", "swag"},
-        "the labels of the methods both studies run, read by both studies' method tables",
-    ),
     "pnc/core/classifier": (
         {"swag"},
         "the image classifier's training recipe collects SWAG's moments, and its runs say so",
@@ -48,8 +44,14 @@ OTHER_FILES: dict[str, tuple[set[str], str]] = {
         "the peers benchmark's tables, keyed by its own method table",
     ),
     "workflow/rules/cifar/common.smk": ({"swag"}, "the CIFAR study's SWAG start epochs"),
-    "pnc/studies/mujoco/data/envs.py": ({"pnc"}, "the project's name: the Minari namespace of the Far data"),
-    "pnc/studies/mujoco/data/minari_io.py": ({"pnc"}, "the project's name: the author of the stored datasets"),
+    "pnc/studies/mujoco/data/envs.py": (
+        {"pnc"},
+        "the project's name: the Minari namespace of the Far data",
+    ),
+    "pnc/studies/mujoco/data/minari_io.py": (
+        {"pnc"},
+        "the project's name: the author of the stored datasets",
+    ),
 }
 ALLOWED: dict[str, set[str]] = {
     **{path: PNC for path in PNC_FILES},

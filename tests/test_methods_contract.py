@@ -199,14 +199,14 @@ class Tempered(PosthocMethod):
     config_cls: ClassVar[type[MethodSection]] = TemperedSection
 
     def candidates(self, config, ctx, runs):
-        from pnc.core.classifier import baselines as B
+        from pnc.core.classifier import model
 
         v = runs["base"].variables
 
         def build(scale):
             draw = jax.random.normal(self.key(ctx, scale), (ctx.config.num_classes,))
             noise = config.noise * np.asarray(draw)
-            return lambda x: (B.network_logits(v, x, ctx.config, ctx.batch_size) * scale + noise)[None]  # fmt: skip
+            return lambda x: (model.network_logits(v, x, ctx.config, ctx.batch_size) * scale + noise)[None]  # fmt: skip
 
         return [({"scale": scale}, functools.partial(build, scale)) for scale in config.values("scale")]  # fmt: skip
 

@@ -197,10 +197,10 @@ def test_key_ids_pair_pnc_with_its_ablation():
 
 
 def test_methods_of_both_studies_have_one_label():
-    """A method both studies run has the label of pnc.core.labels in each registry, and every method
+    """A method both studies run has the label of pnc.methods.labels in each registry, and every method
     id the two registries share is in that table."""
-    from pnc.core.labels import SHARED_LABELS
     from pnc.methods import ood as cifar_methods
+    from pnc.methods.labels import SHARED_LABELS
 
     shared = set(methods.METHOD_IDS) & set(cifar_methods.METHOD_IDS)
     assert shared == set(SHARED_LABELS)

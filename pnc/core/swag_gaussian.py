@@ -1,6 +1,6 @@
 """SWAG's Gaussian over the flattened weights (Maddox et al., 2019) and its samplers, the one place
 both studies take them from: the MuJoCo study's SWAG (:mod:`pnc.methods.regression.swag`) and the
-CIFAR study's (:mod:`pnc.core.classifier.baselines`).
+CIFAR study's (:mod:`pnc.methods.ood.swag_detector`).
 
 With ``diag`` the per-weight variance of the collected iterates and ``D`` the ``[K, P]`` matrix of
 their deviations from the running mean, SWAG's Gaussian is ``N(mean, (diag + D^T D / (K - 1)) /

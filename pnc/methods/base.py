@@ -6,7 +6,7 @@ Registry`). Every method declares
 
 - ``id``: its id in configs, on the command line and in the result files;
 - ``label``: its name in tables and figure legends (a method both studies run takes it from
-  :data:`pnc.core.labels.SHARED_LABELS`, so it has one name in every table);
+  :data:`pnc.methods.labels.SHARED_LABELS`, so it has one name in every table);
 - ``config_cls``: the frozen dataclass of its configuration, every field with a default.
 
 and inherits the strict making and naming of a configuration: :meth:`BaseMethod.make_config`

@@ -44,13 +44,14 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from pnc.core.classifier.model import Classifier
-from pnc.core.classifier.trained import RunSpec, TrainedNetwork
+from pnc.core.classifier.trained import TrainedNetwork
 from pnc.core.conv.resnet import ResNetConfig
 from pnc.core.mlp import MLPConfig
 from pnc.core.predictive import Predictive
 from pnc.core.training import Collection, TrainConfig
 from pnc.methods.base import BaseMethod
 from pnc.methods.ood.posthoc import Context, SectionContext, mark_selected
+from pnc.methods.ood.training_runs import BASE_RUN, parse_run
 from pnc.methods.registry import Registry
 from pnc.methods.regression.runs import TrainingRun
 from pnc.methods.selection_rule import finite_or_none
@@ -352,7 +353,7 @@ def tiny_runs(
         variables = Classifier(setting.network).init(key, jnp.zeros((1, 32, 32, 3)), train=False)
         variables = {"params": variables["params"], "batch_stats": variables["batch_stats"]}
         swag = {}
-        if run_id == RunSpec("base").run_id:
+        if run_id == BASE_RUN:
             flat, _ = ravel_pytree(variables["params"])
             dev = 0.01 * jax.random.normal(jax.random.fold_in(key, 1), (4, flat.size))
             for start in swag_starts:
@@ -375,9 +376,17 @@ def check_section(method: Method, setting: OODCheckSetting, state: dict) -> None
         problem = _refused(method, {"grid": {unknown: [1]}}, [unknown, *cls.grid_keys])
         if problem:
             raise _fail(method, "section", f"an unknown grid key: {problem}")
+    from pnc.methods.ood import run_kinds
+
     runs = method.runs_of(config)
-    if not runs or any(RunSpec.parse(r).run_id != r for r in runs):
-        raise _fail(method, "section", f"runs_of gave {runs!r}, not run ids")
+    try:
+        kinds = run_kinds(method.run_kinds)
+        for run_id in runs:
+            parse_run(run_id, kinds)
+    except (TypeError, ValueError) as err:
+        raise _fail(method, "section", f"runs_of gave {runs!r}, not run ids: {err}") from None
+    if not runs:
+        raise _fail(method, "section", "runs_of gave no run")
     study = SectionContext(setting.network, setting.epochs, setting.n_train)
     problems = method.study_problems(config, study)
     if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):

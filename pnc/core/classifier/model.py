@@ -72,3 +72,13 @@ def features_and_logits(
     out = batched(fn, x_uint8, batch_size)
     d = config.widths[-1]
     return out[:, :d], out[:, d:]
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def _logits(variables, x_uint8, config):
+    return head(variables, features(variables, normalize(x_uint8), config))
+
+
+def network_logits(variables, x_uint8, config: ResNetConfig, batch_size: int = 500) -> np.ndarray:
+    """Logits ``[N, K]`` of uint8 images ``[N, H, W, C]`` in inference mode (numpy)."""
+    return batched(lambda xb: _logits(variables, xb, config), x_uint8, batch_size)

@@ -24,8 +24,9 @@ Code outside the package (a test, a notebook) adds a method with :func:`register
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
+from pnc.core.classifier.recipe import Recipe
 from pnc.methods.ood.deep_ensemble_detector import DeepEnsembleDetector
 from pnc.methods.ood.epinet_detector import EpinetDetector
 from pnc.methods.ood.llla_detector import LLLADetector
@@ -39,6 +40,7 @@ from pnc.methods.ood.single_model_detectors import (
     ReActEnergyDetector,
 )
 from pnc.methods.ood.swag_detector import SWAGDetector
+from pnc.methods.ood.training_runs import RunKind, parse_run
 from pnc.methods.registry import Registry
 
 #: The registry of the OOD family, in the tables' order (a new method adds one line).
@@ -87,6 +89,37 @@ def runs_of(method: str, section: Mapping) -> list[str]:
     return spec.runs_of(spec.make_config(section))
 
 
+def run_kinds(extra: Iterable[RunKind] = ()) -> dict[str, RunKind]:
+    """Name -> kind of training run, for the kinds the registered methods declare and ``extra``
+    (read when called, so a method registered later is included).
+
+    Raises:
+        ValueError: two different kinds of one name.
+    """
+    kinds: dict[str, RunKind] = {}
+    for kind in (*(k for m in REGISTRY.registered() for k in m.run_kinds), *extra):
+        if kinds.setdefault(kind.name, kind) != kind:
+            raise ValueError(f"two different run kinds are named {kind.name!r}")
+    return kinds
+
+
+def recipe_for(run_id: str, train_section: Mapping, swag_starts: Sequence[int] = ()) -> Recipe:
+    """The recipe of training run ``run_id``: the config's, and the fields its kind sets
+    (:mod:`pnc.methods.ood.training_runs`); the base run's also collects the SWAG moments from
+    each of ``swag_starts``.
+
+    Raises:
+        ValueError: ``run_id`` names no run of a registered method's kinds.
+    """
+    kind, value = parse_run(run_id, run_kinds())
+    options = dict(train_section)
+    if kind is None:
+        options["swag_starts"] = tuple(swag_starts)
+    else:
+        options.update(kind.recipe(value))
+    return Recipe(**options)
+
+
 __all__ = [
     "METHOD_IDS",
     "REGISTRY",
@@ -105,6 +138,8 @@ __all__ = [
     "method_config",
     "register",
     "registered",
+    "recipe_for",
+    "run_kinds",
     "run_method",
     "runs_of",
     "unregister",

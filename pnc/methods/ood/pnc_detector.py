@@ -14,7 +14,7 @@ import numpy as np
 
 from pnc.core.classifier.model import normalize
 from pnc.core.conv import ConvPnCConfig, build_members, calibration_cache, predict_logits
-from pnc.core.labels import SHARED_LABELS
+from pnc.methods.labels import SHARED_LABELS
 from pnc.methods.ood.posthoc import (
     Context,
     MethodSection,

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pnc.core.classifier.model import features_and_logits
-from pnc.core.classifier.trained import RunSpec, TrainedNetwork
+from pnc.core.classifier.trained import TrainedNetwork
 from pnc.core.conv.classification import (
     entropy,
     fit_temperature,
@@ -55,6 +55,7 @@ from pnc.core.conv.resnet import ResNetConfig
 from pnc.core.keys import derive_key
 from pnc.methods.base import BaseMethod
 from pnc.methods.configs import field_names, make_config
+from pnc.methods.ood.training_runs import BASE_RUN, RunKind
 from pnc.methods.selection_rule import lowest
 
 log = logging.getLogger(__name__)
@@ -253,6 +254,8 @@ class PosthocMethod(BaseMethod):
         id: the method id (``methods.<id>`` in the config, ``--method`` of its jobs).
         label: its name in the tables.
         config_cls: its config section's dataclass (a :class:`MethodSection`).
+        run_kinds: the kinds of training run of its own that it reads
+            (:class:`pnc.methods.ood.training_runs.RunKind`; default none: the base run only).
 
     A method is run in three steps, each a job of the workflow: :meth:`validate` builds the
     configurations it selects from and scores them on the validation split (the sweep),
@@ -262,12 +265,13 @@ class PosthocMethod(BaseMethod):
     default :meth:`validate`, :meth:`choose` and :meth:`score` then select the lowest validation
     NLL at each configuration's own temperature and read the ensemble's mixture); a method
     without selection (a single-model score) overrides :meth:`score` only. Where it differs from
-    the defaults it also overrides :meth:`runs_of` (the training runs it reads; default: the base
-    run) and :meth:`study_problems` (its section checked against the study; default: none).
+    the defaults it also overrides :meth:`runs_of` (the training runs it reads, declaring in
+    :attr:`run_kinds` the kinds of run of its own; default: the base run) and :meth:`study_problems` (its section checked against the study; default: none).
     """
 
     family: ClassVar[str] = "OOD"
     config_cls: ClassVar[type[MethodSection]]
+    run_kinds: ClassVar[tuple[RunKind, ...]] = ()
 
     @classmethod
     def _declaration_problems(cls) -> list[str]:
@@ -291,8 +295,8 @@ class PosthocMethod(BaseMethod):
         return self.config_cls.from_section(overrides, self.id)
 
     def runs_of(self, config: MethodSection) -> list[str]:
-        """The ids of the training runs it reads (:class:`pnc.core.classifier.trained.RunSpec`)."""
-        return [RunSpec("base").run_id]
+        """The ids of the training runs it reads (:mod:`pnc.methods.ood.training_runs`)."""
+        return [BASE_RUN]
 
     def study_problems(self, config: MethodSection, study: SectionContext) -> list[str]:
         """``config`` checked against the study it runs in (``study``), one line per problem
@@ -401,5 +405,3 @@ def lowest_nll(sweep: list[Mapping]) -> int | None:
 def mark_selected(sweep: list[dict], index: int | None) -> list[dict]:
     """Copies of the sweep's records with ``selected`` true at ``index`` only."""
     return [{**rec, "selected": i == index} for i, rec in enumerate(sweep)]
-
-

@@ -26,11 +26,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.core.labels import SHARED_LABELS
 from pnc.core.mlp import MLPConfig, Params, forward
 from pnc.core.predictive import Predictive
 from pnc.core.training import TrainConfig, TrainedModel, fit, fit_summary, standardized_validation
 from pnc.methods.configs import check_choice, check_positive
+from pnc.methods.labels import SHARED_LABELS
 from pnc.methods.regression.contract import MethodBase
 from pnc.methods.regression.runs import TrainingRun, TrainingSpec
 from pnc.methods.regression.sampling import (

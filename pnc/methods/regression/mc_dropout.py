@@ -20,11 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pnc.core.labels import SHARED_LABELS
 from pnc.core.mlp import GaussianMLP, MLPConfig, Params
 from pnc.core.predictive import Predictive
 from pnc.core.training import TrainedModel, fit, fit_summary, standardized_validation
 from pnc.methods.configs import check_positive
+from pnc.methods.labels import SHARED_LABELS
 from pnc.methods.regression.contract import MethodBase
 from pnc.methods.regression.runs import TrainingRun, TrainingSpec
 from pnc.methods.regression.sampling import check_inputs, sample_predictive, standardise

@@ -22,7 +22,6 @@ from typing import Any, ClassVar
 
 import jax
 
-from pnc.core.labels import SHARED_LABELS
 from pnc.core.mlp import Params
 from pnc.core.perturb_correct import (
     PnCConfig,
@@ -32,6 +31,7 @@ from pnc.core.perturb_correct import (
 )
 from pnc.core.predictive import Predictive
 from pnc.core.training import TrainedModel
+from pnc.methods.labels import SHARED_LABELS
 from pnc.methods.regression.base_run import OnBaseRun
 from pnc.methods.regression.contract import MethodBase
 from pnc.methods.regression.runs import TrainingRun

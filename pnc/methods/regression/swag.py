@@ -33,12 +33,12 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from pnc.core.labels import SHARED_LABELS
 from pnc.core.mlp import MLPConfig, Params, forward
 from pnc.core.predictive import Predictive
 from pnc.core.swag_gaussian import swag_sample
 from pnc.core.training import TrainedModel
 from pnc.methods.configs import check_choice, check_positive
+from pnc.methods.labels import SHARED_LABELS
 from pnc.methods.regression.base_run import OnBaseRun, snapshot_problems, swag_statistics
 from pnc.methods.regression.contract import MethodBase
 from pnc.methods.regression.runs import TrainingRun

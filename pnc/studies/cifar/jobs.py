@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from pnc.core.classifier.recipe import swag_moments, train, variables_of
-from pnc.core.classifier.trained import TrainedNetwork, recipe_for
+from pnc.core.classifier.trained import TrainedNetwork
 from pnc.core.conv.resnet import ResNetConfig
 from pnc.methods import ood as registry
 from pnc.methods.ood import posthoc as P
@@ -84,7 +84,7 @@ def train_run(
 ) -> dict:
     """Train run ``run_id`` of ``seed`` (resuming from ``out/checkpoint.msgpack``, written after
     every ``checkpoint_every``-th epoch)."""
-    recipe = recipe_for(run_id, train_section, swag_starts)
+    recipe = registry.recipe_for(run_id, train_section, swag_starts)
     data = D.load_prepared(data_dir)
     config = resnet_config(model, data.num_classes)
     tr, _ = D.train_val_split(data.train_x.shape[0], val_size, seed)

@@ -1,8 +1,8 @@
 """Display names of the methods that both studies run, so one method has one name in every table.
 
-The MuJoCo method classes (:mod:`pnc.methods.regression`) and the CIFAR study's method classes
-(:mod:`pnc.methods.ood`) read their label here; a method of one study only keeps its label on
-its own class.
+Each method class declares its ``label``; the classes of a method both studies run, the MuJoCo
+one (:mod:`pnc.methods.regression`) and the CIFAR one (:mod:`pnc.methods.ood`), read it from here,
+the one module both families may import.
 """
 
 from __future__ import annotations
