@@ -10,7 +10,7 @@ import pytest
 
 from pnc.report import claims
 from pnc.report import mechanism_table as rm
-from pnc.studies.mujoco.results import MECHANISM_COLUMNS
+from pnc.studies.mujoco.mechanism_columns import MECHANISM_COLUMNS
 
 #: The 3B slope of each seed's synthetic points.
 SLOPES = {0: 2.0, 1: 3.0, 2: 4.0}

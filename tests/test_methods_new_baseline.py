@@ -18,7 +18,7 @@ import pnc.methods.regression as methods
 from pnc import MLPConfig, TrainConfig
 from pnc.methods.regression.base_run import OnBaseRun
 from pnc.methods.regression.contract import MethodBase
-from pnc.studies.mujoco import results
+from pnc.studies.mujoco import mechanism_columns, results
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -115,14 +115,20 @@ class JitterWithSamples(Jitter):
 
 def test_a_method_with_weight_samples_joins_the_mechanism_stage(jitter):
     assert not jitter.has_parameter_samples
-    assert results.mechanism_methods() == results.MECHANISM_METHODS
-    assert results.MECHANISM_METHODS == ("pnc", "pnc_nocorr", "swag", "laplace", "subspace")
-    assert all(methods.get(m).has_parameter_samples for m in results.MECHANISM_METHODS)
+    assert mechanism_columns.mechanism_methods() == mechanism_columns.MECHANISM_METHODS
+    assert mechanism_columns.MECHANISM_METHODS == (
+        "pnc",
+        "pnc_nocorr",
+        "swag",
+        "laplace",
+        "subspace",
+    )
+    assert all(methods.get(m).has_parameter_samples for m in mechanism_columns.MECHANISM_METHODS)
     method = methods.register(JitterWithSamples())
     try:
         assert method.has_parameter_samples
         # P&C and its ablation first, then the others by row: swag (30), the new one (35), ...
-        assert results.MECHANISM_METHODS == (
+        assert mechanism_columns.MECHANISM_METHODS == (
             "pnc", "pnc_nocorr", "swag", "jitter_samples", "laplace", "subspace"
         )  # fmt: skip
         samples, reference = method.parameter_samples(
@@ -132,7 +138,13 @@ def test_a_method_with_weight_samples_joins_the_mechanism_stage(jitter):
         assert samples["dense"]["kernel"].shape == (4, 2, 1)
     finally:
         methods.unregister("jitter_samples")
-    assert results.MECHANISM_METHODS == ("pnc", "pnc_nocorr", "swag", "laplace", "subspace")
+    assert mechanism_columns.MECHANISM_METHODS == (
+        "pnc",
+        "pnc_nocorr",
+        "swag",
+        "laplace",
+        "subspace",
+    )
 
 
 def test_conflicting_abbreviations_and_duplicate_ids_raise(jitter):

@@ -13,7 +13,7 @@ import pytest
 from pnc.runtime.io import ArtifactError
 from pnc.studies.mujoco import phases
 from pnc.studies.mujoco.evaluate import sample_rows
-from pnc.studies.mujoco.results import per_sigma_choices, sigma_points
+from pnc.studies.mujoco.per_sigma import per_sigma_choices, sigma_points
 from pnc.studies.mujoco.selection import select
 
 

@@ -3,7 +3,6 @@ the report; the one validator accepts the study's three kinds of table and rejec
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -183,22 +182,3 @@ def test_one_config_means_one_config_calibration_pair(all_configs):
         vocab.validate(both)
     # the same measurement in both variants is not a duplicate
     assert len(vocab.validate(both, one_config=False)) == len(both[both.split != "val"])
-
-
-@pytest.mark.parametrize(
-    "candidates,expected",
-    [
-        ({"a": 2.0, "b": 1.0, "c": 1.0}, "b"),
-        ({"a": math.nan, "b": math.inf, "c": 5.0}, "c"),
-        ({"a": math.nan, "b": math.inf}, "a"),
-        ({("x", "raw"): 1.0, ("x", "vcal"): 1.0}, ("x", "raw")),
-        ({"a": -math.inf, "b": 0.0}, "b"),
-    ],
-)
-def test_select_candidate(candidates, expected):
-    assert vocab.select_candidate(candidates) == expected
-
-
-def test_select_candidate_needs_candidates():
-    with pytest.raises(ValueError, match="no candidates"):
-        vocab.select_candidate({})

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from pnc.methods.ood.posthoc import coordinate_descent, lowest_nll
-from pnc.methods.selection_rule import lowest
-from pnc.studies.mujoco.results import select_candidate
+from pnc.methods.selection_rule import lowest, select_candidate
 
 NAN, INF = math.nan, math.inf
 
@@ -72,3 +71,22 @@ def test_finite_or_none_writes_every_non_finite_float_as_null_and_keeps_the_rest
     assert type(got["candidates"]["d"]) is np.float64  # a finite value is kept as it is
     assert finite_or_none(nan) is None and finite_or_none(0.5) == 0.5
     assert math.isnan(record["val_nll"])  # the input is not changed
+
+
+@pytest.mark.parametrize(
+    "candidates,expected",
+    [
+        ({"a": 2.0, "b": 1.0, "c": 1.0}, "b"),
+        ({"a": math.nan, "b": math.inf, "c": 5.0}, "c"),
+        ({"a": math.nan, "b": math.inf}, "a"),
+        ({("x", "raw"): 1.0, ("x", "vcal"): 1.0}, ("x", "raw")),
+        ({"a": -math.inf, "b": 0.0}, "b"),
+    ],
+)
+def test_select_candidate_on_keys(candidates, expected):
+    assert select_candidate(candidates) == expected
+
+
+def test_select_candidate_needs_candidates():
+    with pytest.raises(ValueError, match="no candidates"):
+        select_candidate({})

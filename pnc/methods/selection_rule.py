@@ -3,7 +3,7 @@
 The lowest finite value wins; among equal values the first (in the order given) wins; a
 non-finite value (``nan``, ``inf``, ``-inf``: a diverged configuration's NLL) never beats a finite
 one, wherever it stands; when no value is finite the first is taken. The MuJoCo study's choice of
-a configuration and calibration (:func:`pnc.studies.mujoco.results.select_candidate`) and the
+a configuration and calibration (:func:`select_candidate`) and the
 CIFAR study's choice in a sweep and along coordinate descent
 (:func:`pnc.methods.ood.posthoc.lowest_nll`, :func:`pnc.methods.ood.posthoc.coordinate_descent`)
 all call :func:`lowest`, so the rule is safe on its own, whatever the caller did before. Their
@@ -13,12 +13,14 @@ selection records, strict JSON, write a non-finite score as ``null`` (:func:`fin
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["finite_or_none", "lowest"]
+__all__ = ["finite_or_none", "lowest", "select_candidate"]
+
+K = TypeVar("K", bound=Hashable)
 
 
 def lowest(values: Sequence[float]) -> int:
@@ -50,3 +52,22 @@ def finite_or_none(obj: Any) -> Any:
     if isinstance(obj, float | np.floating) and not math.isfinite(obj):
         return None
     return obj
+
+
+def select_candidate(candidates: Mapping[K, float]) -> K:
+    """The candidate with the lowest value, ties and non-finite values resolved by order
+    (:func:`lowest` on a mapping).
+
+    ``nan`` and ``inf`` never beat a finite value; among equal values the first candidate (in the
+    mapping's order) wins; if no value is finite the first candidate is returned.
+
+    Args:
+        candidates: value (e.g. seed-mean validation NLL) per candidate, in preference order.
+
+    Raises:
+        ValueError: if ``candidates`` is empty.
+    """
+    order = list(candidates)
+    if not order:
+        raise ValueError("no candidates to select from")
+    return order[lowest([candidates[c] for c in order])]

@@ -94,16 +94,8 @@ from pnc.report.table1 import Cell, Column, our_readings
 from pnc.report.tables import column_label
 from pnc.runtime.render import ARROW, decimals_for, fmt, markdown_table
 from pnc.studies.mujoco.grid import config_field, read_tables
-from pnc.studies.mujoco.results import (
-    DEEP_ENSEMBLE,
-    METHOD_INFO,
-    PER_SIGMA_METHODS,
-    REFERENCE,
-    SUBSPACE,
-    load,
-    per_sigma_choices,
-    sigma_points,
-)
+from pnc.studies.mujoco.per_sigma import PER_SIGMA_METHODS, per_sigma_choices, sigma_points
+from pnc.studies.mujoco.results import DEEP_ENSEMBLE, METHOD_INFO, REFERENCE, SUBSPACE, load
 
 #: The verdicts (module docstring; ``"partly: k of n (...)"``: :func:`environment_verdict`).
 HOLDS = "holds"
@@ -482,7 +474,7 @@ def seed_3a_rows(
 ) -> pd.DataFrame:
     """3A per seed: per environment and sigma, P&C's Far NLL minus that of P&C w/o Corr on each
     seed, each at the (configuration, calibration) that the mechanism table's 3A rows compare (the
-    lowest seed-mean validation NLL at that sigma, :func:`pnc.studies.mujoco.results.per_sigma_choices`).
+    lowest seed-mean validation NLL at that sigma, :func:`pnc.studies.mujoco.per_sigma.per_sigma_choices`).
     Rows in the mechanism table's columns, with ``seed``. ``sigmas``: each configuration's sigma,
     ``{(method, config id): sigma}`` from the grid tables
     (:func:`pnc.studies.mujoco.grid.config_field`).

@@ -32,6 +32,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from pnc.methods.selection_rule import select_candidate  # noqa: E402
 from pnc.report import stats as st  # noqa: E402
 from pnc.studies.mujoco.results import (  # noqa: E402
     BOUNDED_METRICS,
@@ -45,7 +46,6 @@ from pnc.studies.mujoco.results import (  # noqa: E402
     SELECTION_METRIC,
     SELECTION_SPLIT,
     SPLIT_LABELS,
-    select_candidate,
 )
 
 #: Per-method style: colour, marker, line style and hatch (distinct in every channel), from
@@ -172,7 +172,7 @@ def frontier_variants(all_configs: pd.DataFrame) -> pd.DataFrame:
 
     Per (env, method, config): the selected variant where the configuration is the selected one;
     otherwise the variant with the lowest seed-mean validation NLL by the selection's rule
-    (:func:`pnc.studies.mujoco.results.select_candidate`: non-finite values never win, ties go to ``raw``).
+    (:func:`pnc.methods.selection_rule.select_candidate`: non-finite values never win, ties go to ``raw``).
     A configuration evaluated in a single variant needs no validation rows.
 
     Args:

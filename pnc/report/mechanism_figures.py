@@ -40,7 +40,12 @@ from pnc.report.mechanism_table import (
     split_label,
 )
 from pnc.studies.mujoco.grid import config_field, read_tables
-from pnc.studies.mujoco.results import MECHANISM_METHODS, MECHANISM_SPLITS, METHOD_INFO, load
+from pnc.studies.mujoco.mechanism_columns import (
+    DISTANCE_QUANTITY,
+    MECHANISM_METHODS,
+    MECHANISM_SPLITS,
+)
+from pnc.studies.mujoco.results import METHOD_INFO, load
 
 #: The figures of one environment: file stem -> what it shows.
 MECHANISM_FIGURES = ("magnitudes", "frontier_sigma", "distance", "sketch")
@@ -152,7 +157,7 @@ def distance_figure(wide: pd.DataFrame, env: str):
     fit = distance_regression(wide)
     with plt.rc_context(RC_PARAMS):
         fig, ax = plt.subplots(figsize=(4.4, 3.4))
-        _regime_scatter(ax, wide, "mahalanobis", "disagreement")
+        _regime_scatter(ax, wide, DISTANCE_QUANTITY, "disagreement")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("Mahalanobis distance (2nd hidden layer)")

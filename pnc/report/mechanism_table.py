@@ -1,6 +1,6 @@
 """The mechanism evidence (paper Figures 1 B/C and 3) as statistics and the mechanism table.
 
-Reads the per-(env, seed) mechanism files (:data:`pnc.studies.mujoco.results.MECHANISM_COLUMNS`) and the
+Reads the per-(env, seed) mechanism files (:data:`pnc.studies.mujoco.mechanism_columns.MECHANISM_COLUMNS`) and the
 ``all_configs`` table, and computes per environment (seeds pooled):
 
 - **3B** (:func:`distance_regression`): OLS of the P&C disagreement ``D(x)`` on
@@ -41,15 +41,13 @@ from pnc.runtime.render import (
     write_tables,
 )
 from pnc.studies.mujoco.grid import config_field, read_tables
-from pnc.studies.mujoco.results import (
+from pnc.studies.mujoco.mechanism_columns import (
+    DISTANCE_QUANTITY,
     MECHANISM_COLUMNS,
     MECHANISM_METHODS,
-    METHOD_INFO,
-    SPLIT_LABELS,
-    load,
-    per_sigma_choices,
-    sigma_points,
 )
+from pnc.studies.mujoco.per_sigma import per_sigma_choices, sigma_points
+from pnc.studies.mujoco.results import METHOD_INFO, SPLIT_LABELS, load
 
 #: Added to disagreement and sketch before the logarithm of the 3C regression.
 LOG_FLOOR = 1e-12
@@ -139,10 +137,12 @@ def distance_regression(wide: pd.DataFrame) -> dict:
     """3B: ``D ~ log10(Mahalanobis) + regime FE``; slope, SE, t, n and Spearman(distance, D)."""
     from scipy import stats
 
-    data = wide[["disagreement", "mahalanobis", "split", "seed"]].copy()
-    data["log_distance"] = np.log10(data["mahalanobis"])
+    data = wide[["disagreement", DISTANCE_QUANTITY, "split", "seed"]].copy()
+    data["log_distance"] = np.log10(data[DISTANCE_QUANTITY])
     out = _ols("disagreement ~ log_distance" + _fixed_effects(data), data, "log_distance")
-    out["spearman"] = float(stats.spearmanr(data["mahalanobis"], data["disagreement"]).statistic)
+    out["spearman"] = float(
+        stats.spearmanr(data[DISTANCE_QUANTITY], data["disagreement"]).statistic
+    )
     return out
 
 
@@ -243,7 +243,7 @@ def frontier_verdicts(
     all_configs: pd.DataFrame, env: str, sigmas: Mapping[tuple[str, str], float]
 ) -> pd.DataFrame:
     """3A per sigma of P&C: P&C and P&C without correction, each chosen by validation NLL among
-    its candidates at that sigma (:func:`pnc.studies.mujoco.results.per_sigma_choices`, the configurations
+    its candidates at that sigma (:func:`pnc.studies.mujoco.per_sigma.per_sigma_choices`, the configurations
     the two-phase evaluation scores on the test splits for this); ``verdict`` says which has the
     lower Far NLL and ID RMSE.
 
@@ -295,7 +295,7 @@ def frontier_verdicts(
 def sigma_choices(
     all_configs: pd.DataFrame, env: str, sigmas: Mapping[tuple[str, str], float]
 ) -> pd.DataFrame:
-    """:func:`pnc.studies.mujoco.results.per_sigma_choices` of ``env``'s :func:`sigma_points`, each with
+    """:func:`pnc.studies.mujoco.per_sigma.per_sigma_choices` of ``env``'s :func:`sigma_points`, each with
     its seed-mean ID RMSE and Far NLL.
 
     Raises:

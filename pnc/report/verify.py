@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pnc.methods.selection_rule import select_candidate
 from pnc.report.pieces import MANIFESTS, TABLE_DIRS, PieceError
 from pnc.runtime.io import ArtifactError, file_sha256
 from pnc.studies.mujoco.results import (
@@ -61,7 +62,6 @@ from pnc.studies.mujoco.results import (
     SELECTION_METRIC,
     SELECTION_SPLIT,
     read_csv,
-    select_candidate,
     validate,
 )
 
@@ -180,7 +180,7 @@ def cross_seed_selection(frame: pd.DataFrame, seeds: list[int]) -> dict[str, dic
     Per method, the (config, calibration) candidate with the lowest validation NLL averaged
     over ``seeds``, configurations in table order and calibrations in
     :data:`pnc.studies.mujoco.results.CALIBRATIONS` order, ties and non-finite values resolved by
-    :func:`pnc.studies.mujoco.results.select_candidate`: the rule of
+    :func:`pnc.methods.selection_rule.select_candidate`: the rule of
     :func:`pnc.studies.mujoco.selection.select`, which ``tests/test_verify_piece.py`` checks it equals.
 
     Returns:

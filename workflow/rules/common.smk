@@ -23,7 +23,7 @@ import shlex
 
 from pnc.studies.mujoco import grid as pnc_grid
 from pnc.studies.mujoco.config_check import cross_key_problems, ordered_like, run_methods
-from pnc.studies.mujoco.results import PER_SIGMA_METHODS
+from pnc.studies.mujoco.per_sigma import PER_SIGMA_METHODS
 
 
 include: "shared.smk"
@@ -523,7 +523,7 @@ PNC_RUN = GRID_POINTS["pnc"][0].run_id if MECHANISM_ON else None
 def mechanism_runs(wildcards):
     """Every training run the mechanism stage reads for one (env, seed): the base run and the own
     runs of the mechanism methods (Subspace's trajectory), each as msgpack and json."""
-    from pnc.studies.mujoco.results import MECHANISM_METHODS
+    from pnc.studies.mujoco.mechanism_columns import MECHANISM_METHODS
 
     run_ids = dict.fromkeys(
         p.run_id for m in MECHANISM_METHODS if m in GRID_POINTS for p in GRID_POINTS[m]
@@ -537,7 +537,7 @@ def mechanism_runs(wildcards):
 
 def mechanism_grid_tables():
     """The grid tables of the mechanism methods that run (their selected configurations)."""
-    from pnc.studies.mujoco.results import MECHANISM_METHODS
+    from pnc.studies.mujoco.mechanism_columns import MECHANISM_METHODS
 
     return grid_tables(MECHANISM_METHODS)
 
@@ -547,7 +547,7 @@ def mechanism_posteriors(wildcards):
     them (Subspace's chains), which the mechanism stage restores instead of running the chains
     again; none in `full` (it stores none)."""
     from pnc.methods.regression import get as get_method
-    from pnc.studies.mujoco.results import MECHANISM_METHODS
+    from pnc.studies.mujoco.mechanism_columns import MECHANISM_METHODS
 
     if not TWO_PHASE:
         return []

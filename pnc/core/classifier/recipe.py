@@ -57,6 +57,9 @@ from pnc.runtime.io import ArtifactError, atomic_path
 
 log = logging.getLogger(__name__)
 
+#: The key of the SWAG moments the base run collects, in the training state and the stored run.
+SWAG_MOMENTS = "swag"
+
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
@@ -150,7 +153,7 @@ def init_state(config: ResNetConfig, recipe: Recipe, steps_per_epoch: int, key: 
         "params": params,
         "batch_stats": variables["batch_stats"],
         "opt_state": optimizer(recipe, steps_per_epoch).init(params),
-        "swag": swag,
+        SWAG_MOMENTS: swag,
     }
 
 
@@ -192,7 +195,7 @@ def train_epoch(state, images, labels, key, *, config, recipe, steps_per_epoch):
     epoch = state["epoch"] + 1
     flat, _ = ravel_pytree(params)
     swag = {}
-    for start, moments in state["swag"].items():
+    for start, moments in state[SWAG_MOMENTS].items():
         swag[start] = jax.lax.cond(
             epoch > int(start),
             lambda m: _swag_update(m, flat),
@@ -204,7 +207,7 @@ def train_epoch(state, images, labels, key, *, config, recipe, steps_per_epoch):
         "params": params,
         "batch_stats": stats,
         "opt_state": opt_state,
-        "swag": swag,
+        SWAG_MOMENTS: swag,
     }
     return new, jnp.mean(losses)
 
@@ -394,7 +397,7 @@ def train(
 
 def swag_moments(state: dict) -> dict:
     """The collected SWAG moments ``{start: {"n", "mean", "sq_mean", "dev"}}`` (numpy)."""
-    return jax.tree.map(np.asarray, state["swag"])
+    return jax.tree.map(np.asarray, state[SWAG_MOMENTS])
 
 
 def variables_of(state: dict) -> dict:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pnc.core.classifier.recipe import SWAG_MOMENTS
 from pnc.runtime.io import (
     RUN_SHA256_KEY,
     ArtifactError,
@@ -44,7 +45,7 @@ class TrainedNetwork:
         """Write ``run.msgpack`` (atomically) and ``run.json``: :attr:`meta` with the SHA-256 of
         ``run.msgpack`` (``msgpack_sha256``), which :meth:`load` verifies."""
         save_checked_run(
-            directory, {"variables": self.variables, "swag": self.swag}, dict(self.meta)
+            directory, {"variables": self.variables, SWAG_MOMENTS: self.swag}, dict(self.meta)
         )
 
     @classmethod
@@ -65,7 +66,7 @@ class TrainedNetwork:
                 f"{directory / 'run.msgpack'} holds no trained network (no 'variables'); "
                 f"{rebuild_hint(directory / 'run.json')}"
             )
-        return cls(tree["variables"], tree.get("swag") or {}, info)
+        return cls(tree["variables"], tree.get(SWAG_MOMENTS) or {}, info)
 
     @property
     def checked(self) -> bool:

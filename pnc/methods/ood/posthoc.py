@@ -256,6 +256,9 @@ class PosthocMethod(BaseMethod):
         config_cls: its config section's dataclass (a :class:`MethodSection`).
         run_kinds: the kinds of training run of its own that it reads
             (:class:`pnc.methods.ood.training_runs.RunKind`; default none: the base run only).
+        authors_entropy_fpr95: whether the authors' Table 2 reports the base network's entropy
+            FPR95 as this method's (their convention for MSP, Energy and Mahalanobis; the tables'
+            ``fpr95: authors`` option follows it).
 
     A method is run in three steps, each a job of the workflow: :meth:`validate` builds the
     configurations it selects from and scores them on the validation split (the sweep),
@@ -272,6 +275,7 @@ class PosthocMethod(BaseMethod):
     family: ClassVar[str] = "OOD"
     config_cls: ClassVar[type[MethodSection]]
     run_kinds: ClassVar[tuple[RunKind, ...]] = ()
+    authors_entropy_fpr95: ClassVar[bool] = False
 
     @classmethod
     def _declaration_problems(cls) -> list[str]:

@@ -92,6 +92,7 @@ class MSPDetector(PosthocMethod):
     id: ClassVar[str] = "msp"
     label: ClassVar[str] = "MSP"
     config_cls: ClassVar[type[MethodSection]] = SingleScoreSection
+    authors_entropy_fpr95: ClassVar[bool] = True
 
     def score(self, config, ctx: Context, runs: Runs, chosen=None) -> tuple[dict, dict]:
         return single_score(ctx, runs["base"].variables, lambda f, lg: msp(lg)), {}
@@ -103,6 +104,7 @@ class EnergyDetector(PosthocMethod):
     id: ClassVar[str] = "energy"
     label: ClassVar[str] = "Energy"
     config_cls: ClassVar[type[MethodSection]] = SingleScoreSection
+    authors_entropy_fpr95: ClassVar[bool] = True
 
     def score(self, config, ctx: Context, runs: Runs, chosen=None) -> tuple[dict, dict]:
         return single_score(ctx, runs["base"].variables, lambda f, lg: energy(lg)), {}
@@ -114,6 +116,7 @@ class MahalanobisDetector(PosthocMethod):
     id: ClassVar[str] = "mahalanobis"
     label: ClassVar[str] = "Mahalanobis"
     config_cls: ClassVar[type[MethodSection]] = SingleScoreSection
+    authors_entropy_fpr95: ClassVar[bool] = True
 
     def score(self, config, ctx: Context, runs: Runs, chosen=None) -> tuple[dict, dict]:
         v = runs["base"].variables

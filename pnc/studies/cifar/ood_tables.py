@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from pnc.methods.ood import labels as method_labels
+from pnc.methods.ood import registered as registered_methods
 from pnc.runtime.io import write_csv
 from pnc.runtime.render import fmt, latex_escape, markdown_table, tabular_lines
 from pnc.studies.cifar import ood_metrics as M
@@ -40,8 +41,6 @@ CALIBRATION_COLUMNS = ("acc", "nll", "ece", "brier")
 CALIBRATION_HEADER = ("Acc%", "NLL", "ECE%", "Brier")
 AUPR_COLUMNS = ("near_aupr_in", "near_aupr_out", "far_aupr_in", "far_aupr_out")
 AUPR_HEADER = ("Near AUPR-In", "Near AUPR-Out", "Far AUPR-In", "Far AUPR-Out")
-#: Methods whose FPR95 the authors' table reports as the base network's entropy FPR95.
-AUTHORS_ENTROPY_FPR95 = ("msp", "energy", "mahalanobis")
 ID_METRICS = ("accuracy", "nll", "ece", "brier")
 
 
@@ -117,7 +116,8 @@ def _per_seed(metrics: pd.DataFrame, report: Report) -> pd.DataFrame:
     ``near_auroc``, ...), with the authors' FPR95 convention applied if asked."""
     m = metrics
     if report.fpr95 == "authors":
-        swap = m["method"].isin(AUTHORS_ENTROPY_FPR95)
+        swapped = [x.id for x in registered_methods() if x.authors_entropy_fpr95]
+        swap = m["method"].isin(swapped)
         m = m[~(swap & (m["metric"] == "fpr95"))].copy()
         m.loc[swap & (m["metric"] == "fpr95_entropy"), "metric"] = "fpr95"
     per_seed = (

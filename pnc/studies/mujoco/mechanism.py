@@ -9,7 +9,7 @@
    built from and of the members file, and the size per member. :func:`load_pnc_members` reads
    them back, verifying both hashes.
 2. :func:`mechanism_frame` -- for up to ``points_per_split`` points of ID, Near, Mid (where
-   present) and Far, the tidy long table of :data:`pnc.studies.mujoco.results.MECHANISM_COLUMNS`: the P&C
+   present) and Far, the tidy long table of :data:`pnc.studies.mujoco.mechanism_columns.MECHANISM_COLUMNS`: the P&C
    ensemble's disagreement, the two parts of its total-variance OOD score (the members' mean
    variance and their disagreement, in the evaluation's units), the distance to the nearest
    training input, the Mahalanobis distance in the base network's second hidden layer,
@@ -64,7 +64,8 @@ from pnc.runtime.io import (
 )
 from pnc.studies.mujoco import grid
 from pnc.studies.mujoco.evaluate import score_parts
-from pnc.studies.mujoco.results import (
+from pnc.studies.mujoco.mechanism_columns import (
+    DISTANCE_QUANTITY,
     MECHANISM_COLUMNS,
     MECHANISM_LEVERAGE_PREFIX,
     MECHANISM_METHODS,
@@ -481,7 +482,7 @@ def mechanism_frame(
             posterior is built (the ``full`` evaluation stores none).
 
     Returns:
-        ``(frame, info)``: the table (:data:`pnc.studies.mujoco.results.MECHANISM_COLUMNS`) and a JSON-able
+        ``(frame, info)``: the table (:data:`pnc.studies.mujoco.mechanism_columns.MECHANISM_COLUMNS`) and a JSON-able
         record of what was measured (configurations, sigma, eps, layers, sizes, seconds).
     """
     started = time.perf_counter()
@@ -554,7 +555,7 @@ def mechanism_frame(
         inputs.transform(jnp.asarray(x_raw, jnp.float32)),
     )
     h = hidden_activations(model.params, x, mlp_config)
-    point_values[("pnc", "mahalanobis")] = np.asarray(
+    point_values[("pnc", DISTANCE_QUANTITY)] = np.asarray(
         diagnostics.mahalanobis_distance(h_train, h[maha_layer], MAHALANOBIS_RIDGE)
     )
     if config.sigma > 0:

@@ -27,7 +27,7 @@ study's arithmetic on test rows no selection or figure reads. The two-phase eval
 What reads which test rows (:func:`plan_test_splits`): ``results.csv`` and every table made from it, the
 selected configuration of every method; Figure 3A and the mechanism table's 3A rows (and with them
 the 3A claim), per sigma the configuration of P&C and of P&C without correction chosen by
-validation NLL among those at that sigma (:func:`pnc.studies.mujoco.results.per_sigma_choices`); the
+validation NLL among those at that sigma (:func:`pnc.studies.mujoco.per_sigma.per_sigma_choices`); the
 frontier figures, every configuration on the frontier sample. A reader that needs a test row the
 plan did not score fails naming the configuration.
 """
@@ -51,15 +51,13 @@ from pnc.runtime.io import (
     write_json,
 )
 from pnc.studies.mujoco.grid import config_field
+from pnc.studies.mujoco.per_sigma import PER_SIGMA_METHODS, per_sigma_choices, sigma_points
 from pnc.studies.mujoco.results import (
     CALIBRATIONS,
-    PER_SIGMA_METHODS,
     REPORTED_SPLITS,
     SAMPLED_SPLITS,
     SCORED_SPLITS,
     SELECTION_SPLIT,
-    per_sigma_choices,
-    sigma_points,
 )
 
 #: The splits of the validation phase: the selection's, then the frontier sample's.
@@ -91,7 +89,7 @@ def plan_test_splits(
     Returns:
         ``{env: {method: {config: [reason, ...]}}}``, configurations in grid order: the selected
         configuration (:data:`SELECTED`) and, for :data:`PER_SIGMA_METHODS`, the configuration
-        chosen at each sigma (:func:`pnc.studies.mujoco.results.per_sigma_choices`, :func:`sigma_reason`).
+        chosen at each sigma (:func:`pnc.studies.mujoco.per_sigma.per_sigma_choices`, :func:`sigma_reason`).
     """
     plan: dict = {}
     for env, by_method in selection.items():

@@ -1,32 +1,15 @@
-"""The vocabulary of the study's results tables and their one validator.
+"""The vocabulary of the MuJoCo study's results tables and their one validator.
 
 Every table the study writes or reads (per-job metric tables, ``results/all_configs.csv``,
 ``results/results.csv``) is in long format, one row per measured value, with the columns
-:data:`RESULT_COLUMNS`. This module names everything that may appear in them and how it is shown:
-
-- columns: :data:`RESULT_COLUMNS`, :data:`REQUIRED_COLUMNS`, :data:`OPTIONAL_DEFAULTS`,
-  :data:`SELECTED_COLUMN`, :data:`MEASUREMENT_KEY`, :data:`DATA_SOURCES`;
-- post-hoc calibration variants: :data:`CALIBRATION_INFO` (label, description),
-  :data:`CALIBRATIONS` (candidate order), :data:`RAW`, :data:`VCAL`;
-- methods: :data:`METHOD_INFO` (label, short label, whether ranked, style),
-  :data:`HPARAM_ABBREVIATIONS`, :data:`HPARAM_LEGEND`, :data:`METHODS`, :data:`RANKED_METHODS`
-  (paper row order), :data:`ABLATION_METHODS`, :data:`READINGS`, :data:`REFERENCE`,
-  ``DEEP_ENSEMBLE``; all but :data:`REFERENCE` read from the method
-  registry when used (the mappings are :class:`RegistryView` objects, the tuples module
-  attributes given by :func:`method_ids`, :func:`ranked_methods`, :func:`ablation_methods`), so a
-  method registered after import is seen;
-- splits: :data:`EVAL_SPLITS`, :data:`SHIFTED_SPLITS`, :data:`REPORTED_SPLITS`,
-  :data:`SPLIT_LABELS`, the selection criterion :data:`SELECTION_SPLIT`/:data:`SELECTION_METRIC`,
-  and the frontier sample of the two-phase evaluation, :data:`SAMPLED_SPLITS`;
-- metrics: :data:`METRIC_INFO` (label, direction, bounds, reference line, definition),
-  :data:`METRICS`, :data:`SPLIT_METRICS`, :data:`SHIFT_METRICS`, :data:`BOUNDED_METRICS`,
-  :data:`HEADLINE`.
-
-:func:`validate` checks a table against this vocabulary; :func:`read_csv` and :func:`load` read one.
-A ``config`` cell is a configuration id: a key into the methods' grid tables
-(:mod:`pnc.studies.mujoco.grid`), never read for its values.
-:func:`select_candidate` is the selection rule (lowest finite value, ties to the first candidate),
-shared by the hyperparameter selection and the frontier figure.
+:data:`RESULT_COLUMNS`. This module names what may appear in them and how it is shown: the
+columns, the post-hoc calibration variants (:data:`CALIBRATION_INFO`), the methods
+(:data:`METHOD_INFO` and the other names read from the method registry when used, so a method
+registered after import is seen), the splits (:data:`EVAL_SPLITS`, the selection criterion
+:data:`SELECTION_SPLIT`/:data:`SELECTION_METRIC`, the frontier sample :data:`SAMPLED_SPLITS`) and
+the metrics (:data:`METRIC_INFO`). :func:`validate` checks a table against it; :func:`read_csv` and
+:func:`load` read one. A ``config`` cell is a configuration id, a key into the methods' grid tables
+(:mod:`pnc.studies.mujoco.grid`).
 """
 
 from __future__ import annotations
@@ -38,8 +21,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
-
-from pnc.methods.selection_rule import lowest
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -598,177 +579,6 @@ def load(path: str | Path, **options: bool | None) -> pd.DataFrame:
     return validate(read_csv(path), **options)
 
 
-# --------------------------------------------------------------------------------------------
-# Selection rule
-# --------------------------------------------------------------------------------------------
-
-
-def select_candidate(candidates: Mapping[K, float]) -> K:
-    """The candidate with the lowest value, ties and non-finite values resolved by order
-    (:func:`pnc.methods.selection_rule.lowest`, the rule both studies use).
-
-    ``nan`` and ``inf`` never beat a finite value; among equal values the first candidate (in the
-    mapping's order) wins; if no value is finite the first candidate is returned.
-
-    Args:
-        candidates: value (e.g. seed-mean validation NLL) per candidate, in preference order.
-
-    Raises:
-        ValueError: if ``candidates`` is empty.
-    """
-    order = list(candidates)
-    if not order:
-        raise ValueError("no candidates to select from")
-    return order[lowest([candidates[c] for c in order])]
-
-
-#: The methods whose configurations Figure 3A and the mechanism table compare at equal sigma.
-PER_SIGMA_METHODS: tuple[str, ...] = ("pnc", "pnc_nocorr")
-
-
-#: The seed-mean columns of :func:`sigma_points`: (split, metric) -> column.
-SIGMA_POINT_COLUMNS: dict[tuple[str, str], str] = {
-    (SELECTION_SPLIT, SELECTION_METRIC): "val_nll",
-    ("id", "rmse"): "id_rmse",
-    ("far", "nll"): "far_nll",
-}
-
-
-def sigma_points(
-    frame: pd.DataFrame, env: str, sigmas: Mapping[tuple[str, str], float]
-) -> pd.DataFrame:
-    """Every P&C and P&C-without-correction configuration of ``env`` in each calibration variant:
-    seed-mean validation NLL, ID RMSE and Far NLL (``NaN`` where ``frame`` lacks the configuration's
-    test rows, as after the validation phase). Columns ``method, config, calibration, val_nll,
-    id_rmse, far_nll, sigma``.
-
-    Args:
-        frame: a results table.
-        env: the environment.
-        sigmas: ``{(method, config id): sigma}``, the typed ``sigma`` of each configuration read
-            from the grid tables (:func:`pnc.studies.mujoco.grid.config_field`).
-
-    Raises:
-        ValueError: ``frame`` holds no P&C validation NLL of ``env``, or a configuration that
-            ``sigmas`` lacks (named).
-    """
-    rows = frame[(frame.env == env) & frame.method.isin(list(PER_SIGMA_METHODS))]
-    wanted = SIGMA_POINT_COLUMNS
-    keep = rows[[(s, m) in wanted for s, m in zip(rows.split, rows.metric, strict=True)]].copy()
-    keep["column"] = [wanted[(s, m)] for s, m in zip(keep.split, keep.metric, strict=True)]
-    means = keep.groupby(["method", "config", "calibration", "column"], sort=False)["value"].mean()
-    out = means.unstack("column").reset_index() if len(means) else pd.DataFrame()
-    if out.empty or "val_nll" not in out.columns:
-        raise ValueError(f"{env}: the table lacks P&C rows or their validation NLL")
-    for column in wanted.values():
-        if column not in out.columns:
-            out[column] = np.nan
-    out = out[["method", "config", "calibration", *wanted.values()]]
-    lacking = sorted(
-        {(m, c) for m, c in zip(out["method"], out["config"], strict=True)} - set(sigmas)
-    )
-    if lacking:
-        raise ValueError(
-            f"{env}: no sigma for {lacking} in the grid tables (a table of another config?)"
-        )
-    out["sigma"] = [
-        float(sigmas[(m, c)]) for m, c in zip(out["method"], out["config"], strict=True)
-    ]
-    return out
-
-
-def per_sigma_choices(points: pd.DataFrame) -> pd.DataFrame:
-    """Per method and sigma of :func:`sigma_points`, the (config, calibration) candidate with the
-    lowest seed-mean validation NLL among those at that sigma
-    (:func:`select_candidate`, ties to the first in table order): the rows of
-    ``points`` chosen, with their index, sigma ascending within each method."""
-    chosen = []
-    for method in PER_SIGMA_METHODS:
-        of_method = points[points.method == method]
-        for sigma in sorted(of_method["sigma"].unique()):
-            cands = of_method[of_method.sigma == sigma]
-            values = {i: float(v) for i, v in zip(cands.index, cands.val_nll, strict=True)}
-            chosen.append(select_candidate(values))
-    return points.loc[chosen]
-
-
-# --------------------------------------------------------------------------------------------
-# Mechanism diagnostics (paper Figures 1 B/C and 3; results/mechanism/{env}/seed{seed}.parquet)
-# --------------------------------------------------------------------------------------------
-
-#: Columns of a mechanism file: one row per value. Per-point rows carry the point's row in its
-#: split (``point``) and ``member = -1``; per-member rows (``dh``/``dy`` averaged over the split's
-#: points) carry ``point = -1``.
-MECHANISM_COLUMNS: tuple[str, ...] = (
-    "env",
-    "seed",
-    "split",
-    "point",
-    "method",
-    "member",
-    "quantity",
-    "value",
-)
-#: The splits the mechanism stage measures (``mid`` where the environment has it).
-MECHANISM_SPLITS: tuple[str, ...] = ("id", "near", "mid", "far")
-
-
-def mechanism_methods() -> tuple[str, ...]:
-    """The methods whose members or samples the mechanism stage compares (Figure 1 B/C): every
-    registered method that gives weight samples (``has_parameter_samples``), P&C and its ablation
-    first, then the others in the tables' row order (:data:`MECHANISM_METHODS`)."""
-    from pnc.methods.regression import registered
-    from pnc.methods.regression.pnc_method import PerturbAndCorrect
-
-    with_samples = [m for m in registered() if m.has_parameter_samples]
-    first = [m for m in with_samples if isinstance(m, PerturbAndCorrect)]
-    return tuple(m.id for m in sorted(first, key=lambda m: m.row)) + tuple(
-        m.id for m in sorted(with_samples, key=lambda m: m.row) if m not in first
-    )
-
-
-#: Per-point quantities of the selected P&C ensemble, with their definitions (captions).
-MECHANISM_QUANTITIES: dict[str, str] = {
-    "disagreement": "D(x): variance of the P&C members' predicted means across members, summed "
-    "over target dimensions (the network's output units: standardised with the training "
-    "statistics when train.standardize is true, raw otherwise)",
-    "score_aleatoric": "aleatoric part of the evaluation's OOD score (the total predictive "
-    "variance): the P&C members' mean predicted variance, in original target units, averaged over "
-    "target dimensions",
-    "score_epistemic": "epistemic part of that score: the variance of the members' predicted means "
-    "in original target units, averaged over target dimensions (score_aleatoric + "
-    "score_epistemic = the total score whose ID/Far AUROC the evaluation reports)",
-    "input_distance": "Euclidean distance of the point's input to the nearest ID train row's, "
-    "both standardised by the train rows' mean and standard deviation (whatever "
-    "train.standardize is)",
-    "mahalanobis": "Mahalanobis distance of the base network's second hidden layer activation to "
-    "those of all ID train rows (their mean and covariance, covariance ridge 1e-4 x mean "
-    "diagonal)",
-    "sketch_probe": "sigma^2 s(x), s(x) = (1/(J eps^2)) sum_j ||mu(x; eps u_j) - mu(x; 0)||^2 over "
-    "J random probes u_j of radius eps of the P&C map corrected on the calibration set",
-    "sketch_analytic": "E||A(x) v||^2 for the ensemble's perturbation law: sigma^2 ||A(x)||_F^2 "
-    "(gaussian; Theorem 2), sigma^2 ||A(x)||_F^2 / K (radius), A(x) the corrected sensitivity of "
-    "the predicted mean by autodiff",
-    "a_fro2": "||A(x)||_F^2, the squared Frobenius norm of the corrected sensitivity",
-    "dh": "||dh||: L2 distance of a member's first hidden layer post-activation to the "
-    "reference network's (P&C, Laplace: the trained network; SWAG, Subspace: the SWA mean)",
-    "dy": "||dy||: L2 distance of a member's predicted mean to the reference network's "
-    "(the network's output units, as for disagreement)",
-    "rank_mixture": "Theorem 3: r_eff(C_bar) = tr(C_bar)^2 / ||C_bar||_F^2 of the mixture C_bar = "
-    "mean_m C_m, C_m = A_m A_m^T with A_m the output-level corrected sensitivity of member m "
-    "corrected on its own bootstrap subset (the first mechanism.bootstrap_members members)",
-    "rank_shared": "Theorem 3: r_eff(C_1), one subset (the first member's) shared by all members",
-    "rank_single_mean": "Theorem 3: mean over members of r_eff(C_m)",
-    "alignment": "Theorem 3: alpha_bar, mean over m != m' of <C_m, C_m'>_F / (||C_m||_F ||C_m'||_F)",
-    "rank_predicted": "Theorem 3's right-hand side (tau/nu)^2 M / (1 + (M - 1) alpha_bar), tau and "
-    "nu the mean trace and Frobenius norm of the C_m",
-    "trace_cv": "coefficient of variation of tr(C_m) over members (0 under Theorem 3's condition)",
-    "norm_cv": "coefficient of variation of ||C_m||_F over members (0 under Theorem 3's condition)",
-}
-#: Per-point ridge leverage of the layer after perturbed hidden layer ``l``: ``leverage_l{l}``.
-MECHANISM_LEVERAGE_PREFIX = "leverage_l"
-
-
 #: Names read from the registry when they are used (``results.METHODS``; a ``from ... import``
 #: reads them once, at that import): name -> the function that gives them. ``DEEP_ENSEMBLE`` is
 #: the id of the baseline the paper compares P&C's Far metrics with
@@ -780,7 +590,6 @@ _FROM_REGISTRY: dict[str, Callable[[], Any]] = {
     "METHODS": method_ids,
     "RANKED_METHODS": ranked_methods,
     "ABLATION_METHODS": ablation_methods,
-    "MECHANISM_METHODS": mechanism_methods,
 }
 
 

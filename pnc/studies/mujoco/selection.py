@@ -5,7 +5,7 @@ Every configuration is evaluated in each post-hoc calibration variant (``raw`` a
 pairs, and the pair with the lowest validation NLL, averaged over seeds, is selected; the shifted
 splits play no part. Candidate order is grid order of the configurations, then
 :data:`pnc.studies.mujoco.results.CALIBRATIONS` (``raw`` before ``vcal``). Ties and non-finite values
-(:func:`pnc.studies.mujoco.results.select_candidate`): a candidate whose mean validation NLL is ``nan`` or
+(:func:`pnc.methods.selection_rule.select_candidate`): a candidate whose mean validation NLL is ``nan`` or
 ``inf`` is never preferred over a finite one; among equal values the first candidate wins; if no
 candidate has a finite value the first one is selected and flagged (``"finite": false``). The
 record is strict JSON: a non-finite NLL is written as ``null``. (The workflow's metric tables are
@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pnc.methods.selection_rule import finite_or_none
+from pnc.methods.selection_rule import finite_or_none, select_candidate
 from pnc.runtime.io import (
     ArtifactError,
     atomic_path,
@@ -78,7 +78,6 @@ from pnc.studies.mujoco.results import (
     SPLIT_METRICS,
     ResultsError,
     read_csv,
-    select_candidate,
     validate,
 )
 
