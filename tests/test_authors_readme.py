@@ -15,8 +15,8 @@ from pathlib import Path
 
 from study_config import study_config
 
-from pnc.report import claims, compare
-from pnc.studies.mujoco.results import load
+from pnc.report import compare, variant_moves
+from pnc.studies.mujoco.results_table import load
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "docs" / "results" / "offline_authors"
@@ -184,10 +184,10 @@ def test_the_readme_cpu_times_follow_the_process_records():
     )
 
 
-def _moves() -> list[claims.Move]:
-    """What the authors' settings move (:func:`pnc.report.claims.variant_moves`, the draws
+def _moves() -> list[variant_moves.Move]:
+    """What the authors' settings move (:func:`pnc.report.variant_moves.variant_moves`, the draws
     reading), from this folder's and the reference's generated ``results.csv`` and the paper's."""
-    return claims.variant_moves(
+    return variant_moves.variant_moves(
         compare.our_readings(load(OFFLINE / "results.csv")),
         compare.our_readings(load(FOLDER / "results.csv")),
         compare.statistics_of(load(PAPER / "results.csv")),
@@ -199,7 +199,7 @@ def _rounded(quantity: str, value: float) -> float:
     return round(value) if quantity.endswith("wins") else round(value, 2)
 
 
-DIRECTIONS = (claims.TOWARD, claims.AWAY, claims.UNCHANGED)
+DIRECTIONS = (variant_moves.TOWARD, variant_moves.AWAY, variant_moves.UNCHANGED)
 
 
 def _direction_after(text: str, label: str) -> str | None:

@@ -275,7 +275,7 @@ def test_ablation_shares_the_keys_of_pnc(study, monkeypatch):
 def test_evaluation_tables_through_selection_and_frontier(study, tmp_path):
     from pnc.report.figures import frontier_points
     from pnc.runtime.io import write_csv
-    from pnc.studies.mujoco.results import load
+    from pnc.studies.mujoco.results_table import load
     from pnc.studies.mujoco.selection import select_and_write
 
     frame, _ = _evaluate(study)

@@ -9,14 +9,15 @@ from synthetic_results import GRIDS, make_results
 
 from pnc.report import figures as fg
 from pnc.studies.mujoco import results as vocab
+from pnc.studies.mujoco import results_table
 
 
 @pytest.fixture(scope="module")
 def tables():
     results, all_configs = make_results(envs=("Ant-v5", "Swimmer-v5"), seeds=(0, 1))
     return (
-        vocab.validate(results),
-        vocab.validate(all_configs, require_selected=True, drop_selection_split=False),
+        results_table.validate(results),
+        results_table.validate(all_configs, require_selected=True, drop_selection_split=False),
         all_configs,
     )
 
@@ -70,15 +71,15 @@ def test_frontier_needs_val_rows_to_choose_a_variant(tables):
     # a table with one variant per configuration (written before the calibration column)
     old = without_val[without_val.calibration == "raw"].drop(columns="calibration")
     first = old.method.map(lambda m: GRIDS[m][0])
-    old = vocab.validate(old.assign(selected=old.config == first), require_selected=True)
+    old = results_table.validate(old.assign(selected=old.config == first), require_selected=True)
     pts = fg.frontier_points(old)
     assert set(pts.calibration) == {"raw"}
 
 
 def test_frontier_needs_selected_column(tables):
     _, _, raw = tables
-    with pytest.raises(vocab.ResultsError, match="selected"):
-        vocab.validate(raw.drop(columns="selected"), require_selected=True)
+    with pytest.raises(results_table.ResultsError, match="selected"):
+        results_table.validate(raw.drop(columns="selected"), require_selected=True)
 
 
 def test_pareto_front():
@@ -132,7 +133,7 @@ def test_frontier_panels_one_per_env(tables):
 
 def test_metrics_figure_panels_and_single_seed(tmp_path):
     results, _ = make_results(envs=("A",), no_mid=(), seeds=(0,), methods=("pnc", "swag"))
-    fig = fg.metrics_figure(vocab.validate(results), "A")
+    fig = fg.metrics_figure(results_table.validate(results), "A")
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles == [fg.metric_label(s, m) for s, m in vocab.HEADLINE]
     assert "1 seed (no spread)" in fig._suptitle.get_text()

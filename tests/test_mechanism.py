@@ -24,6 +24,7 @@ from pnc.core.predictive import Predictive, epistemic_variance
 from pnc.report import mechanism_table as rm
 from pnc.runtime.io import ArtifactError, file_sha256, save_pytree, write_json
 from pnc.studies.mujoco import mechanism as sm
+from pnc.studies.mujoco import pnc_members
 
 CFG = MLPConfig(out_dim=2, hidden=(8, 6, 5))
 
@@ -310,16 +311,16 @@ def test_stored_members_are_checked_against_both_hashes(tmp_path):
         "base_run_sha256": file_sha256(run_dir / "run.msgpack"),
     }
     write_json(members_dir / "members.json", record)
-    loaded, cfg, _ = sm.load_pnc_members(members_dir, run_dir)
+    loaded, cfg, _ = pnc_members.load_pnc_members(members_dir, run_dir)
     assert cfg.n_members == 2 and loaded["hidden_0"]["kernel"].shape == (2, 3, 4)
     save_pytree(run_dir / "run.msgpack", {"w": np.zeros(3)})  # another base run
     with pytest.raises(ArtifactError, match="another base run"):
-        sm.load_pnc_members(members_dir, run_dir)
+        pnc_members.load_pnc_members(members_dir, run_dir)
     save_pytree(run_dir / "run.msgpack", {"w": np.ones(3)})
     data = (members_dir / "members.msgpack").read_bytes()
     (members_dir / "members.msgpack").write_bytes(data[:-10])
     with pytest.raises(ArtifactError, match="members.msgpack does not match"):
-        sm.load_pnc_members(members_dir, run_dir)
+        pnc_members.load_pnc_members(members_dir, run_dir)
 
 
 # ----------------------------------------------------------------------------- statistics

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pnc.report import claims
+from pnc.report import mechanism_claims, verdicts
 from pnc.report import mechanism_table as rm
 from pnc.studies.mujoco.mechanism_columns import MECHANISM_COLUMNS
 
@@ -132,21 +132,23 @@ def test_over_seeds_refuses_an_evidence_missing_a_seed():
 
 def test_the_mechanism_claims_are_judged_on_every_seed(stats, tmp_path):
     (tmp_path / "tables").mkdir()
-    stats.to_csv(tmp_path / claims.MECHANISM_FILE, index=False)
-    table = claims.read_mechanism_table(tmp_path)
-    judged = claims.MECHANISM_CLAIMS[:3]  # 3A, 3B, 3C (the points have no Theorem 3 ranks)
-    verdicts = {c: claims.mechanism_claim(c, judge, table) for c, judge in judged}
+    stats.to_csv(tmp_path / mechanism_claims.MECHANISM_FILE, index=False)
+    table = mechanism_claims.read_mechanism_table(tmp_path)
+    judged = mechanism_claims.MECHANISM_CLAIMS[
+        :3
+    ]  # 3A, 3B, 3C (the points have no Theorem 3 ranks)
+    judged_claims = {c: mechanism_claims.mechanism_claim(c, judge, table) for c, judge in judged}
     c3a, c3b, c3c = (c for c, _ in judged)
-    assert verdicts[c3c].verdict == claims.HOLDS
-    assert verdicts[c3a].verdict == claims.HOLDS  # on the seed means: its rows have no seed
-    assert verdicts[c3b].verdict == claims.HOLDS
-    assert verdicts[c3b].measured.startswith(
+    assert judged_claims[c3c].verdict == verdicts.HOLDS
+    assert judged_claims[c3a].verdict == verdicts.HOLDS  # on the seed means: its rows have no seed
+    assert judged_claims[c3b].verdict == verdicts.HOLDS
+    assert judged_claims[c3b].measured.startswith(
         "slope > 0 with t > 2 in 2 of 2, on 6 of 6 (environment, seed) pairs"
     )
     # one seed of one environment against 3B: the claim holds only partly, whatever the mean
     seed1 = (table.env == "Hopper") & (table.evidence == rm.EVIDENCE_3B) & (table.seed == 1)
     table.loc[seed1, "estimate"] = -0.5
-    judge = dict(claims.MECHANISM_CLAIMS)[c3b]
-    row = claims.mechanism_claim(c3b, judge, table)
+    judge = dict(mechanism_claims.MECHANISM_CLAIMS)[c3b]
+    row = mechanism_claims.mechanism_claim(c3b, judge, table)
     assert row.verdict == "partly: 1 of 2 (Ant)"
     assert "on 5 of 6 (environment, seed) pairs" in row.measured

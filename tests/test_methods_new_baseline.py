@@ -18,7 +18,7 @@ import pnc.methods.regression as methods
 from pnc import MLPConfig, TrainConfig
 from pnc.methods.regression.base_run import OnBaseRun
 from pnc.methods.regression.contract import MethodBase
-from pnc.studies.mujoco import mechanism_columns, results
+from pnc.studies.mujoco import mechanism_columns, results, results_table
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -66,13 +66,13 @@ def test_registered_method_reaches_the_results_vocabulary(jitter):
     # its legend follows the methods before it in row order, before the shared abbreviations
     legend = ["n", "dr", "sws", "prior", "T", "jn", "lreg", "bf", "ps", "K", "S"]
     assert list(results.HPARAM_LEGEND) == legend and results.HPARAM_LEGEND["jn"] == "Jitter noise"
-    assert results.validate(_one_row("jitter"))["method"].tolist() == ["jitter"]
+    assert results_table.validate(_one_row("jitter"))["method"].tolist() == ["jitter"]
     methods.unregister("jitter")
     try:
         assert "jitter" not in results.METHOD_INFO and "jitter" not in results.METHODS
         assert "noise" not in results.HPARAM_ABBREVIATIONS and "jn" not in results.HPARAM_LEGEND
-        with pytest.raises(results.ResultsError, match="unknown method"):
-            results.validate(_one_row("jitter"))
+        with pytest.raises(results_table.ResultsError, match="unknown method"):
+            results_table.validate(_one_row("jitter"))
     finally:
         methods.register(jitter)
 
@@ -92,7 +92,7 @@ def test_a_registered_method_reaches_the_selected_configuration_table(jitter):
     frame = pd.concat([_one_row("jitter"), _one_row("pnc")]).assign(
         config=[config, "sigma=16,bootstrap_frac=0.1,ridge=0.0001"]
     )
-    caption = hparams_table(results.validate(frame)).caption
+    caption = hparams_table(results_table.validate(frame)).caption
     assert "T: Subspace temperature" not in caption
     assert "jn: Jitter noise; lreg: P&C ridge (Tikhonov) regulariser" in caption
 

@@ -15,7 +15,8 @@ from pnc.core.predictive import Predictive
 from pnc.core.training import Standardizer
 from pnc.studies.mujoco import metrics
 from pnc.studies.mujoco.evaluate import evaluate_splits, score_parts, summarise_split
-from pnc.studies.mujoco.results import RESULT_COLUMNS, ResultsError
+from pnc.studies.mujoco.results import RESULT_COLUMNS
+from pnc.studies.mujoco.results_table import ResultsError
 from pnc.studies.mujoco.selection import apply_selection, select
 
 

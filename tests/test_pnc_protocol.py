@@ -205,7 +205,7 @@ def test_id_pool_calibrates_on_train_and_validation_rows(study):  # noqa: F811
 
 
 def test_members_record_their_pool(study, tmp_path):  # noqa: F811
-    from pnc.studies.mujoco.mechanism import write_pnc_members
+    from pnc.studies.mujoco.pnc_members import write_pnc_members
 
     entry = {**PNC, "calibration_pool": "id_pool"}
     selection = {"Toy": {"pnc": {"config": grid.expand("pnc", entry)[0].config_id}}}

@@ -15,9 +15,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pnc.report import claims, compare, mechanism_table
+from pnc.report import claims, compare, mechanism_claims, mechanism_table, ranking_claims, verdicts
 from pnc.report import stats as st
-from pnc.studies.mujoco.results import METHOD_INFO, RANKED_METHODS, load
+from pnc.studies.mujoco.results import (
+    METHOD_INFO,
+    RANKED_METHODS,
+)
+from pnc.studies.mujoco.results_table import load
 
 pytestmark = pytest.mark.slow  # about 15 s: the statistics of two folders, the claims
 
@@ -89,7 +93,7 @@ def _columns() -> dict[str, compare.Column]:
 
 
 @cache
-def _claims() -> dict[str, claims.Claim]:
+def _claims() -> dict[str, verdicts.Claim]:
     return {c.claim: c for c in claims.claims_of_folder(FOLDER)}
 
 
@@ -217,8 +221,8 @@ def _phrases() -> list[str]:
     hum_paper = _means(paper, "far", "auroc", RANKED_METHODS).loc["Humanoid"]
     out.append(f"where their paper prints {hum_paper['pnc']:.3f} for P&C")
     rows = _claims()
-    c3a = [c for c, _ in claims.MECHANISM_CLAIMS][0]
-    slope = [c for c, _ in claims.MECHANISM_CLAIMS][3]
+    c3a = [c for c, _ in mechanism_claims.MECHANISM_CLAIMS][0]
+    slope = [c for c, _ in mechanism_claims.MECHANISM_CLAIMS][3]
     on_means = re.search(r"on the seed means (\d+ of \d+)", rows[c3a].rule).group(1)
     out.append(
         f"3A holds partly ({rows[c3a].verdict.split(': ')[1].split(' (')[0]} on every seed; "
@@ -236,7 +240,7 @@ def _phrases() -> list[str]:
     )
     assert (
         f"P&C best in {wins['nll'][0]} of {n_envs} environments (draws)"
-        in rows[[c for c, _ in claims.RANKING_CLAIMS][2]].rule
+        in rows[[c for c, _ in ranking_claims.RANKING_CLAIMS][2]].rule
     )
     # the vcal caveat: the (configuration, seed) rows of the pieces where vcal's validation NLL is
     # at most raw's
@@ -248,7 +252,7 @@ def _phrases() -> list[str]:
         f"most {(above['vcal'] - above['raw']).max():.3f}"
     )
     out.append(f"slope near 1 partly ({rows[slope].verdict.split(': ')[1].split(' (')[0]})")
-    thm3 = [c for c, _ in claims.MECHANISM_CLAIMS][5]
+    thm3 = [c for c, _ in mechanism_claims.MECHANISM_CLAIMS][5]
     out.append(f"Theorem 3 partly ({rows[thm3].verdict.split(': ')[1].split(' (')[0]})")
 
     # costs
@@ -358,27 +362,27 @@ def _phrases() -> list[str]:
         "Swimmer (mean 0.844, 7 of 10 seeds inside)",
         "in 4 of 11 (Hopper, Pusher, Reacher, Walker2d)",
         "above 1 in 10 of 11 (not InvertedDoublePendulum)",
-        f"[{claims.SLOPE_BAND[0]:g}, {claims.SLOPE_BAND[1]:g}]",
+        f"[{mechanism_claims.SLOPE_BAND[0]:g}, {mechanism_claims.SLOPE_BAND[1]:g}]",
         "positive at every σ in Ant, Reacher",
     ):
         assert phrase in measured, phrase
     # the per-seed rows behind them
     mech = _mechanism()
     seeded = mech[mech.seed.notna() & (mech.method == "pnc")]
-    slope = seeded[seeded.evidence == claims.EVIDENCE_3C_PROBE]
-    inside = slope.estimate.between(*claims.SLOPE_BAND)
+    slope = seeded[seeded.evidence == mechanism_claims.EVIDENCE_3C_PROBE]
+    inside = slope.estimate.between(*mechanism_claims.SLOPE_BAND)
     thm3 = seeded[seeded.evidence == mechanism_table.EVIDENCE_THM3]
     low = thm3.loc[thm3.estimate.idxmin()]
     assert (thm3.estimate < 1).sum() == 1
     seed0_inside = int(inside[slope.seed == 0].sum())
     seed0_thm3 = int((thm3[thm3.seed == 0].estimate > 1).sum())
     # 3A on every seed: the per-seed rows the claims add from the pieces
-    with_seeds = claims.mechanism_of_folder(FOLDER)
-    c3a_rows = with_seeds[(with_seeds.evidence == claims.EVIDENCE_3A) & with_seeds.seed.notna()]
+    with_seeds = mechanism_claims.mechanism_of_folder(FOLDER)
+    c3a_rows = with_seeds[(with_seeds.evidence == mechanism_table.EVIDENCE_3A) & with_seeds.seed.notna()]
     passing = (c3a_rows.estimate < 0).groupby([c3a_rows.env, c3a_rows.seed]).all()
     per_env = passing.groupby(level=0).agg(["sum", "size"])
     every = per_env.index[per_env["sum"] == per_env["size"]].tolist()
-    mean_rows = mech[(mech.evidence == claims.EVIDENCE_3A) & mech.seed.isna()]
+    mean_rows = mech[(mech.evidence == mechanism_table.EVIDENCE_3A) & mech.seed.isna()]
     on_means = (mean_rows.estimate < 0).groupby(mean_rows.env).all()
     nearly = per_env[on_means.reindex(per_env.index) & (per_env["sum"] < per_env["size"])]
     assert every == ["Humanoid"] and sorted(nearly["sum"]) == [7, 9, 9]
@@ -391,9 +395,9 @@ def _phrases() -> list[str]:
     )
     assert per_env.loc["InvertedPendulum", "sum"] == per_env.loc["HalfCheetah", "sum"]
     # 1B/C over the environments' seed means and over the pairs
-    ratio = seeded[seeded.evidence == claims.EVIDENCE_1BC]
+    ratio = seeded[seeded.evidence == mechanism_table.EVIDENCE_1BC]
     nocorr = mech[mech.seed.notna() & (mech.method == "pnc_nocorr")]
-    nocorr = nocorr[nocorr.evidence == claims.EVIDENCE_1BC]
+    nocorr = nocorr[nocorr.evidence == mechanism_table.EVIDENCE_1BC]
     env_mean = ratio.groupby("env").estimate.mean()
     nc_mean = nocorr.groupby("env").estimate.mean()
     out.append(
@@ -407,7 +411,7 @@ def _phrases() -> list[str]:
     out += [
         "+14.3 / +20.9 / +33.3 at sigma 8 / 16 / 32; also in Reacher",
         "holds on all 110 (environment, seed) pairs (0.583 to 0.984)",
-        f"(inside [{claims.SLOPE_BAND[0]:g}, {claims.SLOPE_BAND[1]:g}]) holds on {inside.sum()} of {len(slope)} pairs, and on every seed in 4 of 11 environments",
+        f"(inside [{mechanism_claims.SLOPE_BAND[0]:g}, {mechanism_claims.SLOPE_BAND[1]:g}]) holds on {inside.sum()} of {len(slope)} pairs, and on every seed in 4 of 11 environments",
         "Ant (mean 0.408) and HumanoidStandup (mean 1.73) are outside on every seed",
         "HalfCheetah has 7 of 10 seeds inside, Humanoid 8, InvertedDoublePendulum 5, "
         "InvertedPendulum 9 and Swimmer 7",
@@ -416,17 +420,17 @@ def _phrases() -> list[str]:
         f"puts the slope inside the band in {seed0_inside} of 11 environments and Theorem 3 above 1 "
         f"in {seed0_thm3} of 11",
     ]
-    swim = _note("Swimmer", claims.EVIDENCE_3A, sigma=32.0)
+    swim = _note("Swimmer", mechanism_table.EVIDENCE_3A, sigma=32.0)
     found = re.search(r"Far NLL ([\d.]+) vs ([\d.]+); ID RMSE ([\d.]+) vs ([\d.]+)", swim.note)
     nll, rm = found.groups()[:2], found.groups()[2:]
     out.append(
-        f"at sigma 32 only ({claims.number(swim.estimate, signed=True)[:-1]}, Far NLL {nll[0]} "
+        f"at sigma 32 only ({verdicts.number(swim.estimate, signed=True)[:-1]}, Far NLL {nll[0]} "
         f"against {nll[1]} without the correction, while the correction keeps its ID RMSE at "
         f"{rm[0]} against {rm[1]})"
     )
     sel = json.loads((FOLDER / "selection.json").read_text())
     sw = dict(kv.split("=") for kv in sel["Swimmer"]["pnc"]["config"].split(","))
-    sw_slope = _note("Swimmer", claims.EVIDENCE_3C_PROBE, seed=0.0).estimate
+    sw_slope = _note("Swimmer", mechanism_claims.EVIDENCE_3C_PROBE, seed=0.0).estimate
     out.append(
         f"back inside the band ({sw_slope:.2f}; P&C's Swimmer configuration is now sigma "
         f"{sw['sigma']}, bootstrap fraction {sw['bootstrap_frac']})"
@@ -569,7 +573,7 @@ def test_the_caveats_are_true_of_the_folder():
     # every method's selected variant is the validation-calibrated one
     assert set(ours["calibration"]) == {"vcal"}
     # the mechanism table has every seed of every environment, as the README says
-    assert claims.per_seed(_mechanism())
+    assert mechanism_claims.per_seed(_mechanism())
     seeded = _mechanism()[_mechanism().seed.notna()]
     assert len(seeded[["env", "seed"]].drop_duplicates()) == 110
     assert sorted(ours.seed.unique()) == list(range(10))
@@ -581,13 +585,13 @@ def test_the_caveats_are_true_of_the_folder():
 
 def test_the_verdicts_the_readme_sums_up_are_the_generated_ones():
     rows = _claims()
-    ranking = [c for c, _ in claims.RANKING_CLAIMS]
-    assert [rows[c].verdict for c in ranking[2:5]] == [claims.HOLDS] * 3
-    assert rows[ranking[0]].verdict == claims.DRAWS_ONLY
-    assert rows[ranking[1]].verdict == claims.DOES_NOT_HOLD
-    mech = [rows[c].verdict for c, _ in claims.MECHANISM_CLAIMS]
+    ranking = [c for c, _ in ranking_claims.RANKING_CLAIMS]
+    assert [rows[c].verdict for c in ranking[2:5]] == [verdicts.HOLDS] * 3
+    assert rows[ranking[0]].verdict == verdicts.DRAWS_ONLY
+    assert rows[ranking[1]].verdict == verdicts.DOES_NOT_HOLD
+    mech = [rows[c].verdict for c, _ in mechanism_claims.MECHANISM_CLAIMS]
     assert [v.startswith("partly") for v in mech] == [True, False, False, True, False, True]
-    assert all(v == claims.HOLDS for v in mech if not v.startswith("partly"))
+    assert all(v == verdicts.HOLDS for v in mech if not v.startswith("partly"))
 
 
 def test_every_number_of_the_readme_is_checked_or_accounted_for():

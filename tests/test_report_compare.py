@@ -10,7 +10,7 @@ import pytest
 
 from pnc.report import compare, export
 from pnc.report.__main__ import main
-from pnc.studies.mujoco.results import ResultsError
+from pnc.studies.mujoco.results_table import ResultsError
 
 PAPER = Path(__file__).resolve().parents[1] / "docs" / "results" / "paper"
 

@@ -11,7 +11,7 @@ from synthetic_results import make_results
 
 from pnc.report import export
 from pnc.report.__main__ import main
-from pnc.studies.mujoco.results import ResultsError
+from pnc.studies.mujoco.results_table import ResultsError
 
 
 def _study(tmp_path: Path, **kwargs) -> Path:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from study_config import study_config
 
-from pnc.report import claims, compare, export, pieces, variant
+from pnc.report import compare, export, pieces, variant, variant_moves
 from pnc.report.__main__ import main
 from pnc.runtime.io import file_sha256
 from pnc.studies.mujoco import grid
@@ -169,14 +169,14 @@ def test_variant_config_command_writes_the_restricted_config(tmp_path, capsys):
 @pytest.mark.parametrize(
     "ours, variant_value, expected",
     [
-        (3.0, 2.0, claims.TOWARD),
-        (2.0, 3.0, claims.AWAY),
-        (3.0, 3.0, claims.UNCHANGED),
-        (1.0, 3.0, claims.UNCHANGED),
+        (3.0, 2.0, variant_moves.TOWARD),
+        (2.0, 3.0, variant_moves.AWAY),
+        (3.0, 3.0, variant_moves.UNCHANGED),
+        (1.0, 3.0, variant_moves.UNCHANGED),
     ],  # fmt: skip
 )
 def test_direction_compares_the_distances_to_the_paper(ours, variant_value, expected):
-    assert claims.direction(ours, variant_value, 2.0) == expected
+    assert variant_moves.direction(ours, variant_value, 2.0) == expected
 
 
 def _folder(root: Path, name: str, pnc_id_rmse: float) -> Path:
@@ -211,12 +211,12 @@ def test_the_comparison_gains_the_variants_columns_and_moves(tmp_path):
     # the Far ranks do not move, Subspace's ID rank moves with P&C's
     assert "| unchanged |" in rows["P&C's Far AUROC mean rank"]
     assert "| toward the paper |" in rows["Subspace's ID RMSE mean rank"]
-    moves = claims.variant_moves(
+    moves = variant_moves.variant_moves(
         compare.our_readings(pd.read_csv(ours / "results.csv")),
         compare.our_readings(pd.read_csv(tmp_path / "offline_authors/results.csv")),
         compare.statistics_of(pd.read_csv(PAPER / "results.csv")),
     )
-    assert [m.moves for m in moves if m.quantity.startswith("P&C's ID")] == [claims.TOWARD] * 2
+    assert [m.moves for m in moves if m.quantity.startswith("P&C's ID")] == [variant_moves.TOWARD] * 2
     assert all(m.variant == pytest.approx(m.paper) for m in moves)
 
 

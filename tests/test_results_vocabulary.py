@@ -16,6 +16,7 @@ from pnc.core.training import Standardizer
 from pnc.methods.regression import METHOD_IDS
 from pnc.report import figures, stats, tables
 from pnc.studies.mujoco import results as vocab
+from pnc.studies.mujoco import results_table
 from pnc.studies.mujoco.evaluate import evaluate_splits
 from pnc.studies.mujoco.selection import METRIC_TABLE_CHECKS
 
@@ -75,7 +76,7 @@ def test_every_metric_the_evaluation_emits_is_described():
 def test_tables_and_figures_share_labels():
     assert vocab.METHOD_INFO["laplace"].short == "Lap."
     results, _ = make_results(envs=("A", "B"), no_mid=("B",), seeds=(0, 1))
-    df = vocab.validate(results)
+    df = results_table.validate(results)
     built = {t.name: t for t in tables.build_tables(df, stats.compute_statistics(df))}
     methods = stats.methods_present(df)
     header = built["hparams"].markdown.splitlines()[2]
@@ -109,12 +110,12 @@ def test_metric_tables_keep_val_rows_and_non_finite_values(all_configs):
     metric_table = all_configs.drop(columns="selected")
     rows = metric_table.index[metric_table.split == "far"][:2]
     metric_table.loc[rows, "value"] = [np.nan, np.inf]
-    out = vocab.validate(metric_table, **METRIC_TABLE_CHECKS)
+    out = results_table.validate(metric_table, **METRIC_TABLE_CHECKS)
     assert len(out) == len(metric_table) and "val" in set(out["split"])
     assert out["value"].dtype == np.float64
     assert np.isnan(out.loc[rows[0], "value"]) and np.isinf(out.loc[rows[1], "value"])
-    with pytest.raises(vocab.ResultsError, match="non-finite"):
-        vocab.validate(metric_table, one_config=False)
+    with pytest.raises(results_table.ResultsError, match="non-finite"):
+        results_table.validate(metric_table, one_config=False)
 
 
 @pytest.mark.parametrize(
@@ -131,22 +132,22 @@ def test_metric_tables_keep_val_rows_and_non_finite_values(all_configs):
 )
 def test_metric_tables_reject_malformed_input(all_configs, mutate, message):
     metric_table = all_configs.drop(columns="selected")
-    with pytest.raises(vocab.ResultsError, match=message):
-        vocab.validate(mutate(metric_table.copy()), **METRIC_TABLE_CHECKS)
+    with pytest.raises(results_table.ResultsError, match=message):
+        results_table.validate(mutate(metric_table.copy()), **METRIC_TABLE_CHECKS)
 
 
 def test_all_configs_needs_boolean_selected(all_configs):
-    out = vocab.validate(
+    out = results_table.validate(
         all_configs.assign(selected=all_configs.selected.astype(str)), require_selected=True
     )
     assert out["selected"].dtype == bool and "val" not in set(out["split"])
-    with pytest.raises(vocab.ResultsError, match="must be boolean"):
-        vocab.validate(all_configs.assign(selected="maybe"), require_selected=True)
+    with pytest.raises(results_table.ResultsError, match="must be boolean"):
+        results_table.validate(all_configs.assign(selected="maybe"), require_selected=True)
 
 
 def test_load_names_a_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="not found"):
-        vocab.load(tmp_path / "missing.csv")
+        results_table.load(tmp_path / "missing.csv")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,17 +169,17 @@ def test_calibration_vocabulary():
 
 def test_tables_without_calibration_column_read_as_raw(all_configs):
     old = all_configs[all_configs.calibration == "raw"].drop(columns=["calibration", "selected"])
-    out = vocab.validate(old, one_config=False)
+    out = results_table.validate(old, one_config=False)
     assert (out["calibration"] == "raw").all()
-    with pytest.raises(vocab.ResultsError, match="calibration"):
-        vocab.validate(old, **METRIC_TABLE_CHECKS)  # metric tables always have it
+    with pytest.raises(results_table.ResultsError, match="calibration"):
+        results_table.validate(old, **METRIC_TABLE_CHECKS)  # metric tables always have it
 
 
 def test_one_config_means_one_config_calibration_pair(all_configs):
     selected = all_configs[all_configs.selected].drop(columns="selected")
-    assert len(vocab.validate(selected)) > 0
+    assert len(results_table.validate(selected)) > 0
     both = all_configs[all_configs.config.isin(selected.config)].drop(columns="selected")
-    with pytest.raises(vocab.ResultsError, match=r"several \(config, calibration\) pairs"):
-        vocab.validate(both)
+    with pytest.raises(results_table.ResultsError, match=r"several \(config, calibration\) pairs"):
+        results_table.validate(both)
     # the same measurement in both variants is not a duplicate
-    assert len(vocab.validate(both, one_config=False)) == len(both[both.split != "val"])
+    assert len(results_table.validate(both, one_config=False)) == len(both[both.split != "val"])

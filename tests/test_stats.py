@@ -15,6 +15,7 @@ from synthetic_results import make_results
 
 from pnc.report import stats as st
 from pnc.studies.mujoco import results as vocab
+from pnc.studies.mujoco import results_table
 
 
 def _table(
@@ -27,7 +28,7 @@ def _table(
         for m, v in per_method.items()
         for s in seeds
     ]
-    return vocab.validate(pd.DataFrame(rows))
+    return results_table.validate(pd.DataFrame(rows))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -73,7 +74,7 @@ def test_rank_on_seed_means_not_single_seeds():
     for m, vals in (("deep_ensemble", (0.0, 10.0)), ("pnc", (4.0, 4.0))):
         for s, v in enumerate(vals):
             rows.append(dict(env="E", method=m, seed=s, split="id", metric="rmse", value=v))
-    summary = st.summarise(vocab.validate(pd.DataFrame(rows)))
+    summary = st.summarise(results_table.validate(pd.DataFrame(rows)))
     ranks = st.rank_methods(summary, "id", "rmse", ["deep_ensemble", "pnc"])
     assert ranks.loc["E", "pnc"] == 1 and ranks.loc["E", "deep_ensemble"] == 2
     de = summary[summary.method == "deep_ensemble"].iloc[0]
@@ -82,7 +83,7 @@ def test_rank_on_seed_means_not_single_seeds():
 
 def test_env_without_mid_split_is_left_out_of_mid_ranks_only():
     results, _ = make_results(envs=("A", "B", "C"), no_mid=("B",), seeds=(0, 1))
-    out = st.compute_statistics(vocab.validate(results))
+    out = st.compute_statistics(results_table.validate(results))
     assert out["ranks"]["mid/spearman"]["n_envs"] == 2
     assert set(out["ranks"]["mid/spearman"]["per_env"]) == {"A", "C"}
     assert out["ranks"]["far/spearman"]["n_envs"] == 3
@@ -91,7 +92,7 @@ def test_env_without_mid_split_is_left_out_of_mid_ranks_only():
 
 def test_missing_method_in_one_env_is_an_error():
     df = _table({"E1": {"pnc": 1.0, "swag": 2.0}, "E2": {"pnc": 1.0}})
-    with pytest.raises(vocab.ResultsError, match=r"E2: swag"):
+    with pytest.raises(results_table.ResultsError, match=r"E2: swag"):
         st.rank_methods(st.summarise(df), "far", "nll", ["swag", "pnc"])
 
 
@@ -270,14 +271,14 @@ def results() -> pd.DataFrame:
     ],
 )
 def test_bad_input_raises_naming_the_problem(results, mutate, message):
-    with pytest.raises(vocab.ResultsError, match=message):
-        vocab.validate(mutate(results.copy()))
+    with pytest.raises(results_table.ResultsError, match=message):
+        results_table.validate(mutate(results.copy()))
 
 
 def test_optional_columns_default_and_val_rows_are_ignored(results):
     bare = results[list(vocab.REQUIRED_COLUMNS)].copy()
     val = bare[bare.split == "id"].assign(split="val")
-    df = vocab.validate(pd.concat([bare, val]))
+    df = results_table.validate(pd.concat([bare, val]))
     assert (df["config"] == "default").all() and (df["data_source"] == "unspecified").all()
     assert "val" not in set(df["split"]) and len(df) == len(bare)
 
@@ -318,7 +319,7 @@ def _long(rows, data_source=None) -> pd.DataFrame:
         for env, m, split, metric, per_seed in rows
         for s, v in per_seed.items()
     ]
-    return vocab.validate(pd.DataFrame(records))
+    return results_table.validate(pd.DataFrame(records))
 
 
 def test_summary_and_mean_table_keep_the_order_of_first_appearance():
@@ -351,7 +352,7 @@ def test_summary_and_mean_table_keep_the_order_of_first_appearance():
 def test_missing_method_error_names_the_split_and_metric():
     df = _table({"E1": {"pnc": 1.0, "swag": 2.0}, "E2": {"pnc": 1.0}}, split="mid", metric="auroc")
     with pytest.raises(
-        vocab.ResultsError,
+        results_table.ResultsError,
         match=r"^mid/auroc is missing for method\(s\) in env\(s\): \['E2: swag'\]$",
     ):
         st.mean_table(st.summarise(df), "mid", "auroc", ["swag", "pnc"])

@@ -13,6 +13,7 @@ from pnc.report import stats as st
 from pnc.report import tables as tb
 from pnc.runtime import render
 from pnc.studies.mujoco import results as vocab
+from pnc.studies.mujoco import results_table
 
 ENVS = ("Ant-v5", "Hopper-v5", "Swimmer-v5")
 
@@ -20,7 +21,7 @@ ENVS = ("Ant-v5", "Hopper-v5", "Swimmer-v5")
 @pytest.fixture(scope="module")
 def built():
     results, _ = make_results(envs=ENVS, no_mid=("Swimmer-v5",), seeds=(0, 1, 2))
-    df = vocab.validate(results)
+    df = results_table.validate(results)
     stats = st.compute_statistics(df)
     return df, stats, {t.name: t for t in tb.build_tables(df, stats)}
 
@@ -126,7 +127,7 @@ def test_arrows_appear_with_enough_environments():
                 rows.append(
                     dict(env=env, method=m, seed=0, split=split, metric=metric, value=value)
                 )
-    df = vocab.validate(pd.DataFrame(rows))
+    df = results_table.validate(pd.DataFrame(rows))
     stats = st.compute_statistics(df)
     t = tb.cross_env_table(df, stats)
     assert "no comparison can be significant" not in t.caption
@@ -180,7 +181,7 @@ def test_ties_are_all_bold():
         dict(env="E", method=m, seed=0, split="far", metric="spearman", value=v)
         for m, v in zip(vocab.RANKED_METHODS, [0.5, 0.5, 0.1, 0.2, -0.3, 0.4], strict=True)
     ]
-    df = vocab.validate(pd.DataFrame(rows))
+    df = results_table.validate(pd.DataFrame(rows))
     t = tb.spearman_table(df, st.summarise(df))
     assert list(t.data["far_spearman_best"]) == [True, True, False, False, False, False]
     assert t.latex.count(r"\textbf{") == 2
@@ -188,7 +189,7 @@ def test_ties_are_all_bold():
 
 def test_single_seed_cells_show_mean_only():
     results, _ = make_results(envs=("A",), no_mid=(), seeds=(0,))
-    df = vocab.validate(results)
+    df = results_table.validate(results)
     t = tb.per_env_table(df, st.summarise(df))
     assert tb.SINGLE_SEED_NOTE in t.caption
     assert all("±" not in c for r in _md_rows(t.markdown) for c in r[2:])
@@ -215,7 +216,7 @@ def test_hparams_table(built):
 
 def test_hparams_table_without_calibration_column():
     results, _ = make_results(envs=("A",), no_mid=(), seeds=(0,), calibrations=("raw",))
-    df = vocab.validate(results.drop(columns="calibration"))
+    df = results_table.validate(results.drop(columns="calibration"))
     assert (df["calibration"] == "raw").all()
     t = tb.hparams_table(df)
     assert "vcal" not in t.markdown and "vcal" not in t.caption

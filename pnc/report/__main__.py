@@ -306,7 +306,7 @@ def _tables(args: argparse.Namespace) -> int:
 
 def _figure(args: argparse.Namespace) -> int:
     from pnc.report import figures
-    from pnc.studies.mujoco.results import load
+    from pnc.studies.mujoco.results_table import load
 
     if args.command == "frontier":
         # the val rows choose each configuration's calibration variant; a non-finite value of

@@ -14,7 +14,7 @@ A reference folder's ``comparison.md`` shows, for each headline metric of the pa
 - before the paper's columns, each variant's (:data:`VARIANTS_FILE`: e.g. the study with the
   authors' settings, ``docs/results/offline_authors/``), draws and mixture; after the Far RMSE
   ratios, a table per variant of where it moves each ranking claim's number: toward the paper or
-  away from it (:func:`pnc.report.claims.variant_moves`).
+  away from it (:func:`pnc.report.variant_moves.variant_moves`).
 
 Each cell is ``mean rank ± std (wins / environments)`` followed by the Wilcoxon-Holm arrow against
 P&C (↑: P&C significantly better, ↓: the reverse); the best mean rank of a column is in bold. Then
@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pnc.report import claims
+from pnc.report import claims, mechanism_claims, variant_moves, verdicts
 from pnc.report import stats as st
 from pnc.report.table1 import (  # noqa: F401  (re-exported: the cells are part of this API)
     MIXTURE_SUBSTITUTION,
@@ -58,6 +58,8 @@ from pnc.studies.mujoco.results import (
     RANKED_METHODS,
     REFERENCE,
     SUBSPACE,
+)
+from pnc.studies.mujoco.results_table import (
     ResultsError,
     load,
 )
@@ -199,7 +201,7 @@ def shift_ratio_markdown(ours: pd.DataFrame, metric: str = "rmse") -> str:
             f"({ratio.iloc[env, method]})"
         )
     header = ["Environment", *(METHOD_INFO[m].label for m in methods)]
-    rows = [[env, *(claims.number(ratio.loc[env, m]) for m in methods)] for env in envs]
+    rows = [[env, *(verdicts.number(ratio.loc[env, m]) for m in methods)] for env in envs]
     return markdown_table(None, header, rows).rstrip("\n")
 
 
@@ -280,7 +282,7 @@ def calibration_caveat(where: Path) -> str:
     ]
     if not pooled:
         return ""
-    who = claims.names(pooled)
+    who = verdicts.names(pooled)
     return (
         f"Caveat: the variant's {who} draws its calibration rows from the whole ID pool "
         "(`calibration_pool: id_pool`), validation rows included, and those validation rows then "
@@ -356,8 +358,8 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
         "(recomputed from its appendix means); the variant moves it toward the paper when its "
         "number is nearer to the paper's than ours is. Last, Subspace's ID RMSE rank. The "
         "verdict is the claim's in the variant, by the rules below.\n\n"
-        + claims.moves_markdown(
-            claims.variant_moves(
+        + variant_moves.moves_markdown(
+            variant_moves.variant_moves(
                 readings, our_readings(load(where / "results.csv")), statistics_of(theirs)
             ),
             label,
@@ -374,7 +376,7 @@ def comparison_text(folder: str | Path, paper: str | Path) -> str:
         + "\n"
         for label, where in variants
     )
-    measured = claims.claims_of(*readings, claims.mechanism_of_folder(folder))
+    measured = claims.claims_of(*readings, mechanism_claims.mechanism_of_folder(folder))
     claims_section = (
         "\n## The paper's claims, measured\n\n"
         "Each claim of the paper's Sections 5.2 and 5.3 beside what this folder measures: the "

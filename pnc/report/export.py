@@ -37,7 +37,11 @@ import pandas as pd
 from pnc.report import compare, costs
 from pnc.report.tables import write_tables_and_stats
 from pnc.runtime.io import write_json
-from pnc.studies.mujoco.results import RANKED_METHODS, ResultsError, read_csv
+from pnc.studies.mujoco.results import RANKED_METHODS
+from pnc.studies.mujoco.results_table import (
+    ResultsError,
+    read_csv,
+)
 
 #: Data files of a reference folder (``costs.json`` is optional).
 DATA_FILES: tuple[str, ...] = ("results.csv", "all_configs.csv", "selection.json")

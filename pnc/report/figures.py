@@ -376,7 +376,7 @@ def frontier_figure(all_configs: pd.DataFrame, envs: Sequence[str] | None = None
     selected variant, is highlighted.
 
     Args:
-        all_configs: validated ``all_configs`` table (:func:`pnc.studies.mujoco.results.validate` with
+        all_configs: validated ``all_configs`` table (:func:`pnc.studies.mujoco.results_table.validate` with
             ``require_selected=True, drop_selection_split=False``; the ``val`` rows choose each
             configuration's variant).
         envs: environments to draw (default: all, in table order).

@@ -45,7 +45,8 @@ from pnc.studies.mujoco.mechanism_columns import (
     MECHANISM_METHODS,
     MECHANISM_SPLITS,
 )
-from pnc.studies.mujoco.results import METHOD_INFO, load
+from pnc.studies.mujoco.results import METHOD_INFO
+from pnc.studies.mujoco.results_table import load
 
 #: The figures of one environment: file stem -> what it shows.
 MECHANISM_FIGURES = ("magnitudes", "frontier_sigma", "distance", "sketch")

@@ -47,7 +47,11 @@ from pnc.studies.mujoco.mechanism_columns import (
     MECHANISM_METHODS,
 )
 from pnc.studies.mujoco.per_sigma import per_sigma_choices, sigma_points
-from pnc.studies.mujoco.results import METHOD_INFO, SPLIT_LABELS, load
+from pnc.studies.mujoco.results import (
+    METHOD_INFO,
+    SPLIT_LABELS,
+)
+from pnc.studies.mujoco.results_table import load
 
 #: Added to disagreement and sketch before the logarithm of the 3C regression.
 LOG_FLOOR = 1e-12

@@ -17,7 +17,7 @@ without ``calibration`` reads as ``raw`` throughout. From it this module compute
 
 The P&C ablation without correction (``pnc_nocorr``) is carried through the summary but never ranked
 or tested. Methods, splits, metrics and their directions are those of :mod:`pnc.studies.mujoco.results`;
-the input is validated there (:func:`pnc.studies.mujoco.results.validate`). This module only computes:
+the input is validated there (:func:`pnc.studies.mujoco.results_table.validate`). This module only computes:
 ``python -m pnc.report tables RESULTS.csv --out DIR`` writes the tables (:mod:`pnc.report.tables`)
 and ``DIR/stats.json``.
 """
@@ -39,8 +39,8 @@ from pnc.studies.mujoco.results import (
     RANKED_METHODS,
     REFERENCE,
     REPORTED_SPLITS,
-    ResultsError,
 )
+from pnc.studies.mujoco.results_table import ResultsError
 
 ALPHA = 0.05
 TIE_RULE = "every method tied for the best rank counts a win"
@@ -76,7 +76,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     """Mean and sample standard deviation over seeds per (env, method, split, metric).
 
     Args:
-        df: a validated results table (:func:`pnc.studies.mujoco.results.validate`).
+        df: a validated results table (:func:`pnc.studies.mujoco.results_table.validate`).
 
     Returns:
         Columns ``env, method, config, calibration, split, metric, mean, std, n_seeds``; ``std``

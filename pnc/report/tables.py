@@ -1,7 +1,7 @@
 """The paper's MuJoCo tables, each as LaTeX (booktabs), Markdown and CSV of the same numbers.
 
 Five :class:`pnc.runtime.render.Table` objects are built from a validated results table
-(:func:`pnc.studies.mujoco.results.validate`) and the statistics of
+(:func:`pnc.studies.mujoco.results_table.validate`) and the statistics of
 :func:`pnc.report.stats.compute_statistics`; :func:`pnc.runtime.render.write_tables` writes them:
 
 - ``cross_env`` (paper Table 1): mean rank +- standard deviation and wins per headline metric
@@ -57,8 +57,8 @@ from pnc.studies.mujoco.results import (
     RAW,
     REPORTED_SPLITS,
     SPLIT_LABELS,
-    load,
 )
+from pnc.studies.mujoco.results_table import load
 
 #: Metrics whose definition a caption prints.
 DEFINED_IN_CAPTIONS: tuple[str, ...] = ("rmse", "nll", "auroc", "spearman")

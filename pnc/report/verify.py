@@ -61,6 +61,8 @@ from pnc.studies.mujoco.results import (
     SAMPLED_SPLITS,
     SELECTION_METRIC,
     SELECTION_SPLIT,
+)
+from pnc.studies.mujoco.results_table import (
     read_csv,
     validate,
 )

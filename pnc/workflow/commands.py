@@ -440,7 +440,7 @@ def pnc_members(argv: list[str]) -> int:
 
     from pnc.runtime.io import read_json
     from pnc.studies.mujoco.grid import read_table
-    from pnc.studies.mujoco.mechanism import write_pnc_members
+    from pnc.studies.mujoco.pnc_members import write_pnc_members
 
     record = write_pnc_members(
         env=args.env,

@@ -1,14 +1,7 @@
-"""The mechanism stages (paper Figures 1 B/C and 3): stored P&C members and per-point diagnostics.
+"""The mechanism stage (paper Figures 1 B/C and 3): per-point diagnostics of the stored P&C members
+(:mod:`pnc.studies.mujoco.pnc_members`) and of the other methods' samples.
 
-1. :func:`write_pnc_members` -- after selection, the selected P&C configuration's members of one
-   (env, seed) are built once (``derive_key(env, seed, "pnc", "build")``, the key the evaluation
-   used, on the calibration pool the evaluation used: the train split, or the whole ID pool for
-   ``calibration_pool: id_pool``, :mod:`pnc.studies.mujoco.grid`) and stored as full parameter pytrees
-   (``members.msgpack``, flax msgpack, a leading ``[M]`` axis) with a JSON record of the
-   configuration, the key's names, the calibration rows, the SHA-256 of the base run they were
-   built from and of the members file, and the size per member. :func:`load_pnc_members` reads
-   them back, verifying both hashes.
-2. :func:`mechanism_frame` -- for up to ``points_per_split`` points of ID, Near, Mid (where
+:func:`mechanism_frame`: for up to ``points_per_split`` points of ID, Near, Mid (where
    present) and Far, the tidy long table of :data:`pnc.studies.mujoco.mechanism_columns.MECHANISM_COLUMNS`: the P&C
    ensemble's disagreement, the two parts of its total-variance OOD score (the members' mean
    variance and their disagreement, in the evaluation's units), the distance to the nearest
@@ -29,8 +22,6 @@ import dataclasses
 import functools
 import logging
 import math
-import os
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,7 +37,6 @@ from pnc.core.keys import derive_key
 from pnc.core.mlp import Params, forward, hidden_activations
 from pnc.core.perturb_correct import (
     PnCConfig,
-    calibration_indices,
     member_subsets,
     perturbation_bases,
 )
@@ -55,14 +45,8 @@ from pnc.core.training import Standardizer
 from pnc.methods.regression.runs import TrainingRun
 from pnc.runtime.io import (
     ArtifactError,
-    file_sha256,
-    load_pytree,
-    read_json,
     rebuild_hint,
-    save_pytree,
-    write_json,
 )
-from pnc.studies.mujoco import grid
 from pnc.studies.mujoco.evaluate import score_parts
 from pnc.studies.mujoco.mechanism_columns import (
     DISTANCE_QUANTITY,
@@ -71,7 +55,8 @@ from pnc.studies.mujoco.mechanism_columns import (
     MECHANISM_METHODS,
     MECHANISM_SPLITS,
 )
-from pnc.studies.mujoco.stages import calibration_pool_rows, load_split_arrays, restore_point
+from pnc.studies.mujoco.pnc_members import load_pnc_members, selected_point, standardised_pool
+from pnc.studies.mujoco.stages import load_split_arrays, restore_point
 
 _LOG = logging.getLogger("pnc.workflow")
 
@@ -113,155 +98,6 @@ class MechanismSettings:
             )
         if not (math.isfinite(self.probe_eps) and self.probe_eps > 0):
             raise ValueError(f"probe_eps must be finite and > 0, got {self.probe_eps}")
-
-
-# ----------------------------------------------------------------------------- selection
-
-
-def selected_point(
-    selection: Mapping[str, Any], env: str, method_id: str, table: Mapping[str, Any]
-) -> grid.GridPoint:
-    """The grid point of ``method_id`` selected for ``env`` (``selection.json``'s record), read
-    from the method's grid table by id (:func:`pnc.studies.mujoco.grid.read_table`).
-
-    Raises:
-        ValueError: the record lacks ``env``/``method_id``, or its configuration is not in the grid.
-    """
-    try:
-        config_id = selection[env][method_id]["config"]
-    except (KeyError, TypeError):
-        raise ValueError(f"the selection record has no {env}/{method_id} entry") from None
-    if config_id not in table:
-        raise ValueError(
-            f"{env}/{method_id}: selected configuration {config_id!r} is not in the config's grid "
-            f"({sorted(table)}); rerun the selection"
-        )
-    return grid.point_of(method_id, config_id, table[config_id])
-
-
-def _standardised_pool(
-    run: TrainingRun, splits_dir: str | Path, pool: str = "train"
-) -> tuple[jax.Array, jax.Array]:
-    """The calibration pool (:func:`pnc.studies.mujoco.stages.calibration_pool_rows`), standardised."""
-    splits, _ = load_split_arrays(splits_dir, ["train"] + (["val"] if pool == "id_pool" else []))
-    x, y = calibration_pool_rows(splits, pool)
-    return (
-        run.model.x_norm.transform(jnp.asarray(x, jnp.float32)),
-        run.model.y_norm.transform(jnp.asarray(y, jnp.float32)),
-    )
-
-
-# ----------------------------------------------------------------------------- stored members
-
-
-def write_pnc_members(
-    *,
-    env: str,
-    seed: int,
-    run_dir: str | Path,
-    splits_dir: str | Path,
-    selection: Mapping[str, Any],
-    table: Mapping[str, Any],
-    out_dir: str | Path,
-) -> dict:
-    """Build the selected P&C configuration's members of (env, seed) and store them in ``out_dir``.
-
-    Writes ``members.msgpack`` (the member parameter pytree, leading ``[M]`` axis) and
-    ``members.json`` (written last: it marks a complete pair) with ``env, seed, method, config_id,
-    config, key, calibration_rows (indices into the calibration pool), calibration_pool
-    (``train`` or ``id_pool``), n_calibration_pool, base_run_sha256, members_sha256, n_members,
-    bytes, bytes_per_member, build_s``.
-
-    Returns:
-        The JSON record.
-    """
-    from pnc.methods import regression as registry
-
-    method = registry.get("pnc")
-    point = selected_point(selection, env, "pnc", table)
-    run = TrainingRun.load(run_dir)
-    if run.spec != point.spec:
-        raise ValueError(f"{run_dir} holds run {run.spec.run_id!r}, expected {point.run_id!r}")
-    x_cal, y_cal = _standardised_pool(run, splits_dir, point.calibration_pool)
-    key = derive_key(env, seed, method.key_id, "build")
-    start = time.perf_counter()
-    posterior = method.build(run, point.config, x_cal, y_cal, key=key)
-    jax.block_until_ready(posterior.members)
-    build_s = time.perf_counter() - start
-    rows = calibration_indices(key, x_cal.shape[0], point.config)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    config = dataclasses.asdict(point.config)
-    record = {
-        "env": env,
-        "seed": int(seed),
-        "method": "pnc",
-        "config_id": point.config_id,
-        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in config.items()},
-        "key": [env, int(seed), method.key_id, "build"],
-        "calibration_rows": None if rows is None else np.asarray(rows).tolist(),
-        "calibration_pool": point.calibration_pool,
-        "n_calibration_pool": int(x_cal.shape[0]),
-        "base_run_sha256": file_sha256(Path(run_dir) / "run.msgpack"),
-        "n_members": int(point.config.n_members),
-        "build_s": build_s,
-    }
-    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".tmp-") as tmp:
-        save_pytree(Path(tmp) / "members.msgpack", posterior.members)
-        size = (Path(tmp) / "members.msgpack").stat().st_size
-        record.update(
-            members_sha256=file_sha256(Path(tmp) / "members.msgpack"),
-            bytes=size,
-            bytes_per_member=size / point.config.n_members,
-        )
-        write_json(Path(tmp) / "members.json", record)
-        for name in ("members.msgpack", "members.json"):  # the JSON last: it marks a complete pair
-            os.replace(Path(tmp) / name, out_dir / name)
-    return record
-
-
-def load_pnc_members(
-    members_dir: str | Path, run_dir: str | Path
-) -> tuple[Params, PnCConfig, dict]:
-    """Read members written by :func:`write_pnc_members`, checking them against the base run.
-
-    Raises:
-        FileNotFoundError: a file is missing (named).
-        pnc.runtime.io.ArtifactError: ``members.msgpack`` does not match its recorded SHA-256, the base run
-            is not the one the members were built from, or the files do not form a member set
-            (named, with the command that rebuilds them).
-    """
-    members_dir = Path(members_dir)
-    info_path, tree_path = members_dir / "members.json", members_dir / "members.msgpack"
-    record = read_json(info_path)
-    if not tree_path.is_file():
-        raise FileNotFoundError(f"{tree_path} not found; {rebuild_hint(info_path)}")
-    if file_sha256(tree_path) != record.get("members_sha256"):
-        raise ArtifactError(
-            f"{tree_path} does not match the SHA-256 recorded in {info_path} (truncated, corrupt "
-            f"or replaced); {rebuild_hint(info_path)}"
-        )
-    run_sha = file_sha256(Path(run_dir) / "run.msgpack")
-    if run_sha != record.get("base_run_sha256"):
-        raise ArtifactError(
-            f"{members_dir} was built from another base run than {run_dir} (SHA-256 differs); "
-            f"{rebuild_hint(info_path)}"
-        )
-    members = load_pytree(tree_path)
-    try:
-        fields = dict(record["config"])
-        if fields.get("layers") is not None:
-            fields["layers"] = tuple(fields["layers"])
-        config = PnCConfig(**fields)
-        n = {int(a.shape[0]) for a in jax.tree.leaves(members)}
-        if n != {config.n_members}:
-            raise ValueError(f"member axis {sorted(n)} != n_members {config.n_members}")
-    except (KeyError, TypeError, ValueError) as err:
-        raise ArtifactError(
-            f"{members_dir}: members.json and members.msgpack do not form a member set "
-            f"({type(err).__name__}: {err}); {rebuild_hint(info_path)}"
-        ) from err
-    return members, config, record
 
 
 # ----------------------------------------------------------------------------- samples
@@ -469,7 +305,7 @@ def mechanism_frame(
         env, seed: which splits, keys and stored members.
         run_dir: the ``base`` training run.
         splits_dir: directory with ``splits.npz`` + ``manifest.json``.
-        members_dir: the stored P&C members (:func:`write_pnc_members`).
+        members_dir: the stored P&C members (:func:`pnc.studies.mujoco.pnc_members.write_pnc_members`).
         selection: ``selection.json`` (the selected configurations of SWAG, Laplace, Subspace).
         tables: ``{method id: grid table}`` of the methods that run (:func:`pnc.studies.mujoco.grid.
             read_tables`; mechanism methods absent from it are skipped).
@@ -498,23 +334,15 @@ def mechanism_frame(
     y_train = model.y_norm.transform(jnp.asarray(splits["train"][1], jnp.float32))
     x_pool = x_train
     if record.get("calibration_pool", "train") != "train":  # the rows index the members' pool
-        x_pool = _standardised_pool(run, splits_dir, record["calibration_pool"])[0]
+        x_pool = standardised_pool(run, splits_dir, record["calibration_pool"])[0]
     rows = record.get("calibration_rows")
     x_cal = x_pool if rows is None else x_pool[jnp.asarray(rows)]
     key = derive_key(env, seed, "pnc", "build")
     bases = perturbation_bases(model.params, mlp_config, config, key=key)
-    layers = sorted(bases)
-    maha_layer = min(MAHALANOBIS_LAYER, mlp_config.n_hidden - 1)
-    h_train = hidden_activations(model.params, x_train, mlp_config)[maha_layer]
-    reps_cal = hidden_activations(model.params, x_cal, mlp_config)
     posteriors = _method_posteriors(
         env, seed, run, selection, tables, config, members, x_train, y_train, run_dir,
         validation_dir=validation_dir,
     )  # fmt: skip
-    eps = settings.probe_eps * config.sigma
-    moment = perturbation_second_moment(config)
-    probe_key = derive_key(env, seed, "mechanism", "probes")
-    center = config.ridge_center
     subsets = member_subsets(key, x_cal.shape[0], config)
     if subsets is not None and config.sigma > 0:
         subsets = subsets[: settings.bootstrap_members]
@@ -523,69 +351,24 @@ def mechanism_frame(
     # Every quantity is per point, so the points of all splits are evaluated together: the
     # correction chains on the calibration rows (the sensitivities, the probes, Theorem 3's
     # members) are then traced, compiled and computed once instead of once per split.
-    split_names = [s for s in MECHANISM_SPLITS if s in splits]
-    point_idx = {
-        split: point_rows(
-            derive_key(env, seed, "mechanism", split),
-            splits[split][0].shape[0],
-            settings.points_per_split,
-        )
-        for split in split_names
-    }
-    counts = {split: int(idx.size) for split, idx in point_idx.items()}
-    x_raw = np.concatenate([splits[s][0][point_idx[s]] for s in split_names])
-    x = model.x_norm.transform(jnp.asarray(x_raw, jnp.float32))
-    at, boot_at, start, boot_start = {}, {}, 0, 0  # each split's rows of x and of Theorem 3's
-    for split in split_names:
-        n_boot = min(settings.bootstrap_points, counts[split])
-        at[split] = slice(start, start + counts[split])
-        boot_at[split] = slice(boot_start, boot_start + n_boot)
-        start, boot_start = start + counts[split], boot_start + n_boot
-    point_values: dict[tuple[str, str], np.ndarray] = {}
-    pred = Predictive(*jax.vmap(lambda p: forward(p, x, mlp_config))(members))
-    point_values[("pnc", "disagreement")] = np.asarray(jnp.sum(epistemic_variance(pred), axis=-1))
-    # the evaluation's total-variance OOD score, split into its two parts (original units)
-    aleatoric, epistemic = score_parts(pred, model.y_norm)
-    point_values[("pnc", "score_aleatoric")] = aleatoric
-    point_values[("pnc", "score_epistemic")] = epistemic
-    # in inputs standardised by the train rows, whatever the network's own input units
-    inputs = Standardizer.fit(splits["train"][0])
-    point_values[("pnc", "input_distance")] = diagnostics.nearest_distance(
-        inputs.transform(jnp.asarray(splits["train"][0], jnp.float32)),
-        inputs.transform(jnp.asarray(x_raw, jnp.float32)),
-    )
-    h = hidden_activations(model.params, x, mlp_config)
-    point_values[("pnc", DISTANCE_QUANTITY)] = np.asarray(
-        diagnostics.mahalanobis_distance(h_train, h[maha_layer], MAHALANOBIS_RIDGE)
-    )
-    if config.sigma > 0:
-        a = diagnostics.output_sensitivity(
-            model.params, mlp_config, bases, x_cal, x, config.ridge, center=center
-        )
-        a_fro2 = np.asarray(jnp.sum(jnp.square(a), axis=(-2, -1)))
-        probe = diagnostics.probe_sketch(
-            model.params, mlp_config, bases, x_cal, x, config.ridge, eps,
-            n_probes=settings.probes, key=probe_key, center=center,
-            perturbation_norm=config.perturbation_norm,
-        )  # fmt: skip
-        point_values[("pnc", "sketch_probe")] = config.sigma**2 * np.asarray(probe)
-    else:
-        a_fro2 = np.zeros(x.shape[0])
-        point_values[("pnc", "sketch_probe")] = np.zeros(x.shape[0])
-    point_values[("pnc", "a_fro2")] = a_fro2
-    point_values[("pnc", "sketch_analytic")] = moment * a_fro2
-    for layer in layers:
-        point_values[("pnc", f"{MECHANISM_LEVERAGE_PREFIX}{layer}")] = _leverage(
-            reps_cal[layer], h[layer], config.ridge
-        )
+    points = _MechanismPoints.draw(env, seed, splits, settings)
+    x = model.x_norm.transform(jnp.asarray(points.x_raw, jnp.float32))
+    maha_layer = min(MAHALANOBIS_LAYER, mlp_config.n_hidden - 1)
+    eps = settings.probe_eps * config.sigma
+    point_values = _pnc_point_values(
+        env, seed, run, members, config, bases, splits["train"][0], x_cal, points.x_raw, x,
+        maha_layer=maha_layer, eps=eps, settings=settings,
+    )  # fmt: skip
     boot = None
     if subsets is not None:  # Theorem 3 on the first points of each split
-        boot_rows = np.concatenate(
-            [np.arange(at[s].start, at[s].start + boot_at[s].stop - boot_at[s].start)
-             for s in split_names]
-        )  # fmt: skip
         boot = bootstrap_rank_frame(
-            model.params, mlp_config, config, bases, x_cal, x[jnp.asarray(boot_rows)], subsets
+            model.params,
+            mlp_config,
+            config,
+            bases,
+            x_cal,
+            x[jnp.asarray(points.boot_rows)],
+            subsets,
         )
     norms = {
         method_id: tuple(
@@ -593,51 +376,181 @@ def mechanism_frame(
         )
         for method_id, (samples, reference, _) in posteriors.items()
     }
-    tables = []
-    for split in split_names:
-        rows, idx = at[split], point_idx[split]
-        values = {key: np.asarray(v)[rows] for key, v in point_values.items()}
-        member_values = []
-        if boot is not None:
-            n_boot = boot_at[split].stop - boot_at[split].start
-            member_values += [
-                pd.DataFrame({"split": split, "point": idx[:n_boot], "method": "pnc",
-                              "member": -1, "quantity": name,
-                              "value": boot[name][boot_at[split]]})
-                for name in BOOTSTRAP_QUANTITIES
-            ]  # fmt: skip
-        for method_id, (dh_all, dy_all) in norms.items():
-            dh, dy = dh_all[:, rows], dy_all[:, rows]
-            values[(method_id, "dh")] = dh.mean(axis=0)
-            values[(method_id, "dy")] = dy.mean(axis=0)
-            for name, arr in (("dh", dh), ("dy", dy)):
-                member_values.append(
-                    pd.DataFrame(
-                        {
-                            "split": split,
-                            "point": -1,
-                            "method": method_id,
-                            "member": np.arange(arr.shape[0]),
-                            "quantity": name,
-                            "value": arr.mean(axis=1),
-                        }
-                    )
-                )
-        for (method_id, name), v in values.items():
-            tables.append(
+    frames = [
+        frame
+        for split in points.splits
+        for frame in _split_frames(split, points, point_values, boot, norms)
+    ]
+    frame = _checked_frame(frames, env, seed)
+    info = {
+        "env": env,
+        "seed": int(seed),
+        "pnc_config": record["config_id"],
+        "sigma": config.sigma,
+        "perturbation_norm": config.perturbation_norm,
+        "rank": config.rank,
+        "perturbed_layers": sorted(bases),
+        "probe_eps": eps,
+        "probes": settings.probes,
+        "bootstrap_members": 0 if subsets is None else int(subsets.shape[0]),
+        "bootstrap_subset_rows": 0 if subsets is None else int(subsets.shape[1]),
+        "mahalanobis_layer": maha_layer,
+        "n_calibration": int(x_cal.shape[0]),
+        "points": points.counts,
+        "methods": {m: cid for m, (_, _, cid) in posteriors.items()},
+        "seconds": time.perf_counter() - started,
+    }
+    return frame, info
+
+
+@dataclasses.dataclass(frozen=True)
+class _MechanismPoints:
+    """The points the mechanism stage measures, all splits together: ``x_raw`` (raw inputs, the
+    splits one after the other), each split's rows of it (``at``) and of Theorem 3's points
+    (``boot_at``, the first ``bootstrap_points`` of each split), the rows of the split the points
+    are (``idx``)."""
+
+    splits: list[str]
+    idx: dict[str, np.ndarray]
+    counts: dict[str, int]
+    x_raw: np.ndarray
+    at: dict[str, slice]
+    boot_at: dict[str, slice]
+
+    @classmethod
+    def draw(cls, env, seed, splits, settings: MechanismSettings) -> _MechanismPoints:
+        names = [s for s in MECHANISM_SPLITS if s in splits]
+        idx = {
+            split: point_rows(
+                derive_key(env, seed, "mechanism", split),
+                splits[split][0].shape[0],
+                settings.points_per_split,
+            )
+            for split in names
+        }
+        counts = {split: int(rows.size) for split, rows in idx.items()}
+        x_raw = np.concatenate([splits[s][0][idx[s]] for s in names])
+        at, boot_at, start, boot_start = {}, {}, 0, 0
+        for split in names:
+            n_boot = min(settings.bootstrap_points, counts[split])
+            at[split] = slice(start, start + counts[split])
+            boot_at[split] = slice(boot_start, boot_start + n_boot)
+            start, boot_start = start + counts[split], boot_start + n_boot
+        return cls(names, idx, counts, x_raw, at, boot_at)
+
+    @property
+    def boot_rows(self) -> np.ndarray:
+        """The rows of ``x_raw`` that Theorem 3 measures."""
+        return np.concatenate(
+            [np.arange(self.at[s].start, self.at[s].start + self.boot_at[s].stop - self.boot_at[s].start)
+             for s in self.splits]
+        )  # fmt: skip
+
+
+def _pnc_point_values(
+    env, seed, run, members, config, bases, x_train_raw, x_cal, x_raw, x, *, maha_layer, eps,
+    settings: MechanismSettings,
+) -> dict[tuple[str, str], np.ndarray]:  # fmt: skip
+    """``{("pnc", quantity): value per point}`` of the selected P&C ensemble on the points ``x``
+    (standardised; ``x_raw`` as stored), in the table's order of quantities."""
+    model = run.model
+    mlp_config = model.config
+    values: dict[tuple[str, str], np.ndarray] = {}
+    pred = Predictive(*jax.vmap(lambda p: forward(p, x, mlp_config))(members))
+    values[("pnc", "disagreement")] = np.asarray(jnp.sum(epistemic_variance(pred), axis=-1))
+    # the evaluation's total-variance OOD score, split into its two parts (original units)
+    aleatoric, epistemic = score_parts(pred, model.y_norm)
+    values[("pnc", "score_aleatoric")] = aleatoric
+    values[("pnc", "score_epistemic")] = epistemic
+    # in inputs standardised by the train rows, whatever the network's own input units
+    inputs = Standardizer.fit(x_train_raw)
+    values[("pnc", "input_distance")] = diagnostics.nearest_distance(
+        inputs.transform(jnp.asarray(x_train_raw, jnp.float32)),
+        inputs.transform(jnp.asarray(x_raw, jnp.float32)),
+    )
+    x_train = model.x_norm.transform(jnp.asarray(x_train_raw, jnp.float32))
+    h_train = hidden_activations(model.params, x_train, mlp_config)[maha_layer]
+    h = hidden_activations(model.params, x, mlp_config)
+    values[("pnc", DISTANCE_QUANTITY)] = np.asarray(
+        diagnostics.mahalanobis_distance(h_train, h[maha_layer], MAHALANOBIS_RIDGE)
+    )
+    center = config.ridge_center
+    if config.sigma > 0:
+        a = diagnostics.output_sensitivity(
+            model.params, mlp_config, bases, x_cal, x, config.ridge, center=center
+        )
+        a_fro2 = np.asarray(jnp.sum(jnp.square(a), axis=(-2, -1)))
+        probe = diagnostics.probe_sketch(
+            model.params, mlp_config, bases, x_cal, x, config.ridge, eps,
+            n_probes=settings.probes, key=derive_key(env, seed, "mechanism", "probes"),
+            center=center, perturbation_norm=config.perturbation_norm,
+        )  # fmt: skip
+        values[("pnc", "sketch_probe")] = config.sigma**2 * np.asarray(probe)
+    else:
+        a_fro2 = np.zeros(x.shape[0])
+        values[("pnc", "sketch_probe")] = np.zeros(x.shape[0])
+    values[("pnc", "a_fro2")] = a_fro2
+    values[("pnc", "sketch_analytic")] = perturbation_second_moment(config) * a_fro2
+    reps_cal = hidden_activations(model.params, x_cal, mlp_config)
+    for layer in sorted(bases):
+        values[("pnc", f"{MECHANISM_LEVERAGE_PREFIX}{layer}")] = _leverage(
+            reps_cal[layer], h[layer], config.ridge
+        )
+    return values
+
+
+def _split_frames(split, points: _MechanismPoints, point_values, boot, norms) -> list[pd.DataFrame]:
+    """The rows of one split: every per-point value (P&C's, then each method's mean ``dh``/``dy``
+    over its members), then Theorem 3's per-point ranks and each method's per-member ``dh``/``dy``
+    (averaged over the split's points)."""
+    rows, idx = points.at[split], points.idx[split]
+    values = {key: np.asarray(v)[rows] for key, v in point_values.items()}
+    member_values = []
+    if boot is not None:
+        n_boot = points.boot_at[split].stop - points.boot_at[split].start
+        member_values += [
+            pd.DataFrame({"split": split, "point": idx[:n_boot], "method": "pnc",
+                          "member": -1, "quantity": name,
+                          "value": boot[name][points.boot_at[split]]})
+            for name in BOOTSTRAP_QUANTITIES
+        ]  # fmt: skip
+    for method_id, (dh_all, dy_all) in norms.items():
+        dh, dy = dh_all[:, rows], dy_all[:, rows]
+        values[(method_id, "dh")] = dh.mean(axis=0)
+        values[(method_id, "dy")] = dy.mean(axis=0)
+        for name, arr in (("dh", dh), ("dy", dy)):
+            member_values.append(
                 pd.DataFrame(
                     {
                         "split": split,
-                        "point": idx,
+                        "point": -1,
                         "method": method_id,
-                        "member": -1,
+                        "member": np.arange(arr.shape[0]),
                         "quantity": name,
-                        "value": np.asarray(v, np.float64),
+                        "value": arr.mean(axis=1),
                     }
                 )
             )
-        tables += member_values
-    frame = pd.concat(tables, ignore_index=True)
+    frames = [
+        pd.DataFrame(
+            {
+                "split": split,
+                "point": idx,
+                "method": method_id,
+                "member": -1,
+                "quantity": name,
+                "value": np.asarray(v, np.float64),
+            }
+        )
+        for (method_id, name), v in values.items()
+    ]
+    return frames + member_values
+
+
+def _checked_frame(frames: list[pd.DataFrame], env: str, seed: int) -> pd.DataFrame:
+    """The rows as one table of :data:`MECHANISM_COLUMNS`; a non-finite value raises
+    :class:`ValueError` naming its (method, quantity)."""
+    frame = pd.concat(frames, ignore_index=True)
     frame.insert(0, "seed", int(seed))
     frame.insert(0, "env", env)
     frame = frame[list(MECHANISM_COLUMNS)]
@@ -648,25 +561,7 @@ def mechanism_frame(
             f"{env} seed {seed}: non-finite mechanism values "
             f"{sorted(set(zip(bad['method'], bad['quantity'], strict=True)))}"
         )
-    info = {
-        "env": env,
-        "seed": int(seed),
-        "pnc_config": record["config_id"],
-        "sigma": config.sigma,
-        "perturbation_norm": config.perturbation_norm,
-        "rank": config.rank,
-        "perturbed_layers": layers,
-        "probe_eps": eps,
-        "probes": settings.probes,
-        "bootstrap_members": 0 if subsets is None else int(subsets.shape[0]),
-        "bootstrap_subset_rows": 0 if subsets is None else int(subsets.shape[1]),
-        "mahalanobis_layer": maha_layer,
-        "n_calibration": int(x_cal.shape[0]),
-        "points": counts,
-        "methods": {m: cid for m, (_, _, cid) in posteriors.items()},
-        "seconds": time.perf_counter() - started,
-    }
-    return frame, info
+    return frame
 
 
 def write_mechanism(frame: pd.DataFrame, path: str | Path) -> None:

@@ -28,7 +28,7 @@ Tables (long format, one row per value):
   splits ``id``, ``near``, (``mid``), ``far``.
 
 Columns, splits and metrics are those of :mod:`pnc.studies.mujoco.results`; every table read here is
-checked with :func:`pnc.studies.mujoco.results.validate`.
+checked with :func:`pnc.studies.mujoco.results_table.validate`.
 
 Integrity of the inputs (:func:`select_and_write`, :func:`concatenate_outputs`): every file is named
 in the error when it is unreadable, truncated (a CSV not ending in a line break) or malformed, with
@@ -76,12 +76,14 @@ from pnc.studies.mujoco.results import (
     SHIFT_METRICS,
     SHIFTED_SPLITS,
     SPLIT_METRICS,
+)
+from pnc.studies.mujoco.results_table import (
     ResultsError,
     read_csv,
     validate,
 )
 
-#: :func:`pnc.studies.mujoco.results.validate` options for the evaluation jobs' metric tables: every
+#: :func:`pnc.studies.mujoco.results_table.validate` options for the evaluation jobs' metric tables: every
 #: column, every configuration, the selection split kept, ``nan``/``inf`` values allowed.
 METRIC_TABLE_CHECKS = {
     "all_columns": True,
@@ -124,8 +126,8 @@ def select(frame: pd.DataFrame, seeds: Iterable[int] | None = None) -> dict:
         floats, ``None`` where not finite).
 
     Raises:
-        pnc.studies.mujoco.results.ResultsError: if the table is malformed (see
-            :func:`pnc.studies.mujoco.results.validate`).
+        pnc.studies.mujoco.results_table.ResultsError: if the table is malformed (see
+            :func:`pnc.studies.mujoco.results_table.validate`).
         ValueError: if a candidate lacks the validation NLL of a seed.
     """
     frame = validate(frame, **METRIC_TABLE_CHECKS)
@@ -192,7 +194,7 @@ def read_table(path: str | Path, **checks: bool | None) -> pd.DataFrame:
 
     Args:
         path: the table.
-        checks: :func:`pnc.studies.mujoco.results.validate` options.
+        checks: :func:`pnc.studies.mujoco.results_table.validate` options.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -228,7 +230,7 @@ def read_metric_tables(paths: Iterable[str | Path]) -> pd.DataFrame:
     Raises:
         pnc.runtime.io.ArtifactError: a table is unreadable, truncated, malformed or holds a non-finite
             value (named with its file).
-        pnc.studies.mujoco.results.ResultsError: the tables together are malformed (e.g. duplicated rows).
+        pnc.studies.mujoco.results_table.ResultsError: the tables together are malformed (e.g. duplicated rows).
     """
     frames = []
     for path in paths:
