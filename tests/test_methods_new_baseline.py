@@ -103,7 +103,7 @@ class JitterWithSamples(Jitter):
     id: ClassVar[str] = "jitter_samples"
     label: ClassVar[str] = "Jitter (weights)"
     short_label: ClassVar[str] = "JitW"
-    row: ClassVar[int] = 35
+    table_order: ClassVar[int] = 35
     hparam_abbreviations: ClassVar[dict[str, str]] = {}
     hparam_legend: ClassVar[dict[str, str]] = {}
 
@@ -172,7 +172,7 @@ def test_method_declarations_are_checked():
             config_cls: ClassVar[type] = JitterConfig
             posthoc_fields: ClassVar[tuple[str, ...]] = ("noise",)
             short_label: ClassVar[str] = "N"
-            row: ClassVar[int] = 1
+            table_order: ClassVar[int] = 1
             style: ClassVar[dict[str, object]] = dict(Jitter.style)
 
     with pytest.raises(TypeError, match="style must set"):
@@ -202,7 +202,7 @@ def test_registry_is_the_one_list_of_methods():
     assert results.DEEP_ENSEMBLE == methods.DEEP_ENSEMBLE_ID == "deep_ensemble"
     assert schema["properties"]["methods"]["propertyNames"]["enum"] == list(methods.METHOD_IDS)
     assert list(results.METHOD_INFO) == [
-        m.id for m in sorted(methods.registered(), key=lambda m: m.row)
+        m.id for m in sorted(methods.registered(), key=lambda m: m.table_order)
     ]
     for method in methods.registered():
         assert results.METHOD_INFO[method.id].label == method.label

@@ -266,3 +266,10 @@ def test_parse_config_id_reads_every_value_type_back():
     assert swag.parse_config_id("scale=0.3,covariance=diag") == swag.make_config(
         {"scale": 0.3, "covariance": "diag"}
     )
+
+
+def test_every_abbreviated_name_is_a_field_of_the_methods_configuration():
+    """A method abbreviates only the names its configuration ids hold: its config's fields."""
+    for method in methods.registered():
+        fields = {f.name for f in dataclasses.fields(method.config_cls)}
+        assert set(method.hparam_abbreviations) <= fields, method.id

@@ -26,7 +26,7 @@ SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.
 def test_every_registered_method_has_an_entry_and_vice_versa():
     assert set(vocab.METHOD_INFO) == set(METHOD_IDS)
     assert all(info.id == m for m, info in vocab.METHOD_INFO.items())
-    # the paper's methods in the tables' order (a new method takes its place by its ``row``)
+    # the paper's methods in the tables' order (a new method takes its place by its ``table_order``)
     paper = ("deep_ensemble", "mc_dropout", "swag", "laplace", "subspace", "pnc")
     assert tuple(m for m in vocab.RANKED_METHODS if m in paper) == paper
     ablations = ("pnc_nocorr", "deep_ensemble_mixture")

@@ -24,7 +24,7 @@ class Jitter(OnBaseRun, MethodBase):
     id_fields: ClassVar[tuple[str, ...]] = ("noise",)
     label: ClassVar[str] = "Jitter"
     short_label: ClassVar[str] = "Jit."
-    row: ClassVar[int] = 55
+    table_order: ClassVar[int] = 55
     style: ClassVar[dict] = {"color": "#000000", "marker": "*", "linestyle": "-", "hatch": "--"}
     hparam_abbreviations: ClassVar[dict[str, str]] = {"noise": "jn"}
     hparam_legend: ClassVar[dict[str, str]] = {"jn": "Jitter noise"}

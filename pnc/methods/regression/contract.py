@@ -78,7 +78,7 @@ class MethodBase(BaseMethod):
         reading_of: the id of the ranked method whose run and members this unranked one reads
             with another predictive (the Deep Ensemble's mixture reading); the report ranks it in
             that method's place in its second reading of Table 1. ``None``: none.
-        row: position in the tables' row order (ascending; the paper puts P&C last).
+        table_order: position in the tables' row order (ascending; the paper puts P&C last).
         style: figure style: ``color``, ``marker``, ``linestyle`` and ``hatch``.
         hparam_abbreviations: abbreviations of its hyperparameter names in the
             selected-configuration table (paper Table 3).
@@ -105,7 +105,7 @@ class MethodBase(BaseMethod):
     short_label: ClassVar[str]
     ranked: ClassVar[bool] = True
     reading_of: ClassVar[str | None] = None
-    row: ClassVar[int]
+    table_order: ClassVar[int]
     style: ClassVar[Mapping[str, object]]
     hparam_abbreviations: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
     hparam_legend: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
@@ -142,7 +142,7 @@ class MethodBase(BaseMethod):
                 f"none of the shared {', '.join(SHARED_HPARAM_LEGEND)}"
             )
         missing = [
-            name for name in ("run_kind", "short_label", "row", "style") if not hasattr(cls, name)
+            name for name in ("run_kind", "short_label", "table_order", "style") if not hasattr(cls, name)
         ]
         if missing:
             problems.append(f"no {', '.join(missing)} declared")

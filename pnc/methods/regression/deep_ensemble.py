@@ -127,7 +127,7 @@ class DeepEnsemble(MethodBase):
     run_kind: ClassVar[str] = "deep_ensemble"
     label: ClassVar[str] = SHARED_LABELS["deep_ensemble"]
     short_label: ClassVar[str] = "DE"
-    row: ClassVar[int] = 10
+    table_order: ClassVar[int] = 10
     style: ClassVar[Mapping[str, object]] = {
         "color": "#0072B2",
         "marker": "s",
@@ -136,8 +136,6 @@ class DeepEnsemble(MethodBase):
     }
     hparam_abbreviations: ClassVar[Mapping[str, str]] = {
         "n_members": "n",
-        "members": "n",
-        "ensemble_size": "n",
     }
     hparam_legend: ClassVar[Mapping[str, str]] = {"n": "ensemble members"}
     config_cls: ClassVar[type] = DeepEnsembleConfig
@@ -202,7 +200,7 @@ class DeepEnsembleMixture(DeepEnsemble):
     label: ClassVar[str] = "Deep Ensemble (mixture)"
     short_label: ClassVar[str] = "DE-mix"
     ranked: ClassVar[bool] = False
-    row: ClassVar[int] = 75
+    table_order: ClassVar[int] = 75
     style: ClassVar[Mapping[str, object]] = {
         "color": "#000000",
         "marker": "d",

@@ -263,7 +263,7 @@ class Laplace(OnBaseRun, MethodBase):
     id: ClassVar[str] = "laplace"
     label: ClassVar[str] = "Laplace"
     short_label: ClassVar[str] = "Lap."
-    row: ClassVar[int] = 40
+    table_order: ClassVar[int] = 40
     style: ClassVar[Mapping[str, object]] = {
         "color": "#CC79A7",
         "marker": "^",
@@ -272,8 +272,6 @@ class Laplace(OnBaseRun, MethodBase):
     }
     hparam_abbreviations: ClassVar[Mapping[str, str]] = {
         "prior_precision": "prior",
-        "prior": "prior",
-        "temperature": "T",
         "n_samples": "S",
     }
     hparam_legend: ClassVar[Mapping[str, str]] = {"prior": "Laplace prior precision"}

@@ -95,7 +95,7 @@ class MCDropout(MethodBase):
     run_kind: ClassVar[str] = "mc_dropout"
     label: ClassVar[str] = SHARED_LABELS["mc_dropout"]
     short_label: ClassVar[str] = "MCD"
-    row: ClassVar[int] = 20
+    table_order: ClassVar[int] = 20
     style: ClassVar[Mapping[str, object]] = {
         "color": "#E69F00",
         "marker": "v",
@@ -104,9 +104,6 @@ class MCDropout(MethodBase):
     }
     hparam_abbreviations: ClassVar[Mapping[str, str]] = {
         "rate": "dr",
-        "dropout_rate": "dr",
-        "dropout_prob": "dr",
-        "dropout": "dr",
     }
     hparam_legend: ClassVar[Mapping[str, str]] = {"dr": "dropout rate"}
     config_cls: ClassVar[type] = MCDropoutConfig

@@ -62,7 +62,7 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
     id: ClassVar[str] = "pnc"
     label: ClassVar[str] = SHARED_LABELS["pnc"]
     short_label: ClassVar[str] = label
-    row: ClassVar[int] = 60
+    table_order: ClassVar[int] = 60
     style: ClassVar[Mapping[str, object]] = {
         "color": "#D55E00",
         "marker": "o",
@@ -74,7 +74,6 @@ class PerturbAndCorrect(OnBaseRun, MethodBase):
         "ridge": "lreg",
         "bootstrap_frac": "bf",
         "sigma": "ps",
-        "perturbation_size": "ps",
         "rank": "K",
     }
     hparam_legend: ClassVar[Mapping[str, str]] = {
@@ -189,7 +188,7 @@ class PerturbNoCorrection(PerturbAndCorrect):
     label: ClassVar[str] = "P&C w/o Corr"
     short_label: ClassVar[str] = "P&C w/o Corr"
     ranked: ClassVar[bool] = False
-    row: ClassVar[int] = 70
+    table_order: ClassVar[int] = 70
     style: ClassVar[Mapping[str, object]] = {
         "color": "#6E6E6E",
         "marker": "X",

@@ -225,7 +225,7 @@ class SubspaceInference(MethodBase):
     run_kind: ClassVar[str] = "subspace"
     label: ClassVar[str] = "Subspace"
     short_label: ClassVar[str] = "Sub."
-    row: ClassVar[int] = 50
+    table_order: ClassVar[int] = 50
     style: ClassVar[Mapping[str, object]] = {
         "color": "#56B4E9",
         "marker": "P",

@@ -133,7 +133,7 @@ class SWAG(OnBaseRun, MethodBase):
     id: ClassVar[str] = "swag"
     label: ClassVar[str] = SHARED_LABELS["swag"]
     short_label: ClassVar[str] = label
-    row: ClassVar[int] = 30
+    table_order: ClassVar[int] = 30
     style: ClassVar[Mapping[str, object]] = {
         "color": "#009E73",
         "marker": "D",

@@ -32,8 +32,8 @@ def mechanism_methods() -> tuple[str, ...]:
 
     with_samples = [m for m in registered() if m.has_parameter_samples]
     first = [m for m in with_samples if isinstance(m, PerturbAndCorrect)]
-    return tuple(m.id for m in sorted(first, key=lambda m: m.row)) + tuple(
-        m.id for m in sorted(with_samples, key=lambda m: m.row) if m not in first
+    return tuple(m.id for m in sorted(first, key=lambda m: m.table_order)) + tuple(
+        m.id for m in sorted(with_samples, key=lambda m: m.table_order) if m not in first
     )
 
 

@@ -167,7 +167,7 @@ def _method_info() -> dict[str, MethodInfo]:
 
     return {
         m.id: MethodInfo(m.id, m.label, m.short_label, m.ranked, dict(m.style))
-        for m in sorted(registered(), key=lambda m: m.row)
+        for m in sorted(registered(), key=lambda m: m.table_order)
     }
 
 
@@ -177,7 +177,7 @@ def _merged(attribute: str, what: str) -> dict[str, str]:
     from pnc.methods.regression import registered
 
     found: dict[str, str] = {}
-    for method in sorted(registered(), key=lambda m: m.row):
+    for method in sorted(registered(), key=lambda m: m.table_order):
         for name, value in getattr(method, attribute).items():
             if found.setdefault(name, value) != value:
                 raise ValueError(f"{what} {name!r} is given two ways: "
@@ -191,7 +191,7 @@ def _hparam_legend() -> dict[str, str]:
     return {**_merged("hparam_legend", "abbreviation"), **SHARED_HPARAM_LEGEND}
 
 
-#: Every registered method in the tables' row order (each method's ``row``; the paper's: the six
+#: Every registered method in the tables' row order (each method's ``table_order``; the paper's: the six
 #: ranked methods, P&C last, then the ablation), read from the registry when used.
 METHOD_INFO: Mapping[str, MethodInfo] = RegistryView(
     _method_info, "method id -> MethodInfo, in the tables' row order"
