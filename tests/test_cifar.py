@@ -508,7 +508,7 @@ def test_selection_fits_a_temperature_per_configuration_and_keeps_the_lowest_nll
 def test_run_ids_and_the_runs_each_method_reads():
     from pnc.methods.ood import recipe_for, run_method, runs_of
 
-    assert runs_of("deep_ensemble", {"n_models": 3}) == ["base", "member1", "member2"]
+    assert runs_of("deep_ensemble", {"fixed": {"n_models": 3}}) == ["base", "member1", "member2"]
     assert runs_of("mc_dropout", {"grid": {"rate": [0.1, 0.5]}}) == ["dropout0.1", "dropout0.5"]
     assert runs_of("pnc", {}) == ["base"]
     assert recipe_for("dropout0.3", {"epochs": 10}).dropout_rate == 0.3
@@ -559,9 +559,9 @@ def test_run_ids_are_named_by_their_kind_and_read_back_exactly():
         run_kinds([RunKind("member", int, lambda k: {"epochs": k})])
 
 
-def test_method_configs_state_the_defaults_the_schema_repeats():
-    """Each method's settings are its config dataclass's fields; the schema lists the same keys
-    and repeats their defaults (Snakemake fills them into the jobs' command lines)."""
+def test_the_schema_lists_each_methods_settings_and_copies_no_default():
+    """Each method's block in the schema has ``fixed`` with its config dataclass's fields and
+    ``grid`` with its grid keys, and no default: the dataclass is the one source of them."""
     import dataclasses
     from pathlib import Path
 
@@ -573,16 +573,15 @@ def test_method_configs_state_the_defaults_the_schema_repeats():
     schema = yaml.safe_load(path.read_text())["properties"]["methods"]["properties"]
     assert set(schema) == set(registry.METHOD_IDS)
     for method in registry.registered():
-        method_id = method.id
-        props = dict(schema[method_id].get("properties", {}))
-        grid = props.pop("grid", {}).get("properties", {})
+        block = schema[method.id]
+        props = dict(block.get("properties", {}))
+        assert set(props) <= {"fixed", "grid"}, method.id
+        fixed = props.get("fixed", {}).get("properties", {})
+        grid = props.get("grid", {}).get("properties", {})
         fields = [f.name for f in dataclasses.fields(method.config_cls) if f.name != "grid"]
-        assert set(props) == set(fields), method_id
-        assert set(grid) == set(method.config_cls.grid_keys), method_id
-        defaults = method.make_config({})
-        for name, spec in props.items():
-            value = getattr(defaults, name)
-            assert (list(value) if isinstance(value, tuple) else value) == spec["default"], name
+        assert set(fixed) == set(fields), method.id
+        assert set(grid) == set(method.config_cls.grid_keys), method.id
+        assert "default" not in json.dumps(block), method.id
 
 
 def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
@@ -592,10 +591,12 @@ def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
     labels = registry.labels()
     assert labels == {m.id: m.label for m in registry.registered()}
     assert labels["pnc"] == "P&C" and list(labels)[:2] == ["mahalanobis", "react_energy"]
-    config = method_config("pnc", {"n_members": 8, "grid": {"sigma": [1.0]}})
+    config = method_config("pnc", {"fixed": {"n_members": 8}, "grid": {"sigma": [1.0]}})
     assert (config.n_members, config.calibration_size, config.member_chunk) == (8, 1024, None)
     assert config.values("sigma") == [1.0]
     with pytest.raises(ValueError, match=r"methods\.pnc: unknown key\(s\) sigma; valid keys: n_members, rank, ridge, .*, grid"):  # fmt: skip
+        method_config("pnc", {"fixed": {"sigma": 1.0}})
+    with pytest.raises(ValueError, match=r"methods\.pnc: unknown key\(s\) \['sigma'\]; valid: fixed, grid"):  # fmt: skip
         method_config("pnc", {"sigma": 1.0})
     with pytest.raises(ValueError, match=r"methods\.swag: unknown grid key\(s\) rank; valid grid keys: start_epoch"):  # fmt: skip
         method_config("swag", {"grid": {"rank": [2]}})
@@ -604,10 +605,10 @@ def test_unknown_methods_and_config_keys_are_named_with_the_valid_ones():
     with pytest.raises(
         ValueError, match=r"methods\.llla\.n_samples must be an integer \(int\), got 'many'"
     ):
-        method_config("llla", {"n_samples": "many"})
+        method_config("llla", {"fixed": {"n_samples": "many"}})
     with pytest.raises(ValueError, match=r"unknown OOD method 'odin'; registered ids: mahalanobis, react_energy, llla"):  # fmt: skip
         method_config("odin", {})
-    network = method_config("epinet", {"hiddens": [16], "epochs": 2}).network(1.0)
+    network = method_config("epinet", {"fixed": {"hiddens": [16], "epochs": 2}}).network(1.0)
     assert network == epinet.EpinetConfig(prior_scale=1.0, hiddens=(16,), epochs=2)
 
 
@@ -675,7 +676,7 @@ def test_method_sections_check_themselves_against_the_study():
 
     study = SectionContext(ResNetConfig(widths=(8, 16), blocks_per_stage=(1, 2)), 5, n_train=100)
     grid = {"block": [[1, 1], [2, 0]], "sigma": [1.0], "bootstrap_frac": [0.5]}
-    pnc = method_config("pnc", {"calibration_size": 200, "grid": grid})
+    pnc = method_config("pnc", {"fixed": {"calibration_size": 200}, "grid": grid})
     assert registry.get("pnc").study_problems(pnc, study) == [
         "methods.pnc.grid.block [2, 0]: no block (2, 0) in stages (1, 2)"
         " (model.blocks_per_stage = [1, 2])",
@@ -684,7 +685,7 @@ def test_method_sections_check_themselves_against_the_study():
     grid["block"] = [[1, 1]]
     assert (
         registry.get("pnc").study_problems(
-            method_config("pnc", {"calibration_size": 100, "grid": grid}), study
+            method_config("pnc", {"fixed": {"calibration_size": 100}, "grid": grid}), study
         )
         == []
     )

@@ -111,15 +111,15 @@ def test_the_sweeps_keep_the_configs_keys_and_values():
     bootstrap_frac, the last fastest; the ids follow that order."""
     sweep = effective(OVERLAYS["cifar_tiny.yaml"])["sweeps"]["pnc"]
     assert sweep["configurations"] == {
-        "pnc-0": {"block": [1, 0], "sigma": 1.0, "bootstrap_frac": 0.5},
-        "pnc-1": {"block": [1, 0], "sigma": 4.0, "bootstrap_frac": 0.5},
-        "pnc-2": {"block": [0, 0], "sigma": 1.0, "bootstrap_frac": 0.5},
-        "pnc-3": {"block": [0, 0], "sigma": 4.0, "bootstrap_frac": 0.5},
+        "block=1+0,sigma=1,bootstrap_frac=0.5": {"block": [1, 0], "sigma": 1.0, "bootstrap_frac": 0.5},
+        "block=1+0,sigma=4,bootstrap_frac=0.5": {"block": [1, 0], "sigma": 4.0, "bootstrap_frac": 0.5},
+        "block=0+0,sigma=1,bootstrap_frac=0.5": {"block": [0, 0], "sigma": 1.0, "bootstrap_frac": 0.5},
+        "block=0+0,sigma=4,bootstrap_frac=0.5": {"block": [0, 0], "sigma": 4.0, "bootstrap_frac": 0.5},
     }
     assert sweep["section"]["grid"]["bootstrap_frac"] == [0.5]
     paper = effective([])["sweeps"]
     assert len(paper["pnc"]["configurations"]) == 6 * 3 * 3
-    assert paper["deep_ensemble"]["configurations"] == {"deep_ensemble-0": {}}
+    assert paper["deep_ensemble"]["configurations"] == {"default": {}}
     assert paper["msp"]["configurations"] == {}
 
 

@@ -83,7 +83,7 @@ def test_paper_protocol_dag(workdir):
     grid = pnc["section"]["grid"]
     assert len(grid["block"]) == 6 and grid["sigma"] == [25.0, 50.0, 100.0]
     assert len(pnc["configurations"]) == 6 * 3 * 3
-    assert pnc["configurations"]["pnc-1"] == {"block": [1, 0], "sigma": 25.0, "bootstrap_frac": 0.1}
+    assert pnc["configurations"]["block=1+0,sigma=25,bootstrap_frac=0.1"] == {"block": [1, 0], "sigma": 25.0, "bootstrap_frac": 0.1}
 
 
 def test_evaluate_names_the_methods_that_run(workdir, tmp_path):
@@ -306,7 +306,7 @@ def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run,
     row in Table 2 and its sweep, under its label."""
     import shutil
 
-    from test_methods_contract import TOY_SECTION, Tempered
+    from test_methods_contract import TOY_ENTRY, Tempered
 
     from pnc.methods import ood as registry
     from pnc.studies.cifar import jobs
@@ -325,7 +325,7 @@ def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run,
     )
     registry.register(Tempered())
     try:  # the workflow's sweep table, then the three jobs: the sweep, the selection, the scores
-        expand_sweep("tempered", TOY_SECTION).write(tmp_path / "tempered.json")
+        expand_sweep("tempered", TOY_ENTRY).write(tmp_path / "tempered.json")
         jobs.validate(**seed_job, out=tmp_path / "validation.json")
         chosen = jobs.select(
             sweep=tmp_path / "tempered.json",
@@ -336,7 +336,7 @@ def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run,
             **seed_job, out=scores / "seed0/tempered", selection=tmp_path / "selection.json"
         )
         assert [summary["id"]] == chosen["selected"]["0"]
-        assert {"tempered-0": {"scale": 0.5}, "tempered-1": {"scale": 2.0}}[
+        assert {"scale=0.5": {"scale": 0.5}, "scale=2": {"scale": 2.0}}[
             summary["id"]
         ] == summary["config"]
         methods = [*config["methods"], "tempered"]
@@ -412,8 +412,14 @@ NEW_METHOD_SCHEMA = {
     "additionalProperties": False,
     "required": ["grid"],
     "properties": {
-        "noise": {"type": "number", "minimum": 0, "default": 0.0},
-        "short_epochs": {"type": "integer", "minimum": 1, "default": 1},
+        "fixed": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "noise": {"type": "number", "minimum": 0},
+                "short_epochs": {"type": "integer", "minimum": 1},
+            },
+        },
         "grid": {
             "type": "object",
             "additionalProperties": False,
@@ -451,7 +457,7 @@ def test_a_new_method_joins_the_tiny_run_with_four_files(tiny_run, tmp_path, mon
     schema["properties"]["methods"]["properties"]["tempered"] = NEW_METHOD_SCHEMA
     schema_path.write_text(yaml.safe_dump(schema, sort_keys=False))
     config = yaml.safe_load((work / TINY).read_text())  # 4. its config entry
-    config["methods"]["tempered"] = {"noise": 0.1, "grid": {"scale": [0.5, 2.0]}}
+    config["methods"]["tempered"] = {"fixed": {"noise": 0.1}, "grid": {"scale": [0.5, 2.0]}}
     (work / TINY).write_text(yaml.safe_dump(config, sort_keys=False))
 
     monkeypatch.setenv("PYTHONPATH", str(lib))
@@ -574,7 +580,7 @@ def test_smoke_config_is_full_width_and_paper_sized_pnc(workdir):
     smoke = _effective(workdir, "config/cifar_smoke.yaml")
     paper = yaml.safe_load((workdir / "config/cifar.yaml").read_text())
     assert smoke["model"] == paper["model"]
-    pnc = smoke["methods"]["pnc"]
+    pnc = smoke["methods"]["pnc"]["fixed"]
     assert (pnc["n_members"], pnc["rank"]) == (50, 20) and set(smoke["methods"]) == set(paper["methods"])  # fmt: skip
     proc = _snakemake(workdir, "-n", "--configfile", "config/cifar_smoke.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -32,8 +32,7 @@ SPLITS_ALLOWED = {
 }
 #: ``itertools.product`` that is not a grid expansion, each with its reason.
 PRODUCTS_ALLOWED = {
-    GRID_MODULE: "the one grid expansion",
-    "pnc/studies/cifar/sweep.py": "the CIFAR study's one sweep expansion (tests/test_cifar_grid_once.py)",
+    "pnc/methods/entry.py": "grid_points, the one grid expansion of both studies",
     "pnc/runtime/stage.py": "the CPU lock slots (levels x CPUs), not a grid",
 }
 
@@ -188,3 +187,15 @@ def test_snakemakes_own_expand_is_not_a_grid_expansion():
     text = 'expand("results/{env}/x.csv", env=ENVS)  # not a grid\n'
     assert smk_findings(text, "workflow/rules/common.smk") == []
     assert python_findings("x = 'a=b'.count('=')\n", "pnc/x.py") == []
+
+
+def test_both_studies_expand_their_grids_with_the_one_function():
+    """``grid_points`` (pnc/methods/entry.py) is called by the MuJoCo expansion and the CIFAR
+    sweep, and by nothing else in the package or the rules."""
+    files = [*ROOT.joinpath("pnc").rglob("*.py"), *ROOT.joinpath("workflow").rglob("*.smk")]
+    callers = sorted(
+        p.relative_to(ROOT).as_posix()
+        for p in files
+        if "grid_points(" in p.read_text() and p.name != "entry.py"
+    )
+    assert callers == ["pnc/studies/cifar/sweep.py", GRID_MODULE]

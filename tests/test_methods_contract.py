@@ -242,6 +242,8 @@ class TupleNamed(Tempered):
 
 
 TOY_SECTION = {"noise": 0.1, "grid": {"scale": [0.5, 2.0]}}
+#: Its entry in a study config.
+TOY_ENTRY = {"fixed": {"noise": 0.1}, "grid": {"scale": [0.5, 2.0]}}
 
 
 @pytest.mark.slow
@@ -251,7 +253,7 @@ def test_a_toy_method_registered_outside_the_package_passes_the_contract():
         state = check_method(method, OODCheckSetting(section=TOY_SECTION))
         assert [r["config"] for r in state["record"]["sweep"]] == [{"scale": 0.5}, {"scale": 2.0}]
         assert registry.labels()["tempered"] == "Tempered"
-        assert registry.runs_of("tempered", TOY_SECTION) == ["base"]
+        assert registry.runs_of("tempered", TOY_ENTRY) == ["base"]
         ctx = state["context"]
         assert state["outputs"]["test_conf"].shape == (ctx.test_x.shape[0],)
         assert np.isfinite(state["record"]["temperature"])

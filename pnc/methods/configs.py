@@ -75,14 +75,16 @@ def make_config(
     return config_cls(**kwargs, **dict(fixed or {}))
 
 
-def _format_value(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A value as a configuration id writes it: floats losslessly without a trailing ``.0``,
+    tuples joined by ``+``."""
     if isinstance(value, bool) or value is None:
         return str(value)
     if isinstance(value, float):
         text = repr(value)
         return text[:-2] if text.endswith(".0") else text
     if isinstance(value, tuple):
-        return "+".join(_format_value(v) for v in value) if value else "()"
+        return "+".join(format_value(v) for v in value) if value else "()"
     return str(value)
 
 
@@ -98,13 +100,13 @@ def config_id(
     and only defaults is ``"default"``.
     """
     keys = field_names(type(config)) if keys is None else tuple(keys)
-    parts = [f"{name}={_format_value(getattr(config, name))}" for name in id_fields]
+    parts = [f"{name}={format_value(getattr(config, name))}" for name in id_fields]
     for field in dataclasses.fields(config):
         if field.name in id_fields or field.name not in keys:
             continue
         value = getattr(config, field.name)
         if field.default is dataclasses.MISSING or value != field.default:
-            parts.append(f"{field.name}={_format_value(value)}")
+            parts.append(f"{field.name}={format_value(value)}")
     return ",".join(parts) or "default"
 
 
@@ -147,7 +149,7 @@ def _literal(text: str, annotation: Any) -> Any:
 
 
 def _parse_value(name: str, text: str, annotation: Any) -> Any:
-    """The field value :func:`_format_value` wrote as ``text``, for a field of type ``annotation``
+    """The field value :func:`format_value` wrote as ``text``, for a field of type ``annotation``
     (read by :func:`_literal`, tuples split at ``+``, then checked by the strict
     :func:`pnc.methods.coerce.coerce`)."""
     if text == "None":

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from pnc.core.classifier.recipe import Recipe
+from pnc.methods.entry import split_entry
 from pnc.methods.ood.deep_ensemble_detector import DeepEnsembleDetector
 from pnc.methods.ood.epinet_detector import EpinetDetector
 from pnc.methods.ood.llla_detector import LLLADetector
@@ -72,21 +73,23 @@ def labels() -> dict[str, str]:
     return {m.id: m.label for m in REGISTRY.registered()}
 
 
-def method_config(method: str, section: Mapping | None) -> MethodSection:
-    """The config of ``method`` from its section (defaults filled in; unknown keys raise)."""
+def method_config(method: str, entry: Mapping | None) -> MethodSection:
+    """The config of ``method`` from its entry in a study config, ``{"fixed": {...}, "grid": {key:
+    [values]}}`` (:func:`pnc.methods.entry.split_entry`; defaults filled in, unknown keys raise)."""
+    fixed, grid, _ = split_entry(f"methods.{method}", entry)
+    section = {**fixed, **({"grid": grid} if "grid" in dict(entry or {}) else {})}
     return get(method).make_config(section)
 
 
-def run_method(method: str, section: Mapping, ctx: Context, runs: Runs) -> tuple[dict, dict]:
-    """``(outputs, record)`` of ``method`` on ``ctx`` from its training ``runs`` (run id -> run)."""
-    spec = get(method)
-    return spec.run(spec.make_config(section), ctx, runs)
+def run_method(method: str, entry: Mapping, ctx: Context, runs: Runs) -> tuple[dict, dict]:
+    """``(outputs, record)`` of ``method`` (configured by its ``entry``) on ``ctx`` from its
+    training ``runs`` (run id -> run)."""
+    return get(method).run(method_config(method, entry), ctx, runs)
 
 
-def runs_of(method: str, section: Mapping) -> list[str]:
-    """The training runs (ids) ``method`` reads."""
-    spec = get(method)
-    return spec.runs_of(spec.make_config(section))
+def runs_of(method: str, entry: Mapping) -> list[str]:
+    """The training runs (ids) ``method``, configured by its ``entry``, reads."""
+    return get(method).runs_of(method_config(method, entry))
 
 
 def run_kinds(extra: Iterable[RunKind] = ()) -> dict[str, RunKind]:

@@ -21,11 +21,12 @@ calibration metrics); for the single-model scores also ``<set>_entropy_conf``, m
 of the base network's softmax (the authors' FPR95 convention for MSP, Energy and Mahalanobis);
 plus the selection record (:func:`record`).
 
-A method's config section (``methods.<id>`` of ``config/cifar.yaml``) becomes a frozen dataclass,
+A method's entry (``methods.<id>`` of ``config/cifar.yaml``: ``fixed`` settings and a ``grid``, as
+in the MuJoCo study, :mod:`pnc.methods.entry`) becomes a frozen dataclass,
 a :class:`MethodSection` (``PnCSection``, ``SWAGSection``, ...; named apart from the MuJoCo
 methods' configs, :mod:`pnc.methods.regression`, which hold one configuration each) by
 :meth:`PosthocMethod.make_config`: its fixed settings are the fields, whose defaults are stated
-there once (the schema's defaults are checked against them) and whose values the strict
+there once (the schema lists the fields and repeats no default) and whose values the strict
 :func:`pnc.methods.coerce.coerce` converts, and its ``grid`` lists the values swept in selection;
 an unknown key fails naming the valid ones.
 """

@@ -9,9 +9,11 @@ the config gives them (``bootstrap_frac`` stays ``bootstrap_frac`` and ``1`` sta
 values name the configuration in the sweep table and derive its PRNG keys). The points are the
 product of the grid in the order of the method's grid keys, the last key fastest (LLLA's
 precisions as listed; P&C's block, then sigma, then bootstrap_frac), which is the order of the
-method's sweep; a method that selects but has no grid key (the Deep Ensemble) has one
-configuration, the empty point; a method that selects nothing has none. An id is the method and
-the point's place in that order (``pnc-3``): a key into the table, nothing to parse.
+method's sweep (:func:`pnc.methods.entry.grid_points`, the expansion the MuJoCo study uses too); a
+method that selects but has no grid key (the Deep Ensemble) has one configuration, the empty
+point; a method that selects nothing has none. An id is the point's readable name
+(:func:`pnc.methods.entry.point_id`: ``block=3+0,sigma=25,bootstrap_frac=0.05``, ``default`` for
+the empty point): a key into the table, nothing to parse.
 
 The file also holds the method's section with every default filled in (:attr:`Sweep.section`):
 the job's config comes from there, so the DAG and every job read one table.
@@ -20,13 +22,13 @@ the job's config comes from there, so the DAG and every job read one table.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pnc.methods.entry import grid_points, point_id
 from pnc.methods.ood.posthoc import MethodSection
 from pnc.runtime.io import write_text_if_changed
 
@@ -59,7 +61,7 @@ class Sweep:
         """The method's typed section (:meth:`pnc.methods.ood.posthoc.PosthocMethod.make_config`)."""
         from pnc.methods import ood as registry
 
-        return registry.method_config(self.method, self.section)
+        return registry.get(self.method).make_config(self.section)
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -154,18 +156,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def expand_sweep(method: str, section: Mapping | None) -> Sweep:
-    """Method ``method``'s configurations from its config section: the one expansion of a CIFAR
-    sweep (see the module docstring for the order and the ids).
+def expand_sweep(method: str, entry: Mapping | None) -> Sweep:
+    """Method ``method``'s configurations from its entry in the config (``{"fixed": {...},
+    "grid": {...}}``): the one expansion of a CIFAR sweep (see the module docstring for the order
+    and the ids).
 
     Raises:
-        ValueError: an unknown method, an invalid section (:meth:`MethodSection.from_section`),
-            or an empty grid list.
+        ValueError: an unknown method, an invalid entry (:func:`pnc.methods.ood.method_config`),
+            an empty grid list, or two points with one id.
     """
     from pnc.methods import ood as registry
 
     spec = registry.get(method)
-    config = spec.make_config(section)
+    config = registry.method_config(method, entry)
     settings = {
         f.name: _plain(getattr(config, f.name))
         for f in dataclasses.fields(config)
@@ -174,6 +177,8 @@ def expand_sweep(method: str, section: Mapping | None) -> Sweep:
     typed = {**settings, **({"grid": _plain(dict(config.grid))} if config.grid_keys else {})}
     if not spec.selects:
         return Sweep(method, typed, {})
-    axes = [config.values(key) for key in config.grid_keys]
-    points = [dict(zip(config.grid_keys, p, strict=True)) for p in itertools.product(*axes)]
-    return Sweep(method, typed, {f"{method}-{i}": _plain(p) for i, p in enumerate(points)})
+    points = grid_points({key: config.values(key) for key in config.grid_keys})
+    ids = [point_id(p) for p in points]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"methods.{method}: duplicate configurations {ids}")
+    return Sweep(method, typed, {i: _plain(p) for i, p in zip(ids, points, strict=True)})

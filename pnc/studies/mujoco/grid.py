@@ -28,12 +28,12 @@ the calibration set ``D_cal`` is drawn from, ``train`` (the train split; the def
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pnc.methods.entry import grid_points, split_entry
 from pnc.methods.regression.runs import TrainingSpec
 from pnc.runtime.io import write_text_if_changed
 
@@ -125,26 +125,12 @@ def expand(method_id: str, entry: Mapping[str, Any] | None) -> list[GridPoint]:
         ValueError: on an unknown entry key, an empty value list, a key both fixed and swept, an
             unknown hyperparameter (named, with the valid ones) or duplicate configurations.
     """
-    entry = dict(entry or {})
-    valid = ("fixed", "grid", *_get_method(method_id).entry_options)
-    unknown = sorted(set(entry) - set(valid))
-    if unknown:
-        raise ValueError(
-            f"methods.{method_id}: unknown key(s) {unknown}; valid: {', '.join(valid)}"
-        )
-    options = entry_options(method_id, entry)
-    fixed = dict(entry.get("fixed") or {})
-    grid = dict(entry.get("grid") or {})
-    for key, values in grid.items():
-        if not isinstance(values, list | tuple) or len(values) == 0:
-            raise ValueError(f"methods.{method_id}.grid.{key} must be a non-empty list")
-    both = sorted(set(fixed) & set(grid))
-    if both:
-        raise ValueError(f"methods.{method_id}: {both} both fixed and swept")
     method = _get_method(method_id)
+    fixed, grid, _ = split_entry(f"methods.{method_id}", entry, method.entry_options)
+    options = entry_options(method_id, entry)
     points = []
-    for values in itertools.product(*grid.values()):
-        overrides = {**fixed, **dict(zip(grid, values, strict=True))}
+    for point in grid_points(grid):
+        overrides = {**fixed, **point}
         try:
             config = method.make_config(overrides)
         except (TypeError, ValueError) as err:

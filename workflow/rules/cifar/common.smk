@@ -87,7 +87,7 @@ def _check_across_keys():
 
 _check_across_keys()
 
-SECTIONS = {m: dict(config["methods"][m] or {}) for m in METHODS}
+ENTRIES = {m: dict(config["methods"][m] or {}) for m in METHODS}
 
 
 def sweep_path(method):
@@ -99,7 +99,7 @@ def _write_sweeps():
     holds them already is kept as it is, so no job reruns)."""
     from pnc.studies.cifar.sweep import expand_sweep
 
-    sweeps = {m: expand_sweep(m, SECTIONS[m]) for m in METHODS}
+    sweeps = {m: expand_sweep(m, ENTRIES[m]) for m in METHODS}
     for method, sweep in sweeps.items():
         sweep.write(sweep_path(method))
     return sweeps
@@ -111,7 +111,7 @@ SWEEPS = _write_sweeps()
 def _runs():
     from pnc.methods.ood import runs_of
 
-    return list(dict.fromkeys(r for m in METHODS for r in runs_of(m, SECTIONS[m])))
+    return list(dict.fromkeys(r for m in METHODS for r in runs_of(m, ENTRIES[m])))
 
 
 RUNS = _runs()
@@ -126,7 +126,7 @@ def _selecting():
 # the methods that select among configurations: a sweep per seed and a selection stage each
 SELECTING = _selecting()
 SELECTING_PATTERN = "|".join(SELECTING) or "(?!)"  # the validate and select rules' methods
-SWAG_STARTS = [int(s) for s in (SECTIONS.get("swag", {}).get("grid", {}).get("start_epoch") or [])]
+SWAG_STARTS = [int(s) for s in (ENTRIES.get("swag", {}).get("grid", {}).get("start_epoch") or [])]
 
 
 wildcard_constraints:
@@ -150,7 +150,7 @@ def runs_for(wildcards):
 
     return [
         f"results/cifar/runs/seed{wildcards.seed}/{run}/run.msgpack"
-        for run in runs_of(wildcards.method, SECTIONS[wildcards.method])
+        for run in runs_of(wildcards.method, ENTRIES[wildcards.method])
     ]
 
 
