@@ -181,7 +181,7 @@ def grid_table(method: str, entry) -> dict:
     """The grid table the workflow writes for ``entry`` (pnc.studies.mujoco.grid.write_table)."""
     from pnc.studies.mujoco import grid
 
-    return json.loads(grid.table_text(grid.expand(method, entry)))
+    return json.loads(json.dumps(grid.table_of(grid.expand(method, entry))))
 
 
 def _evaluate(study, data="splits", method="pnc", grid=PNC_GRID, **kwargs):

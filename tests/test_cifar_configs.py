@@ -59,7 +59,7 @@ def effective(files: list[str], defaults: bool = True) -> dict:
     integer_seeds(config)
     validate(config, str(SCHEMA))
     methods = evaluated_methods(config)  # as workflow/rules/cifar/common.smk
-    sweeps = {m: expand_sweep(m, config["methods"][m]).to_json() for m in methods}
+    sweeps = {m: expand_sweep(m, config["methods"][m]).to_table() for m in methods}
     return {"config": _drop_none(config), "methods": methods, "sweeps": sweeps}
 
 
@@ -83,7 +83,7 @@ def test_each_overlay_gives_the_recorded_config_methods_and_sweeps(name):
     for method, sweep in recorded["sweeps"].items():
         assert now["sweeps"][method] == sweep, method
         # the order and ids, not only the same mapping
-        assert list(now["sweeps"][method]["configurations"]) == list(sweep["configurations"])
+        assert list(now["sweeps"][method]) == list(sweep)
     assert now["config"] == recorded["config"]
 
 
@@ -109,18 +109,21 @@ def test_overlays_name_only_what_they_change():
 def test_the_sweeps_keep_the_configs_keys_and_values():
     """``bootstrap_frac`` stays ``bootstrap_frac``; P&C's points are the product of block, sigma,
     bootstrap_frac, the last fastest; the ids follow that order."""
-    sweep = effective(OVERLAYS["cifar_tiny.yaml"])["sweeps"]["pnc"]
-    assert sweep["configurations"] == {
+    table = effective(OVERLAYS["cifar_tiny.yaml"])["sweeps"]["pnc"]
+    points = {i: {k: r["config"][k] for k in ("block", "sigma", "bootstrap_frac")} for i, r in table.items()}
+    assert points == {
         "block=1+0,sigma=1,bootstrap_frac=0.5": {"block": [1, 0], "sigma": 1.0, "bootstrap_frac": 0.5},
         "block=1+0,sigma=4,bootstrap_frac=0.5": {"block": [1, 0], "sigma": 4.0, "bootstrap_frac": 0.5},
         "block=0+0,sigma=1,bootstrap_frac=0.5": {"block": [0, 0], "sigma": 1.0, "bootstrap_frac": 0.5},
         "block=0+0,sigma=4,bootstrap_frac=0.5": {"block": [0, 0], "sigma": 4.0, "bootstrap_frac": 0.5},
     }
-    assert sweep["section"]["grid"]["bootstrap_frac"] == [0.5]
+    # each record is the whole configuration: the settings (defaults filled in) and the point
+    assert {r["config"]["n_members"] for r in table.values()} == {6}
+    assert {r["config"]["perturbation_norm"] for r in table.values()} == {"radius"}
     paper = effective([])["sweeps"]
-    assert len(paper["pnc"]["configurations"]) == 6 * 3 * 3
-    assert paper["deep_ensemble"]["configurations"] == {"default": {}}
-    assert paper["msp"]["configurations"] == {}
+    assert len(paper["pnc"]) == 6 * 3 * 3
+    assert paper["deep_ensemble"] == {"default": {"config": {"n_models": 5}}}
+    assert paper["msp"] == {"default": {"config": {}}}  # selects nothing: its settings only
 
 
 if __name__ == "__main__":  # write the record (only from the full, uncut config files)

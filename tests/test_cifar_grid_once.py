@@ -286,7 +286,7 @@ def test_the_expansion_lists_the_configurations_in_the_order_each_method_builds_
     sweeps = study["sweeps"]
     ctx, runs = _fake_seed(study["config"])
     for method, data in sweeps.items():
-        spec, sweep = registry.get(method), Sweep.from_json(data)
+        spec, sweep = registry.get(method), Sweep.from_table(method, data)
         if not spec.selects:
             assert sweep.ids == ()
             continue

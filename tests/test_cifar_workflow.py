@@ -80,10 +80,10 @@ def test_paper_protocol_dag(workdir):
     # the DAG wrote each method's configurations, keyed by id, for its jobs
     assert "--sweep results/cifar/sweeps/pnc.json" in proc.stdout
     pnc = json.loads((workdir / "results/cifar/sweeps/pnc.json").read_text())
-    grid = pnc["section"]["grid"]
-    assert len(grid["block"]) == 6 and grid["sigma"] == [25.0, 50.0, 100.0]
-    assert len(pnc["configurations"]) == 6 * 3 * 3
-    assert pnc["configurations"]["block=1+0,sigma=25,bootstrap_frac=0.1"] == {"block": [1, 0], "sigma": 25.0, "bootstrap_frac": 0.1}
+    assert len(pnc) == 6 * 3 * 3
+    record = pnc["block=1+0,sigma=25,bootstrap_frac=0.1"]["config"]
+    assert (record["block"], record["sigma"], record["bootstrap_frac"]) == ([1, 0], 25.0, 0.1)
+    assert record["n_members"] == 50  # the settings, with the point: the whole configuration
 
 
 def test_evaluate_names_the_methods_that_run(workdir, tmp_path):
@@ -292,9 +292,10 @@ def test_tiny_cifar_workflow_end_to_end(tiny_run):
     assert [{k: v for k, v in r.items() if k != "selected"} for r in marked] == swept["sweep"]
     assert marked == selection["sweep"] and sum(r["selected"] for r in marked) == 1
     # every record names its configuration by id, a key into the sweep the DAG wrote
-    configurations = json.loads((workdir / "results/cifar/sweeps/pnc.json").read_text())
-    configurations = configurations["configurations"]
-    assert [configurations[r["id"]] for r in marked] == [r["config"] for r in marked]
+    table = json.loads((workdir / "results/cifar/sweeps/pnc.json").read_text())
+    assert [{k: table[r["id"]]["config"][k] for k in r["config"]} for r in marked] == [
+        r["config"] for r in marked
+    ]
     again = _snakemake(workdir, "-n", "--configfile", TINY)
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
 

@@ -39,7 +39,7 @@ def test_overlay_gives_the_stand_alone_study(overlay):
     points = grid.expand_all(config["methods"])
     assert list(points) == want["methods"]  # the methods that run, in their order
     for method, pts in points.items():
-        table = json.loads(grid.table_text(pts))
+        table = json.loads(json.dumps(grid.table_of(pts)))
         assert list(table) == list(want["grid"][method]), method  # ids, in grid order
         assert table == want["grid"][method], method  # typed values, runs, calibration pools
     rest = {k: v for k, v in config.items() if k not in ("methods", "run_methods")}

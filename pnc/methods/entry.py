@@ -10,7 +10,9 @@ its grid, and the grid's points.
 
 :func:`split_entry` checks an entry and gives its parts, :func:`grid_points` the grid's points in
 order (the last key varies fastest) and :func:`point_id` a point's readable id (``sigma=8,
-ridge=0.01``). The MuJoCo study makes one configuration of each point
+ridge=0.01``). Each study writes a method's configurations, typed and keyed by id, to one kind of
+table (:func:`write_config_table`, :func:`read_config_table`): ``{config id: {"config": {field:
+value}, ...}}`` in the grid's order, each record's ``config`` the whole configuration. The MuJoCo study makes one configuration of each point
 (:func:`pnc.studies.mujoco.grid.expand`), the CIFAR study one sweep of the whole grid
 (:mod:`pnc.studies.cifar.sweep`).
 """
@@ -18,12 +20,22 @@ ridge=0.01``). The MuJoCo study makes one configuration of each point
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pnc.methods.configs import format_value
+from pnc.runtime.io import write_text_if_changed
 
-__all__ = ["ENTRY_KEYS", "grid_points", "point_id", "split_entry"]
+__all__ = [
+    "ENTRY_KEYS",
+    "grid_points",
+    "point_id",
+    "read_config_table",
+    "split_entry",
+    "write_config_table",
+]
 
 #: The keys every method entry may have.
 ENTRY_KEYS: tuple[str, ...] = ("fixed", "grid")
@@ -85,3 +97,16 @@ def point_id(point: Mapping[str, Any]) -> str:
         f"{k}={format_value(tuple(v) if isinstance(v, list) else v)}" for k, v in point.items()
     ]
     return ",".join(items) or "default"
+
+
+def write_config_table(path: str | Path, records: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Write a method's configuration table ``{config id: {"config": {...}, ...}}`` (JSON, the
+    records' order kept) to ``path`` unless it already holds exactly that text, so that its
+    modification time changes only when a configuration does. Returns whether it wrote."""
+    return write_text_if_changed(path, json.dumps(records, indent=1) + "\n")
+
+
+def read_config_table(path: str | Path) -> dict[str, dict[str, Any]]:
+    """A table written by :func:`write_config_table`: ``{config id: record}`` in its order."""
+    with open(path) as fh:
+        return json.load(fh)

@@ -152,8 +152,9 @@ def evaluate_run(argv: list[str]) -> int:
         cpus,
     )
 
+    from pnc.methods.entry import read_config_table
     from pnc.runtime.io import write_csv
-    from pnc.studies.mujoco.grid import points_by_id, read_table
+    from pnc.studies.mujoco.grid import points_by_id
     from pnc.studies.mujoco.phases import write_posteriors
     from pnc.studies.mujoco.results import CALIBRATIONS
     from pnc.studies.mujoco.stages import evaluate_run
@@ -167,7 +168,7 @@ def evaluate_run(argv: list[str]) -> int:
         run_id=args.run_id,
         run_dir=args.run,
         splits_dir=args.splits,
-        points=points_by_id(args.method, read_table(args.grid), args.configs),
+        points=points_by_id(args.method, read_config_table(args.grid), args.configs),
         calibrations=calibrations,
         splits=args.score,
         posteriors_out=posteriors,
@@ -438,8 +439,8 @@ def pnc_members(argv: list[str]) -> int:
     log = setup_logging()
     log.info("P&C members of %s seed %d (CPUs %s)", args.env, args.seed, cpus)
 
+    from pnc.methods.entry import read_config_table
     from pnc.runtime.io import read_json
-    from pnc.studies.mujoco.grid import read_table
     from pnc.studies.mujoco.pnc_members import write_pnc_members
 
     record = write_pnc_members(
@@ -448,7 +449,7 @@ def pnc_members(argv: list[str]) -> int:
         run_dir=args.run,
         splits_dir=args.splits,
         selection=read_json(args.selection),
-        table=read_table(args.grid),
+        table=read_config_table(args.grid),
         out_dir=args.out,
     )
     log.info(

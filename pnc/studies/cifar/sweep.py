@@ -15,8 +15,10 @@ point; a method that selects nothing has none. An id is the point's readable nam
 (:func:`pnc.methods.entry.point_id`: ``block=3+0,sigma=25,bootstrap_frac=0.05``, ``default`` for
 the empty point): a key into the table, nothing to parse.
 
-The file also holds the method's section with every default filled in (:attr:`Sweep.section`):
-the job's config comes from there, so the DAG and every job read one table.
+The file is the kind of table the MuJoCo study writes (:func:`pnc.methods.entry.write_config_table`):
+each record holds its whole configuration, the method's settings with every default filled in
+and the point, from which :meth:`Sweep.read` gives the section (:attr:`Sweep.section`) back: the
+job's config comes from there, so the DAG and every job read one table.
 """
 
 from __future__ import annotations
@@ -28,9 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pnc.methods.entry import grid_points, point_id
+from pnc.methods.entry import grid_points, point_id, read_config_table, write_config_table
 from pnc.methods.ood.posthoc import MethodSection
-from pnc.runtime.io import write_text_if_changed
 
 #: Where the workflow writes a method's sweep (relative to the working directory).
 SWEEP_PATH = "results/cifar/sweeps/{method}.json"
@@ -106,27 +107,45 @@ class Sweep:
 
     # ------------------------------------------------------------------------------- the file
 
-    def to_json(self) -> dict:
-        return {
-            "method": self.method,
-            "section": dict(self.section),
-            "configurations": {i: dict(p) for i, p in self.configurations.items()},
-        }
+    def to_table(self) -> dict[str, dict[str, Any]]:
+        """The method's configuration table (:func:`pnc.methods.entry.write_config_table`, the
+        kind the MuJoCo study writes): ``{config id: {"config": settings and point}}``, each
+        record the whole configuration; a method that selects nothing has one record,
+        ``default``, its settings."""
+        settings = {k: v for k, v in self.section.items() if k != "grid"}
+        points = self.configurations or {"default": {}}
+        return {i: {"config": {**settings, **p}} for i, p in points.items()}
 
     @classmethod
-    def from_json(cls, data: Mapping) -> Sweep:
-        return cls(data["method"], data["section"], data["configurations"])
+    def from_table(cls, method: str, table: Mapping[str, Mapping[str, Any]]) -> Sweep:
+        """The sweep of ``method`` from its :meth:`to_table` (its section and points read back
+        from the records: the grid's values in the order they first appear)."""
+        from pnc.methods import ood as registry
+
+        spec = registry.get(method)
+        keys = spec.config_cls.grid_keys
+        records = [dict(r["config"]) for r in table.values()]
+        settings = {k: v for k, v in (records[0] if records else {}).items() if k not in keys}
+        section = dict(settings)
+        if keys:
+            grid: dict[str, list] = {k: [] for k in keys}
+            for record in records:
+                for k in keys:
+                    if record[k] not in grid[k]:
+                        grid[k].append(record[k])
+            section["grid"] = grid
+        points = {i: {k: r["config"][k] for k in keys} for i, r in table.items()}
+        return cls(method, section, points if spec.selects else {})
 
     @classmethod
     def read(cls, path: str | Path) -> Sweep:
-        """The sweep the workflow wrote to ``path``."""
-        with open(path) as f:
-            return cls.from_json(json.load(f))
+        """The sweep the workflow wrote to ``path`` (``<method>.json``)."""
+        return cls.from_table(Path(path).stem, read_config_table(path))
 
     def write(self, path: str | Path) -> bool:
         """Write the table to ``path`` unless it holds it already (an unchanged file keeps its
         modification time, so no job reruns). Returns whether it wrote."""
-        return write_text_if_changed(path, json.dumps(self.to_json(), indent=2) + "\n")
+        return write_config_table(path, self.to_table())
 
 
 def evaluated_methods(config: Mapping) -> list[str]:

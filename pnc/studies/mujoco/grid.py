@@ -28,14 +28,12 @@ the calibration set ``D_cal`` is drawn from, ``train`` (the train split; the def
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pnc.methods.entry import grid_points, split_entry
+from pnc.methods.entry import grid_points, read_config_table, split_entry, write_config_table
 from pnc.methods.regression.runs import TrainingSpec
-from pnc.runtime.io import write_text_if_changed
 
 #: Where P&C's calibration rows come from: the train split, or train + validation rows.
 CALIBRATION_POOLS: tuple[str, ...] = ("train", "id_pool")
@@ -172,7 +170,7 @@ def expand_all(methods_entry: Mapping[str, Any]) -> dict[str, list[GridPoint]]:
 #
 # The DAG expands every grid once (:func:`expand_all`) and writes each method's configurations,
 # typed and keyed by configuration id, to a table (:func:`table_of`, :func:`write_table`); every job
-# reads its configurations from that table by id (:func:`read_table`, :func:`points_from_table`,
+# reads its configurations from that table by id (:func:`pnc.methods.entry.read_config_table`, :func:`points_from_table`,
 # :func:`points_by_id`). Nothing else expands a grid, and nothing reads a value out of an id.
 
 
@@ -193,11 +191,6 @@ def table_of(points: list[GridPoint]) -> dict[str, dict[str, Any]]:
     }
 
 
-def table_text(points: list[GridPoint]) -> str:
-    """The text of one method's grid table file (JSON, grid order kept)."""
-    return json.dumps(table_of(points), indent=1) + "\n"
-
-
 def write_table(path: str | Path, points: list[GridPoint]) -> bool:
     """Write one method's grid table to ``path`` unless it already holds exactly that text, so that
     its modification time changes only when a configuration does.
@@ -205,18 +198,12 @@ def write_table(path: str | Path, points: list[GridPoint]) -> bool:
     Returns:
         Whether the file was written.
     """
-    return write_text_if_changed(path, table_text(points))
-
-
-def read_table(path: str | Path) -> dict[str, dict[str, Any]]:
-    """A grid table written by :func:`write_table`: ``{config_id: record}`` in grid order."""
-    with open(path) as fh:
-        return json.load(fh)
+    return write_config_table(path, table_of(points))
 
 
 def read_tables(paths: Iterable[str | Path]) -> dict[str, dict[str, dict[str, Any]]]:
     """``{method id: table}`` of grid tables named ``{method id}.json`` (:func:`write_table`)."""
-    return {Path(p).stem: read_table(p) for p in paths}
+    return {Path(p).stem: read_config_table(p) for p in paths}
 
 
 def _typed(value: Any) -> Any:

@@ -239,7 +239,7 @@ def evaluate_test(
         env, seed, method_id: which job.
         runs_dir: the (env, seed)'s training runs, ``RUNS_DIR/{run}/run.{msgpack,json}``.
         splits_dir: the (env, seed)'s splits.
-        table: the method's grid table (:func:`pnc.studies.mujoco.grid.read_table`): the planned
+        table: the method's grid table (:func:`pnc.methods.entry.read_config_table`): the planned
             configurations are read from it by id.
         validation_dir: the validation phase's tables of the (env, seed, method),
             ``{run}.csv`` and ``{run}.npz`` (the stored posteriors).
@@ -336,7 +336,7 @@ def run_test_phase(
         pnc.runtime.io.ArtifactError: as :func:`evaluate_test`; the tables of the methods before
             the failing one are written.
     """
-    from pnc.studies.mujoco.grid import read_table
+    from pnc.methods.entry import read_config_table
 
     if not len(methods) == len(grids) == len(outs):
         raise ValueError(
@@ -355,7 +355,7 @@ def run_test_phase(
             method_id=method,
             runs_dir=runs_dir,
             splits_dir=splits_dir,
-            table=read_table(grid),
+            table=read_config_table(grid),
             validation_dir=Path(validation_dir) / method,
             plan_path=plan_path,
             calibrations=calibrations,

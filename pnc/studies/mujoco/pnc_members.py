@@ -51,7 +51,7 @@ def selected_point(
     selection: Mapping[str, Any], env: str, method_id: str, table: Mapping[str, Any]
 ) -> grid.GridPoint:
     """The grid point of ``method_id`` selected for ``env`` (``selection.json``'s record), read
-    from the method's grid table by id (:func:`pnc.studies.mujoco.grid.read_table`).
+    from the method's grid table by id (:func:`pnc.methods.entry.read_config_table`).
 
     Raises:
         ValueError: the record lacks ``env``/``method_id``, or its configuration is not in the grid.
