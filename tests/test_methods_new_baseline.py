@@ -113,21 +113,19 @@ class JitterWithSamples(Jitter):
         return jax.tree.map(lambda w: w[None] + eps[:, None, None], params), params
 
 
+#: The mechanism stage's methods of the package, in their order.
+MECHANISM_BUILT_IN = ("pnc", "pnc_nocorr", "swag", "laplace", "subspace")
+
+
 def test_a_method_with_weight_samples_joins_the_mechanism_stage(jitter):
     assert not jitter.has_parameter_samples
     assert mechanism_columns.mechanism_methods() == mechanism_columns.MECHANISM_METHODS
-    assert mechanism_columns.MECHANISM_METHODS == (
-        "pnc",
-        "pnc_nocorr",
-        "swag",
-        "laplace",
-        "subspace",
-    )
+    assert mechanism_columns.MECHANISM_METHODS == MECHANISM_BUILT_IN
     assert all(methods.get(m).has_parameter_samples for m in mechanism_columns.MECHANISM_METHODS)
     method = methods.register(JitterWithSamples())
     try:
         assert method.has_parameter_samples
-        # P&C and its ablation first, then the others by row: swag (30), the new one (35), ...
+        # P&C and its ablation first, then the others by table_order: swag (30), the new one (35), ...
         assert mechanism_columns.MECHANISM_METHODS == (
             "pnc", "pnc_nocorr", "swag", "jitter_samples", "laplace", "subspace"
         )  # fmt: skip
@@ -138,13 +136,7 @@ def test_a_method_with_weight_samples_joins_the_mechanism_stage(jitter):
         assert samples["dense"]["kernel"].shape == (4, 2, 1)
     finally:
         methods.unregister("jitter_samples")
-    assert mechanism_columns.MECHANISM_METHODS == (
-        "pnc",
-        "pnc_nocorr",
-        "swag",
-        "laplace",
-        "subspace",
-    )
+    assert mechanism_columns.MECHANISM_METHODS == MECHANISM_BUILT_IN
 
 
 def test_conflicting_abbreviations_and_duplicate_ids_raise(jitter):
