@@ -327,14 +327,15 @@ def test_a_toy_method_follows_the_tiny_run_from_its_runs_to_the_tables(tiny_run,
     registry.register(Tempered())
     try:  # the workflow's sweep table, then the three jobs: the sweep, the selection, the scores
         expand_sweep("tempered", TOY_ENTRY).write(tmp_path / "tempered.json")
-        jobs.validate(**seed_job, out=tmp_path / "validation.json")
+        jobs.validate(jobs.MethodJob(**seed_job, out=tmp_path / "validation.json"))
         chosen = jobs.select(
             sweep=tmp_path / "tempered.json",
             validation=[tmp_path / "validation.json"],
             out=tmp_path / "selection.json",
         )
         summary = jobs.posthoc(
-            **seed_job, out=scores / "seed0/tempered", selection=tmp_path / "selection.json"
+            jobs.MethodJob(**seed_job, out=scores / "seed0/tempered"),
+            selection=tmp_path / "selection.json",
         )
         assert [summary["id"]] == chosen["selected"]["0"]
         assert {"scale=0.5": {"scale": 0.5}, "scale=2": {"scale": 2.0}}[
@@ -485,6 +486,8 @@ _JOB = dict(seed=1, data_dir="d", out="o", model={"width": 8}, val_size=100)
 _SEED_JOB = ["--seed", "1", "--data", "d", "--out", "o", "--model", '{"width": 8}', "--val-size", "100"]
 _METHOD_JOB = [*_SEED_JOB, "--sweep", "s.json", "--runs", "r"]
 _METHOD_KW = dict(**_JOB, sweep="s.json", runs_dir="r", batch_size=500)
+#: In ``expected`` below: the ``MethodJob`` of ``_METHOD_KW`` (made in the test).
+_METHOD = "METHOD_JOB"
 
 
 @pytest.mark.parametrize(
@@ -498,11 +501,11 @@ _METHOD_KW = dict(**_JOB, sweep="s.json", runs_dir="r", batch_size=500)
          (("root", ["a"], "p", 9, "cifar10"), {})),
         ("cifar_train", "jobs", "train_run", [*_SEED_JOB, "--run-id", "base", "--swag-starts", "3"],
          ((), dict(**_JOB, run_id="base", train_section={}, swag_starts=[3], checkpoint_every=10))),
-        ("cifar_validate", "jobs", "validate", _METHOD_JOB, ((), _METHOD_KW)),
+        ("cifar_validate", "jobs", "validate", _METHOD_JOB, ((_METHOD,), {})),
         ("cifar_select", "jobs", "select", ["v0.json", "v1.json", "--sweep", "s.json", "--out", "o"],
          ((), dict(sweep="s.json", validation=["v0.json", "v1.json"], out="o"))),
         ("cifar_posthoc", "jobs", "posthoc", [*_METHOD_JOB, "--selection", "sel.json"],
-         ((), dict(**_METHOD_KW, selection="sel.json"))),
+         ((_METHOD,), {"selection": "sel.json"})),
     ],
 )  # fmt: skip
 def test_cifar_stages_limit_threads_then_call_their_job(
@@ -520,7 +523,10 @@ def test_cifar_stages_limit_threads_then_call_their_job(
     job = lambda *a, **k: calls.append(("job", a, k)) or {"done": function}
     monkeypatch.setattr(importlib.import_module(f"pnc.studies.cifar.{module}"), function, job)
     assert commands.main([stage, "--threads", "2", *argv]) == 0
-    assert calls == [("limit", 2), ("job", *expected)]
+    from pnc.studies.cifar.jobs import MethodJob
+
+    args = tuple(MethodJob(**_METHOD_KW) if a == _METHOD else a for a in expected[0])
+    assert calls == [("limit", 2), ("job", args, expected[1])]
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"done": function}
 
 

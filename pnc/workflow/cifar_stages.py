@@ -139,9 +139,9 @@ def cifar_validate(argv: list[str]) -> int:
     args = p.parse_args(argv)
     limit_threads(args.threads)
     setup_logging()
-    from pnc.studies.cifar.jobs import validate
+    from pnc.studies.cifar.jobs import MethodJob, validate
 
-    return _print(validate(**_method_job(args)))
+    return _print(validate(MethodJob(**_method_job(args))))
 
 
 def cifar_select(argv: list[str]) -> int:
@@ -170,9 +170,9 @@ def cifar_posthoc(argv: list[str]) -> int:
     args = p.parse_args(argv)
     limit_threads(args.threads)
     setup_logging()
-    from pnc.studies.cifar.jobs import posthoc
+    from pnc.studies.cifar.jobs import MethodJob, posthoc
 
-    return _print(posthoc(**_method_job(args), selection=args.selection))
+    return _print(posthoc(MethodJob(**_method_job(args)), selection=args.selection))
 
 
 def cifar_tables(argv: list[str]) -> int:

@@ -138,44 +138,58 @@ def context_from_prepared(
     )
 
 
-def _seed_context(seed, config, method, data_dir, runs_dir, model, val_size, batch_size):
-    data = D.load_prepared(data_dir)
-    network = resnet_config(model, data.num_classes)
-    ctx = context_from_prepared(data, network, seed, val_size, batch_size)
-    runs = {
-        r: TrainedNetwork.load(Path(runs_dir) / r) for r in registry.get(method).runs_of(config)
-    }
-    return ctx, runs
+@dataclasses.dataclass(frozen=True)
+class MethodJob:
+    """One method on one seed, as its validation job (:func:`validate`) and its scores job
+    (:func:`posthoc`) read it.
+
+    Attributes:
+        seed: the seed (its train/val split and the training runs it reads).
+        sweep: the method's sweep: its table, or the file the workflow wrote.
+        data_dir: the prepared data (:func:`prepare_data`).
+        runs_dir: the seed's training runs, one folder per run id.
+        out: where the job writes.
+        model: the network's ``model`` section.
+        val_size: validation images of the seed's split.
+        batch_size: images per forward pass.
+    """
+
+    seed: int
+    sweep: Sweep | str | Path
+    data_dir: str | Path
+    runs_dir: str | Path
+    out: str | Path
+    model: Mapping
+    val_size: int
+    batch_size: int = 500
+
+    @property
+    def table(self) -> Sweep:
+        return self.sweep if isinstance(self.sweep, Sweep) else Sweep.read(self.sweep)
+
+    def context(self, config: P.MethodSection) -> tuple[P.Context, P.Runs]:
+        """The seed's context and the training runs the method configured by ``config`` reads."""
+        data = D.load_prepared(self.data_dir)
+        network = resnet_config(self.model, data.num_classes)
+        ctx = context_from_prepared(data, network, self.seed, self.val_size, self.batch_size)
+        method = registry.get(self.table.method)
+        runs = {r: TrainedNetwork.load(Path(self.runs_dir) / r) for r in method.runs_of(config)}
+        return ctx, runs
 
 
-def _sweep(sweep: Sweep | str | Path) -> Sweep:
-    return sweep if isinstance(sweep, Sweep) else Sweep.read(sweep)
-
-
-def validate(
-    *,
-    seed: int,
-    sweep: Sweep | str | Path,
-    data_dir: str | Path,
-    runs_dir: str | Path,
-    out: str | Path,
-    model: Mapping,
-    val_size: int,
-    batch_size: int = 500,
-) -> dict:
-    """Build every configuration the method of ``sweep`` (its table, or the file the workflow
-    wrote) selects from on ``seed`` and score it on the validation split; write the sweep to
-    ``out`` (JSON: ``method``, ``seed``, ``sweep``, ``seconds``), each record with the id of its
-    configuration."""
-    table = _sweep(sweep)
+def validate(job: MethodJob) -> dict:
+    """Build every configuration the method of ``job.sweep`` selects from on ``job.seed`` and score
+    it on the validation split; write the sweep to ``job.out`` (JSON: ``method``, ``seed``,
+    ``sweep``, ``seconds``), each record with the id of its configuration."""
+    table, seed = job.table, job.seed
     method, config = table.method, table.config()
-    ctx, runs = _seed_context(seed, config, method, data_dir, runs_dir, model, val_size, batch_size)
+    ctx, runs = job.context(config)
     detector = registry.get(method)
     start = time.perf_counter()
     records = [{**r, "id": table.id_of(r["config"])} for r in detector.validate(config, ctx, runs)]
     summary = {"method": method, "seed": seed, "sweep": records}
     summary["seconds"] = time.perf_counter() - start
-    write_json(out, finite_or_none(summary))
+    write_json(job.out, finite_or_none(summary))
     return {"method": method, "seed": seed, "configs": len(records)}
 
 
@@ -184,7 +198,7 @@ def select(*, sweep: Sweep | str | Path, validation: Sequence[str | Path], out: 
     ``validation`` files of :func:`validate`), the configuration
     :meth:`~pnc.methods.ood.posthoc.PosthocMethod.choose` picks; write ``out`` (JSON: ``method`` and,
     per seed, the sweep with ``selected`` marked)."""
-    table = _sweep(sweep)
+    table = sweep if isinstance(sweep, Sweep) else Sweep.read(sweep)
     method, config = table.method, table.config()
     detector = registry.get(method)
     seeds = {}
@@ -202,30 +216,17 @@ def select(*, sweep: Sweep | str | Path, validation: Sequence[str | Path], out: 
     return {"method": method, "selected": chosen}
 
 
-def posthoc(
-    *,
-    seed: int,
-    sweep: Sweep | str | Path,
-    data_dir: str | Path,
-    runs_dir: str | Path,
-    out: str | Path,
-    model: Mapping,
-    val_size: int,
-    batch_size: int = 500,
-    selection: str | Path | None = None,
-) -> dict:
-    """Score the method of ``sweep`` on ``seed`` at the configuration the selection stage chose
-    (its file ``selection``, read by the chosen record's id; ``None``: validate and select here
-    too); write ``scores.npz`` and ``selection.json`` (the chosen configuration, its temperature
-    and the sweep)."""
-    table = _sweep(sweep)
+def posthoc(job: MethodJob, selection: str | Path | None = None) -> dict:
+    """Score the method of ``job.sweep`` on ``job.seed`` at the configuration the selection stage
+    chose (its file ``selection``, read by the chosen record's id; ``None``: validate and select
+    here too); write ``scores.npz`` and ``selection.json`` (the chosen configuration, its
+    temperature and the sweep) into ``job.out``."""
+    table, seed = job.table, job.seed
     method = table.method
     detector = registry.get(method)
     if selection is None:
         config = table.config()
-        ctx, runs = _seed_context(
-            seed, config, method, data_dir, runs_dir, model, val_size, batch_size
-        )
+        ctx, runs = job.context(config)
         start = time.perf_counter()
         outputs, record = detector.run(config, ctx, runs)
     else:
@@ -236,13 +237,11 @@ def posthoc(
         chosen = [r["id"] for r in marked if r["selected"]]
         # the chosen configuration only (the section narrowed to it); none: no selection
         config = table.at(chosen[0]) if len(chosen) == 1 else table.config()
-        ctx, runs = _seed_context(
-            seed, config, method, data_dir, runs_dir, model, val_size, batch_size
-        )
+        ctx, runs = job.context(config)
         start = time.perf_counter()
         outputs, record = detector.score_selected(config, ctx, runs, marked)
     record.update(method=method, seed=seed, seconds=time.perf_counter() - start)
-    out = Path(out)
+    out = Path(job.out)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "scores.npz") as tmp:
         with open(tmp, "wb") as f:
