@@ -177,14 +177,14 @@ def test_selection_record_writes_non_finite_as_null(tmp_path):
 
     rows = [
         ("Hopper", "swag", c, "raw", 0, s, "nll", v, "offline")
-        for c, v in (("a", math.nan), ("b", math.inf))
+        for c, v in (("a", math.nan), ("b", math.inf), ("c", 2.0))
         for s in ("val", "id")
     ]
     record = select(pd.DataFrame(rows, columns=list(RESULT_COLUMNS)))
     write_json(tmp_path / "s.json", record)
     rec = _strict((tmp_path / "s.json").read_text())["Hopper"]["swag"]
-    assert rec["finite"] is False and rec["val_nll"] is None
-    assert rec["candidates"] == {"a|raw": None, "b|raw": None}
+    assert rec["config"] == "c" and rec["finite"] is True and rec["val_nll"] == 2.0
+    assert rec["candidates"] == {"a|raw": None, "b|raw": None, "c|raw": 2.0}
 
 
 @pytest.fixture

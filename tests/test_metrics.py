@@ -328,8 +328,8 @@ def test_selection_non_finite_ties_and_missing_seeds():
     frame = _table({("a", 0): np.nan, ("b", 0): 2.0, ("c", 0): 2.0})
     assert select(frame)["Hopper"]["swag"]["config"] == "b"  # nan never wins; ties -> grid order
     frame = _table({("a", 0): np.nan, ("b", 0): np.inf})
-    rec = select(frame)["Hopper"]["swag"]
-    assert rec["config"] == "a" and rec["finite"] is False
+    with pytest.raises(ValueError, match=r"Hopper/swag: .*none is selected: a\|raw: nan, b\|raw: inf"):
+        select(frame)
     frame = _table({("a", 0): 1.0, ("a", 1): 1.0, ("b", 0): 0.5})
     with pytest.raises(ValueError, match=r"b \(raw\): validation NLL for seeds"):
         select(frame)

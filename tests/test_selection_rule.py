@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pnc.methods.ood.posthoc import coordinate_descent, lowest_nll
-from pnc.methods.selection_rule import lowest, select_candidate
+from pnc.methods.selection_rule import NoFiniteCandidateError, lowest, select_candidate
 
 NAN, INF = math.nan, math.inf
 
@@ -22,8 +22,6 @@ CASES = [
     ([NAN, 1.0], 1),  # a leading NaN never wins (a `<` loop would keep it)
     ([1.0, NAN, 0.5], 2),
     ([INF, 2.0, -INF], 1),  # neither infinity wins
-    ([NAN, NAN], 0),  # nothing finite: the first
-    ([INF, INF, NAN], 0),
     ([2.0], 0),
 ]
 
@@ -78,7 +76,6 @@ def test_finite_or_none_writes_every_non_finite_float_as_null_and_keeps_the_rest
     [
         ({"a": 2.0, "b": 1.0, "c": 1.0}, "b"),
         ({"a": math.nan, "b": math.inf, "c": 5.0}, "c"),
-        ({"a": math.nan, "b": math.inf}, "a"),
         ({("x", "raw"): 1.0, ("x", "vcal"): 1.0}, ("x", "raw")),
         ({"a": -math.inf, "b": 0.0}, "b"),
     ],
@@ -90,3 +87,53 @@ def test_select_candidate_on_keys(candidates, expected):
 def test_select_candidate_needs_candidates():
     with pytest.raises(ValueError, match="no candidates"):
         select_candidate({})
+
+
+@pytest.mark.parametrize("values", [[NAN, NAN], [INF, -INF, NAN], [NAN]])
+def test_nothing_is_selected_when_every_candidate_diverged(values):
+    """No finite value: the rule refuses, in both studies, naming every candidate."""
+    with pytest.raises(
+        NoFiniteCandidateError, match=r"every one diverged\), none is selected: 0: "
+    ):
+        lowest(values)
+    names = [f"c{i}" for i in range(len(values))]
+    with pytest.raises(NoFiniteCandidateError, match=r"selected: c0: "):
+        select_candidate(dict(zip(names, values, strict=True)))
+    sweep = [{"config": {"scale": i}, "val_nll": v} for i, v in enumerate(values)]
+    with pytest.raises(NoFiniteCandidateError, match=r"selected: scale=0: "):
+        lowest_nll(sweep)
+    with pytest.raises(NoFiniteCandidateError, match=r"selected: a=0,b=0: "):
+        coordinate_descent({"a": list(range(len(values))), "b": [0]}, lambda p: values[p["a"]])
+
+
+def test_the_mujoco_selection_refuses_a_method_whose_every_candidate_diverged():
+    import pandas as pd
+
+    from pnc.studies.mujoco.results import RESULT_COLUMNS
+    from pnc.studies.mujoco.selection import select
+
+    rows = [
+        ("Hopper", "swag", c, "raw", 0, s, "nll", v, "offline")
+        for c, v in (("a", NAN), ("b", INF))
+        for s in ("val", "id")
+    ]
+    with pytest.raises(NoFiniteCandidateError, match=r"Hopper/swag: .*a\|raw: nan, b\|raw: inf"):
+        select(pd.DataFrame(rows, columns=list(RESULT_COLUMNS)))
+
+
+def test_the_cifar_selection_refuses_a_method_whose_every_candidate_diverged(tmp_path):
+    import json
+
+    from pnc.studies.cifar import jobs
+    from pnc.studies.cifar.sweep import expand_sweep
+
+    expand_sweep("llla", {"grid": {"prior_precision": [1.0, 10.0]}}).write(tmp_path / "llla.json")
+    sweep = [
+        {"config": {"prior_precision": p}, "val_nll": None, "id": f"prior_precision={p:g}"}
+        for p in (1.0, 10.0)
+    ]
+    validation = tmp_path / "v.json"
+    validation.write_text(json.dumps({"method": "llla", "seed": 3, "sweep": sweep}))
+    with pytest.raises(NoFiniteCandidateError, match=r"llla, seed 3 .*prior_precision=1: inf, prior_precision=10: inf"):
+        jobs.select(sweep=tmp_path / "llla.json", validation=[validation], out=tmp_path / "s.json")
+    assert not (tmp_path / "s.json").exists()

@@ -56,6 +56,7 @@ from pnc.core.conv.resnet import ResNetConfig
 from pnc.core.keys import derive_key
 from pnc.methods.base import BaseMethod
 from pnc.methods.configs import field_names, make_config
+from pnc.methods.entry import point_id
 from pnc.methods.ood.training_runs import BASE_RUN, RunKind
 from pnc.methods.selection_rule import lowest
 
@@ -236,11 +237,16 @@ def coordinate_descent(grids: Mapping[str, list], score: Callable[[dict], float]
     """The point chosen by one pass of coordinate descent: start at the first value of every
     grid, then, coordinate by coordinate in the order of ``grids``, take the value with the
     lowest ``score`` (the first on ties) with the others held. ``score`` may be called again on a
-    point it has seen (the caller caches)."""
+    point it has seen (the caller caches).
+
+    Raises:
+        pnc.methods.selection_rule.NoFiniteCandidateError: every point along a coordinate has a
+            non-finite score (named by their ids).
+    """
     point = {name: values[0] for name, values in grids.items()}
     for name, values in grids.items():
-        scores = [score({**point, name: value}) for value in values]
-        point[name] = values[lowest(scores)]
+        points = [{**point, name: value} for value in values]
+        point[name] = values[lowest([score(p) for p in points], [point_id(p) for p in points])]
     return point
 
 
@@ -403,8 +409,15 @@ def sweep_nll(rec: Mapping) -> float:
 def lowest_nll(sweep: list[Mapping]) -> int | None:
     """The index of the lowest validation NLL in ``sweep``, the first on ties; a missing or
     non-finite NLL (:func:`sweep_nll`) never wins over a finite one
-    (:func:`pnc.methods.selection_rule.lowest`). ``None`` for an empty sweep."""
-    return lowest([sweep_nll(rec) for rec in sweep]) if sweep else None
+    (:func:`pnc.methods.selection_rule.lowest`). ``None`` for an empty sweep.
+
+    Raises:
+        pnc.methods.selection_rule.NoFiniteCandidateError: no record has a finite NLL (each named
+            by its configuration).
+    """
+    if not sweep:
+        return None
+    return lowest([sweep_nll(r) for r in sweep], [point_id(r.get("config") or {}) for r in sweep])
 
 
 def mark_selected(sweep: list[dict], index: int | None) -> list[dict]:

@@ -34,7 +34,7 @@ from pnc.core.classifier.trained import TrainedNetwork
 from pnc.core.conv.resnet import ResNetConfig
 from pnc.methods import ood as registry
 from pnc.methods.ood import posthoc as P
-from pnc.methods.selection_rule import finite_or_none
+from pnc.methods.selection_rule import NoFiniteCandidateError, finite_or_none
 from pnc.runtime.io import atomic_path, read_json, write_json
 from pnc.studies.cifar import data as D
 from pnc.studies.cifar import ood_tables as T
@@ -209,7 +209,13 @@ def select(*, sweep: Sweep | str | Path, validation: Sequence[str | Path], out: 
         unknown = [r["id"] for r in record["sweep"] if r["id"] not in table.configurations]
         if unknown:
             raise ValueError(f"{path}: configuration(s) {unknown} not in the sweep of {method}")
-        sweep_ = P.mark_selected(record["sweep"], detector.choose(config, record["sweep"]))
+        try:
+            index = detector.choose(config, record["sweep"])
+        except NoFiniteCandidateError as err:
+            raise NoFiniteCandidateError(
+                f"{method}, seed {record['seed']} ({path}): {err}"
+            ) from None
+        sweep_ = P.mark_selected(record["sweep"], index)
         seeds[str(record["seed"])] = {"sweep": sweep_}
     write_json(out, {"method": method, "seeds": seeds})
     chosen = {s: [r["id"] for r in v["sweep"] if r["selected"]] for s, v in seeds.items()}

@@ -7,9 +7,11 @@ splits play no part. Candidate order is grid order of the configurations, then
 :data:`pnc.studies.mujoco.results.CALIBRATIONS` (``raw`` before ``vcal``). Ties and non-finite values
 (:func:`pnc.methods.selection_rule.select_candidate`): a candidate whose mean validation NLL is ``nan`` or
 ``inf`` is never preferred over a finite one; among equal values the first candidate wins; if no
-candidate has a finite value the first one is selected and flagged (``"finite": false``). The
-record is strict JSON: a non-finite NLL is written as ``null``. (The workflow's metric tables are
-finite by construction, see below, so there every candidate is finite.)
+candidate has a finite value nothing is selected (:class:`pnc.methods.selection_rule.
+NoFiniteCandidateError`, naming the environment, the method and every candidate), so the record's
+``finite`` is always true. The record is strict JSON: a non-finite NLL is written as ``null``.
+(The workflow's metric tables are finite by construction, see below, so there every candidate is
+finite.)
 
 The selection record (``selection.json``) is
 ``{env: {method: {"config", "calibration", "val_nll", "finite", "n_seeds", "candidates"}}}`` with
@@ -54,7 +56,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pnc.methods.selection_rule import finite_or_none, select_candidate
+from pnc.methods.selection_rule import NoFiniteCandidateError, finite_or_none, select_candidate
 from pnc.runtime.io import (
     ArtifactError,
     atomic_path,
@@ -146,7 +148,13 @@ def select(frame: pd.DataFrame, seeds: Iterable[int] | None = None) -> dict:
                     f"expected {seeds}"
                 )
             candidates[(config, calibration)] = float(np.mean(rows["value"].to_numpy(np.float64)))
-        best = select_candidate(candidates)
+        keys = {candidate_key(*c): c for c in candidates}  # named as the record names them
+        try:
+            best = keys[select_candidate({k: candidates[c] for k, c in keys.items()})]
+        except NoFiniteCandidateError as err:
+            raise NoFiniteCandidateError(
+                f"{env}/{method}: seed-mean validation NLL: {err}"
+            ) from None
         out.setdefault(str(env), {})[str(method)] = {
             "config": best[0],
             "calibration": best[1],
