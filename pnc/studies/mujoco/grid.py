@@ -8,6 +8,7 @@ A method's entry in the workflow config (``methods:`` in ``config.yaml``) is
       fixed: {n_members: 50, rank: 20}          # applied to every configuration
       grid: {sigma: [8, 16, 32], ridge: [0.0001, 0.01]}   # cross product, in key order
 
+The entry is read and its grid expanded by :mod:`pnc.methods.entry`, as the CIFAR study's are.
 Each grid point becomes one configuration of the method (``method.make_config(fixed | point)``),
 named by ``method.config_id(config)``. The workflow expands the grids once, while it builds the DAG
 (:func:`expand_all`), and writes each method's configurations, typed and keyed by id, to its grid
