@@ -10,11 +10,12 @@ its grid, and the grid's points.
 
 :func:`split_entry` checks an entry and gives its parts, :func:`grid_points` the grid's points in
 order (the last key varies fastest) and :func:`point_id` a point's readable id (``sigma=8,
-ridge=0.01``). Each study writes a method's configurations, typed and keyed by id, to one kind of
-table (:func:`write_config_table`, :func:`read_config_table`): ``{config id: {"config": {field:
-value}, ...}}`` in the grid's order, each record's ``config`` the whole configuration. The MuJoCo study makes one configuration of each point
+ridge=0.01``). The MuJoCo study makes one configuration of each point
 (:func:`pnc.studies.mujoco.grid.expand`), the CIFAR study one sweep of the whole grid
-(:mod:`pnc.studies.cifar.sweep`).
+(:mod:`pnc.studies.cifar.sweep`). Each study writes a method's configurations, typed and keyed by
+id, to one kind of table (:func:`write_config_table`, :func:`read_config_table`): ``{config id:
+{"config": {field: value}, ...}}`` in the grid's order, each record's ``config`` the whole
+configuration.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def method_config(method: str, entry: Mapping | None) -> MethodSection:
     """The config of ``method`` from its entry in a study config, ``{"fixed": {...}, "grid": {key:
     [values]}}`` (:func:`pnc.methods.entry.split_entry`; defaults filled in, unknown keys raise)."""
     fixed, grid, _ = split_entry(f"methods.{method}", entry)
-    section = {**fixed, **({"grid": grid} if "grid" in dict(entry or {}) else {})}
+    section = {**fixed, **({"grid": grid} if "grid" in (entry or {}) else {})}
     return get(method).make_config(section)
 
 

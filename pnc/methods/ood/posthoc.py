@@ -276,7 +276,8 @@ class PosthocMethod(BaseMethod):
     NLL at each configuration's own temperature and read the ensemble's mixture); a method
     without selection (a single-model score) overrides :meth:`score` only. Where it differs from
     the defaults it also overrides :meth:`runs_of` (the training runs it reads, declaring in
-    :attr:`run_kinds` the kinds of run of its own; default: the base run) and :meth:`study_problems` (its section checked against the study; default: none).
+    :attr:`run_kinds` the kinds of run of its own; default: the base run) and
+    :meth:`study_problems` (its section checked against the study; default: none).
     """
 
     family: ClassVar[str] = "OOD"

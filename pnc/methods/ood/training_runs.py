@@ -6,8 +6,8 @@ A run id is ``base`` (the base run; it also collects the SWAG moments) or the na
 :mod:`~pnc.methods.ood.deep_ensemble_detector`), ``dropout0.2`` (an MC Dropout run, declared by
 :mod:`~pnc.methods.ood.mc_dropout_detector`). A method whose runs differ from the base run in their
 recipe declares their kind in ``run_kinds`` and names its runs in ``runs_of``; the workflow trains
-every run the configured methods name, each with :func:`recipe_for`, so a new kind of run touches
-its method's module only.
+every run the configured methods name, each with the recipe its kind sets
+(:func:`pnc.methods.ood.recipe_for`), so a new kind of run touches its method's module only.
 """
 
 from __future__ import annotations

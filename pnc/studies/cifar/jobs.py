@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -138,6 +139,11 @@ def context_from_prepared(
     )
 
 
+def _sweep(sweep: Sweep | str | Path) -> Sweep:
+    """A method's sweep: ``sweep`` itself, or the one the workflow wrote to that file."""
+    return sweep if isinstance(sweep, Sweep) else Sweep.read(sweep)
+
+
 @dataclasses.dataclass(frozen=True)
 class MethodJob:
     """One method on one seed, as its validation job (:func:`validate`) and its scores job
@@ -163,9 +169,10 @@ class MethodJob:
     val_size: int
     batch_size: int = 500
 
-    @property
+    @functools.cached_property
     def table(self) -> Sweep:
-        return self.sweep if isinstance(self.sweep, Sweep) else Sweep.read(self.sweep)
+        """The method's sweep, read once."""
+        return _sweep(self.sweep)
 
     def context(self, config: P.MethodSection) -> tuple[P.Context, P.Runs]:
         """The seed's context and the training runs the method configured by ``config`` reads."""
@@ -198,7 +205,7 @@ def select(*, sweep: Sweep | str | Path, validation: Sequence[str | Path], out: 
     ``validation`` files of :func:`validate`), the configuration
     :meth:`~pnc.methods.ood.posthoc.PosthocMethod.choose` picks; write ``out`` (JSON: ``method`` and,
     per seed, the sweep with ``selected`` marked)."""
-    table = sweep if isinstance(sweep, Sweep) else Sweep.read(sweep)
+    table = _sweep(sweep)
     method, config = table.method, table.config()
     detector = registry.get(method)
     seeds = {}

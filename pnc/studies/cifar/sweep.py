@@ -124,17 +124,16 @@ class Sweep:
 
         spec = registry.get(method)
         keys = spec.config_cls.grid_keys
-        records = [dict(r["config"]) for r in table.values()]
-        settings = {k: v for k, v in (records[0] if records else {}).items() if k not in keys}
-        section = dict(settings)
+        first = next(iter(table.values()), {"config": {}})["config"]
+        section = {k: v for k, v in first.items() if k not in keys}
+        points = {i: {k: r["config"][k] for k in keys} for i, r in table.items()}
         if keys:
             grid: dict[str, list] = {k: [] for k in keys}
-            for record in records:
-                for k in keys:
-                    if record[k] not in grid[k]:
-                        grid[k].append(record[k])
+            for point in points.values():
+                for k, v in point.items():
+                    if v not in grid[k]:
+                        grid[k].append(v)
             section["grid"] = grid
-        points = {i: {k: r["config"][k] for k in keys} for i, r in table.items()}
         return cls(method, section, points if spec.selects else {})
 
     @classmethod

@@ -125,8 +125,8 @@ def expand(method_id: str, entry: Mapping[str, Any] | None) -> list[GridPoint]:
             unknown hyperparameter (named, with the valid ones) or duplicate configurations.
     """
     method = _get_method(method_id)
-    fixed, grid, _ = split_entry(f"methods.{method_id}", entry, method.entry_options)
-    options = entry_options(method_id, entry)
+    fixed, grid, given = split_entry(f"methods.{method_id}", entry, method.entry_options)
+    options = entry_options(method_id, given)
     points = []
     for point in grid_points(grid):
         overrides = {**fixed, **point}
@@ -171,8 +171,9 @@ def expand_all(methods_entry: Mapping[str, Any]) -> dict[str, list[GridPoint]]:
 #
 # The DAG expands every grid once (:func:`expand_all`) and writes each method's configurations,
 # typed and keyed by configuration id, to a table (:func:`table_of`, :func:`write_table`); every job
-# reads its configurations from that table by id (:func:`pnc.methods.entry.read_config_table`, :func:`points_from_table`,
-# :func:`points_by_id`). Nothing else expands a grid, and nothing reads a value out of an id.
+# reads its configurations from that table by id (:func:`pnc.methods.entry.read_config_table`,
+# :func:`points_from_table`, :func:`points_by_id`). Nothing else expands a grid, and nothing reads a
+# value out of an id.
 
 
 def table_of(points: list[GridPoint]) -> dict[str, dict[str, Any]]:

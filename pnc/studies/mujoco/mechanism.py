@@ -356,8 +356,8 @@ def mechanism_frame(
     maha_layer = min(MAHALANOBIS_LAYER, mlp_config.n_hidden - 1)
     eps = settings.probe_eps * config.sigma
     point_values = _pnc_point_values(
-        env, seed, run, members, config, bases, splits["train"][0], x_cal, points.x_raw, x,
-        maha_layer=maha_layer, eps=eps, settings=settings,
+        env, seed, run, members, config, bases, splits["train"][0], x_train, x_cal, points.x_raw,
+        x, maha_layer=maha_layer, eps=eps, settings=settings,
     )  # fmt: skip
     boot = None
     if subsets is not None:  # Theorem 3 on the first points of each split
@@ -448,11 +448,12 @@ class _MechanismPoints:
 
 
 def _pnc_point_values(
-    env, seed, run, members, config, bases, x_train_raw, x_cal, x_raw, x, *, maha_layer, eps,
-    settings: MechanismSettings,
+    env, seed, run, members, config, bases, x_train_raw, x_train, x_cal, x_raw, x, *, maha_layer,
+    eps, settings: MechanismSettings,
 ) -> dict[tuple[str, str], np.ndarray]:  # fmt: skip
     """``{("pnc", quantity): value per point}`` of the selected P&C ensemble on the points ``x``
-    (standardised; ``x_raw`` as stored), in the table's order of quantities."""
+    (standardised by the network; ``x_raw`` as stored; the training inputs both ways, ``x_train``
+    and ``x_train_raw``), in the table's order of quantities."""
     model = run.model
     mlp_config = model.config
     values: dict[tuple[str, str], np.ndarray] = {}
@@ -468,7 +469,6 @@ def _pnc_point_values(
         inputs.transform(jnp.asarray(x_train_raw, jnp.float32)),
         inputs.transform(jnp.asarray(x_raw, jnp.float32)),
     )
-    x_train = model.x_norm.transform(jnp.asarray(x_train_raw, jnp.float32))
     h_train = hidden_activations(model.params, x_train, mlp_config)[maha_layer]
     h = hidden_activations(model.params, x, mlp_config)
     values[("pnc", DISTANCE_QUANTITY)] = np.asarray(
