@@ -6,7 +6,9 @@ calling pool thread blocks until the pieces are done; when as many independent b
 once as the pool has threads, each waits on work that no free thread can pick up and the program
 hangs. The ridge solves of Perturb-and-Correct are vmapped over members (and users may vmap or
 compose them further), so they use the blocked factorisation below instead: plain XLA operations
-that never wait on the thread pool, batch under ``vmap`` and differentiate under autodiff.
+that never wait on the thread pool and batch under ``vmap``. :func:`spd_solve` carries its own
+derivative (the implicit one, in forward and reverse mode), so derivatives through a correction
+never differentiate the factorisation's loops.
 
 Both functions work on one matrix ``[n, n]``; batch them with ``vmap``.
 """
@@ -100,18 +102,9 @@ def _leaf_lower_inverse(chol: Array) -> Array:
 _MAX_JITTER = 1e4  # the largest jitter tried, in units of n * eps
 
 
-@jax.jit  # eager callers then reuse one compiled solve per shape (the loops inside are traced)
-def spd_solve(gram: Array, rhs: Array) -> Array:
-    """Solve ``gram @ out = rhs`` for symmetric positive definite ``gram [n, n]``, ``rhs [n, q]``.
-
-    Jacobi scaling to unit diagonal, the Cholesky factor and its explicit inverse
-    (:func:`cholesky_and_inverse`: matrix products only, no LAPACK call, so the
-    member-vmapped solves never wait on XLA's CPU thread pool), then one step of iterative
-    refinement against the unscaled system. A Gram formed in float32 can come out indefinite at
-    the rounding level; the factorisation is then redone with a jitter on the unit diagonal,
-    ``n * eps`` first and ten times more on each further failure (at most five retries; the
-    refinement step against the unjittered system removes the jitter's first-order effect).
-    """
+def _factor(gram: Array) -> tuple[Array, Array]:
+    """Jacobi scale ``s [n]`` and the inverse Cholesky factor ``L^{-1} [n, n]`` of ``diag(s) gram
+    diag(s)``, retried with a growing jitter on the unit diagonal while it is not finite."""
     n = gram.shape[0]
     diag = jnp.diagonal(gram)
     scale = jnp.where(diag > 0, jax.lax.rsqrt(jnp.where(diag > 0, diag, 1.0)), 1.0)
@@ -130,12 +123,55 @@ def spd_solve(gram: Array, rhs: Array) -> Array:
 
     start = (jnp.full_like(gram, jnp.nan), jnp.zeros((), gram.dtype))
     inv_chol, _ = jax.lax.while_loop(failed, attempt, start)
+    return scale, inv_chol
+
+
+def _refined_solve(gram: Array, scale: Array, inv_chol: Array, rhs: Array) -> Array:
+    """``gram^{-1} rhs`` from :func:`_factor`'s factors, with one step of iterative refinement
+    against the unscaled ``gram``."""
 
     def solve(r):
         return scale[:, None] * (inv_chol.T @ (inv_chol @ (scale[:, None] * r)))
 
     out = solve(rhs)
     return out + solve(rhs - gram @ out)
+
+
+@jax.custom_jvp
+def _spd_solve(gram: Array, rhs: Array) -> Array:
+    return _refined_solve(gram, *_factor(gram), rhs)
+
+
+@_spd_solve.defjvp
+def _spd_solve_jvp(primals, tangents):
+    """Implicit derivative ``d out = gram^{-1} (d rhs - d gram out)`` with the primal's factors: the
+    factorisation is not differentiated (nor compiled a second time for the tangents)."""
+    gram, rhs = primals
+    d_gram, d_rhs = tangents
+    scale, inv_chol = _factor(gram)
+    out = _refined_solve(gram, scale, inv_chol, rhs)
+    return out, _refined_solve(gram, scale, inv_chol, d_rhs - d_gram @ out)
+
+
+@jax.jit  # eager callers then reuse one compiled solve per shape (the loops inside are traced)
+def spd_solve(gram: Array, rhs: Array) -> Array:
+    """Solve ``gram @ out = rhs`` for symmetric positive definite ``gram [n, n]``, ``rhs [n, q]``.
+
+    Jacobi scaling to unit diagonal, the Cholesky factor and its explicit inverse
+    (:func:`cholesky_and_inverse`: matrix products only, no LAPACK call, so the
+    member-vmapped solves never wait on XLA's CPU thread pool), then one step of iterative
+    refinement against the unscaled system. A Gram formed in float32 can come out indefinite at
+    the rounding level; the factorisation is then redone with a jitter on the unit diagonal,
+    ``n * eps`` first and ten times more on each further failure (at most five retries; the
+    refinement step against the unjittered system removes the jitter's first-order effect).
+
+    Differentiable in both arguments by the implicit rule ``d out = gram^{-1} (d rhs - d gram
+    out)``, solved with the same factors and refinement step (forward mode, and reverse mode by
+    transposition): the factorisation itself is never differentiated, so a program that takes
+    derivatives through the solve (``jacfwd`` of a P&C member) holds one factorisation, not its
+    tangent loops as well.
+    """
+    return _spd_solve(gram, rhs)
 
 
 # ----------------------------------------------------------------------------- perturbations
