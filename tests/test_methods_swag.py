@@ -64,6 +64,38 @@ def test_moments_equal_numpy_on_the_stored_trajectory():
     np.testing.assert_allclose(stats["deviations"], expected, rtol=1e-4, atol=1e-6)
 
 
+def test_runs_differing_only_in_their_schedule_share_one_program(caplog):
+    """The collection schedule is traced: a second run with another schedule (Subspace's own run
+    beside the base run) reuses the first one's compiled program, and collects on its own
+    schedule exactly as a program compiled for that schedule alone."""
+    from pnc.methods.regression.base_run import fit_swag
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(48, 3)).astype(np.float32)
+    y = np.tanh(x[:, :2]).astype(np.float32)
+    model_config = MLPConfig(out_dim=2, hidden=(5,))
+    configs = [
+        TrainConfig(steps=37, batch_size=8, collection=Collection(start_step=s, every=e, rank=3))
+        for s, e in ((10, 3), (21, 5))
+    ]
+    with jax.log_compiles(True), caplog.at_level("WARNING", logger="jax._src.dispatch"):
+        runs = [
+            train_base(base_spec(), x, y, model_config=model_config, train_config=c,
+                       key=jax.random.key(1))
+            for c in configs
+        ]  # fmt: skip
+    compiled = [r for r in caplog.records if "compilation of jit(fit_swag)" in r.getMessage()]
+    assert len(compiled) == 1
+    xs, ys = runs[1].model.x_norm.transform(x), runs[1].model.y_norm.transform(y)
+    alone = jax.jit(fit_swag, static_argnums=(0, 1))(
+        model_config, configs[1], xs, ys, jax.random.key(1)
+    ).observed
+    assert float(runs[1].extras["swag"]["n_snapshots"]) == configs[1].collection.n_snapshots(37)
+    for name in ("mean", "sq_mean", "deviations"):
+        np.testing.assert_array_equal(runs[1].extras["swag"][name], getattr(alone, name))
+    assert not np.array_equal(runs[0].extras["swag"]["mean"], runs[1].extras["swag"]["mean"])
+
+
 def test_a_run_without_snapshots_falls_back_to_its_parameters():
     rng = np.random.default_rng(2)
     x = rng.normal(size=(32, 1)).astype(np.float32)

@@ -100,7 +100,13 @@ class Collection:
 
     def collects(self, t: Array) -> Array:
         """Whether the iterate after (0-based) step ``t`` is collected (boolean scalar)."""
-        return (t >= self.start_step) & (jnp.mod(t - self.start_step, self.every) == 0)
+        return collects_at(t, self.start_step, self.every)
+
+
+def collects_at(t: Array, start_step: int | Array, every: int | Array) -> Array:
+    """Whether the iterate after (0-based) step ``t`` is collected on the schedule ``start_step``,
+    ``every`` (:class:`Collection`; the two may be traced integers)."""
+    return (t >= start_step) & (jnp.mod(t - start_step, every) == 0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,6 +28,7 @@ from pnc.core.training import (
     Observer,
     TrainConfig,
     TrainedModel,
+    collects_at,
     fit,
     fit_summary,
     standardized_validation,
@@ -119,15 +120,23 @@ def update_moments(moments: SWAGMoments, theta: Array) -> SWAGMoments:
     return SWAGMoments(n, mean, sq_mean, m2, deviations)
 
 
-def moments_observer(collection: Collection) -> Observer:
-    """The :class:`pnc.core.training.Observer` that adds the collected iterates to :class:`SWAGMoments`."""
+def moments_observer(
+    collection: Collection, schedule: tuple[Array, Array] | None = None
+) -> Observer:
+    """The :class:`pnc.core.training.Observer` that adds the collected iterates to :class:`SWAGMoments`.
+
+    ``schedule``: ``(start_step, every)`` as traced integers, used instead of ``collection``'s
+    (whose ``rank`` alone is then read), so that runs differing only in their schedule share one
+    compiled program.
+    """
+    start_step, every = (collection.start_step, collection.every) if schedule is None else schedule
 
     def init(params: Params) -> SWAGMoments:
         return init_moments(ravel_pytree(params)[0].shape[0], collection.rank)
 
     def update(moments: SWAGMoments, params: Params, t: Array) -> SWAGMoments:
         return jax.lax.cond(
-            collection.collects(t),
+            collects_at(t, start_step, every),
             lambda m: update_moments(m, ravel_pytree(params)[0]),
             lambda m: m,
             moments,
@@ -143,15 +152,20 @@ def fit_swag(
     y: Array,
     key: Array,
     validation: tuple[Array, Array] | None = None,
+    schedule: tuple[Array, Array] | None = None,
 ) -> FitResult:
     """:func:`pnc.core.training.fit` that also collects SWAG moments (``result.observed``) on the
     schedule ``train_config.collection``; pure and jittable. Collecting does not change the
     trajectory, so the parameters equal those of :func:`pnc.core.training.fit` with the same key.
 
+    ``schedule``: ``(start_step, every)``, traced integers that replace the collection's (its
+    ``rank`` is still read): under ``jit`` with ``train_config`` static, runs that differ only in
+    when they collect then share one compiled program.
+
     ``observed.deviations`` holds ``min(K, n)`` valid columns (ring buffer, collection order modulo
     ``K``), ``n = observed.n`` the snapshots taken (fewer than scheduled after an early stop).
     """
-    observer = moments_observer(train_config.collection)
+    observer = moments_observer(train_config.collection, schedule)
     return fit(model_config, train_config, x, y, key, validation, observer)
 
 
@@ -179,14 +193,20 @@ def train_base(
         raise ValueError("the base run trains without dropout; got dropout_rate > 0")
     x_norm, y_norm = standardizers(x, y, train_config)
     run = jax.jit(fit_swag, static_argnums=(0, 1))
+    # the schedule is traced: the base run and a Subspace run of the same length and rank (its
+    # own schedule) run one compiled program
+    collection = train_config.collection
+    schedule = (jnp.int32(collection.start_step), jnp.int32(collection.every))
+    generic = dataclasses.replace(train_config, collection=Collection(0, 1, collection.rank))
     t0 = time.perf_counter()
     result = run(
         model_config,
-        train_config,
+        generic,
         x_norm.transform(jnp.asarray(x, jnp.float32)),
         y_norm.transform(jnp.asarray(y, jnp.float32)),
         key,
         standardized_validation(validation, x_norm, y_norm),
+        schedule,
     )
     jax.block_until_ready(result)
     train_s = time.perf_counter() - t0
