@@ -223,7 +223,8 @@ def ridge_correction(
         zero:      Theta' = X_v^T (X_v X_v^T + ridge I)^{-1} X Theta
 
     with ``ridge = 0`` it gives the interpolating solution closest to ``C``. Pure and
-    shape-static: works under ``jit``, ``vmap`` and forward-mode autodiff (``jvp``, ``jacfwd``).
+    shape-static: works under ``jit``, ``vmap`` and autodiff in forward and reverse mode (the
+    solve's derivative is the implicit one, :func:`pnc.core._linalg.spd_solve`).
 
     Args:
         h_cal: original post-activations on the correction subset, ``[B, d]``.
