@@ -11,7 +11,10 @@ Runs, and fails on the first broken claim:
 3. the first example of docs/library.md: the paper's Gaussian MLP through ``pnc.train`` and
    ``pnc.build_members``;
 4. the three examples of ``docs/any_model.md`` (``examples/``: flax.nnx regression, flax.linen CNN,
-   a linen transformer) at small settings, with the claims their tests check.
+   a linen transformer) at small settings, with the claims their tests check;
+5. P&C members built by programs loaded from JAX's persistent compilation cache equal, bit for
+   bit, those its first compilation built (JAX 0.6.0's CPU executables loaded from the cache skip
+   their while loops: the ridge solve's came back NaN).
 
 Usage: ``python scripts/install_check.py`` from the checkout root, with that environment's Python.
 Prints one JSON line of what it ran and the versions it ran with.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -95,6 +99,52 @@ def run_library_example() -> None:
         raise AssertionError(f"docs/library.md: epistemic {inside.mean()} on, {outside.mean()} off")
 
 
+#: P&C members on a small untrained network, printed as the hash of their predictions' bytes.
+_CACHED_BUILD = """
+import hashlib, sys
+import jax, numpy as np
+from flax import nnx
+import pnc
+
+class Net(nnx.Module):
+    def __init__(self, rngs):
+        self.hidden = nnx.Linear(1, 16, rngs=rngs)
+        self.out = nnx.Linear(16, 1, rngs=rngs)
+    def __call__(self, x):
+        return self.out(jax.nn.tanh(self.hidden(x)))
+
+x = np.linspace(-2, 2, 64, dtype=np.float32)[:, None]
+ens = pnc.ensemble(Net(nnx.Rngs(0)), x, perturb=["hidden"], correct=["out"], key=jax.random.key(0),
+                   config=pnc.PnCConfig(n_members=4, rank=4, sigma=1.0))
+out = np.asarray(ens(np.linspace(-6, 6, 25, dtype=np.float32)[:, None]))
+sys.exit("not finite") if not np.isfinite(out).all() else print(hashlib.sha256(out.tobytes()).hexdigest())
+"""
+
+
+def check_cached_programs() -> None:
+    """Build the same members twice, each in a fresh interpreter sharing a new persistent
+    compilation cache: the first compiles and stores its programs, the second loads them; both
+    must give finite predictions with the same bytes."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": cache,
+               "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+               "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}  # fmt: skip
+        runs = []
+        for attempt in ("compiled", "loaded from the cache"):
+            run = subprocess.run([sys.executable, "-c", _CACHED_BUILD], capture_output=True,
+                                 text=True, env=env)  # fmt: skip
+            if run.returncode != 0:
+                raise AssertionError(f"P&C members {attempt}: {run.stderr.strip()[-500:]}")
+            runs.append(run.stdout.strip())
+            if not any(Path(cache).rglob("*")):
+                raise AssertionError("the persistent compilation cache stored nothing")
+        if runs[0] != runs[1]:
+            raise AssertionError("P&C members built by programs loaded from the persistent "
+                                 "compilation cache differ from the compiled ones'")  # fmt: skip
+
+
 def _claims(name: str, result: dict) -> list[str]:
     """What each example of docs/any_model.md claims, as the failed ones' descriptions."""
     failed = [f"{k} is not finite" for k, v in result.items()
@@ -153,6 +203,7 @@ def main() -> int:
     run_library_example()
     for name in EXAMPLES:
         check_example(name)
+    check_cached_programs()
     print(json.dumps({
         "python": sys.version.split()[0], "jax": jax.__version__, "flax": flax.__version__,
         "optax": optax.__version__, "numpy": np.__version__, "readme_blocks": n_blocks,

@@ -7,8 +7,11 @@
 #   Python 3.11, requirements/oldest.txt: the ranges' lower ends.
 # Called by scripts/test.sh after the suite, in its venv (uv comes with the [test] extra; the
 # newest lock may name releases that only PyPI itself serves). The environments live under
-# ~/.cache/pnc/install-check and are made anew each run; uv's cache keeps the downloads.
-# PNC_INSTALL_CHECK=off skips it; a missing Python is an error under CI=true, else skipped.
+# ~/.cache/pnc/install-check and are made anew each run; uv's cache keeps the downloads, and a
+# JAX compilation cache per Python beside them keeps the checks' compiled programs (JAX's own
+# JAX_COMPILATION_CACHE_DIR, so the code under check runs unchanged; keyed by the program and
+# the JAX version, it loads what a compilation would produce; PNC_COMPILE_CACHE=off turns it
+# off). PNC_INSTALL_CHECK=off skips it; a missing Python is an error under CI=true, else skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -49,8 +52,15 @@ check() {  # check VERSION LOCK: one fresh environment, the wheel alone, the che
     "$uv" venv --quiet --python "$py" "$env"
     "$uv" pip install --quiet --python "$env/bin/python" -c "$lock" "$wheel"
     echo "[install_check] Python $version, $lock: $(basename "$wheel") alone"
+    local -a cache=()
+    # off as pnc.runtime.compile_cache reads it: set to "", 0, off, false, no or none
+    case "$(echo "${PNC_COMPILE_CACHE-on}" | tr -d '[:space:]' | tr '[:upper:]' '[:lower:]')" in
+        "" | 0 | off | false | no | none) ;;
+        *) cache=(JAX_COMPILATION_CACHE_DIR="$work/jax-cache-py$version"
+            JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1) ;;
+    esac
     # from another folder, so that `import pnc` is the installed wheel, not this checkout
-    (cd "$dist" && "$env/bin/python" "$root/scripts/install_check.py")
+    (cd "$dist" && env "${cache[@]}" "$env/bin/python" "$root/scripts/install_check.py")
 }
 # the two environments side by side (most of each is compilation, on one core), each its own log
 check 3.13 requirements/newest.txt >"$dist/newest.log" 2>&1 &

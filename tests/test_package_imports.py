@@ -155,3 +155,24 @@ def test_require_passes_when_the_modules_are_there_and_names_the_missing_ones():
     ):
         extras.require("peers", ("numpy", "no_such_mod_x"), "a part")
     assert extras.missing(["numpy", "no_such_mod_x"]) == ["no_such_mod_x"]
+
+
+def test_install_doc_states_the_ranges_lower_ends_that_oldest_lock_installs():
+    """docs/install.md's "lowest tested" column names, for each of the library's dependencies,
+    the lower end of its range in pyproject.toml and the version requirements/oldest.txt pins
+    (what scripts/install_check.sh installs at that end)."""
+    import re
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    declared = {}
+    for spec in tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]:
+        name, low = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9.]+)", spec).groups()
+        declared[name] = low
+    pinned = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (root / "requirements/oldest.txt")
+                             .read_text(), flags=re.M))  # fmt: skip
+    doc = (root / "docs/install.md").read_text()
+    table = dict(re.findall(r"^\| (\w+) \| ([0-9.]+) \|", doc, flags=re.M))
+    assert set(declared) == {"jax", "flax", "optax", "numpy"}
+    for name, low in declared.items():
+        assert table.get(name) == low == pinned.get(name), (name, table.get(name), pinned.get(name))
