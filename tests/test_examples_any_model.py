@@ -39,3 +39,22 @@ def test_the_cost_benchmark_finds_the_examples():
 
     assert set(NAMES) == set(install_check.EXAMPLES)
     assert all((EXAMPLES / f"{name}.py").is_file() for name in NAMES), EXAMPLES
+
+
+#: Builds whose second run, loading from the cache, cannot match its first.
+_CACHE_FAULTS = {
+    "differ": "import os, jax\njax.jit(lambda x: x + 1)(1)\nprint(os.urandom(8).hex())",
+    "not finite": "import jax, sys\njax.jit(lambda x: x + 1)(1)\nsys.exit('not finite')",
+    "stored nothing": "print('a')",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", list(_CACHE_FAULTS))
+def test_cached_program_check_fails_on_what_it_guards(monkeypatch, fault):
+    """``check_cached_programs`` refuses predictions that change once loaded from the cache, a
+    build that fails, and a cache that stored nothing (it is not vacuous; the build itself runs in
+    the install check, at both ends of the version ranges)."""
+    monkeypatch.setattr(install_check, "_CACHED_BUILD", _CACHE_FAULTS[fault])
+    with pytest.raises(AssertionError, match=fault):
+        install_check.check_cached_programs()
