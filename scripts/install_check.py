@@ -14,7 +14,7 @@ Runs, and fails on the first broken claim:
    a linen transformer) at small settings, with the claims their tests check;
 5. P&C members built by programs loaded from JAX's persistent compilation cache equal, bit for
    bit, those its first compilation built (JAX 0.6.0's CPU executables loaded from the cache skip
-   their while loops: the ridge solve's came back NaN).
+   some while loops: the ridge solve's came back NaN).
 
 Usage: ``python scripts/install_check.py`` from the checkout root, with that environment's Python.
 Prints one JSON line of what it ran and the versions it ran with.
